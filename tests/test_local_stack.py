@@ -1,0 +1,63 @@
+"""The embedded stack: provisioned from the shared definitions, loopback only, idempotent."""
+
+from __future__ import annotations
+
+import boto3
+import psutil
+import pytest
+
+from lake.schemas import TABLES
+from wallet.table import PARTITION_KEY, STREAM_VIEW_TYPE, TTL_ATTRIBUTE
+from walletlake.local import EmbeddedStack, StackError, provision
+from walletlake.local._servers import ensure_port_free
+from walletlake.settings import Settings
+
+pytestmark = pytest.mark.stack
+
+
+def test_stack_provisions_table_stream_ttl_bucket_and_glue(stack: EmbeddedStack) -> None:
+    settings = stack.settings
+    dynamodb = boto3.client("dynamodb")
+    table = dynamodb.describe_table(TableName=settings.table)["Table"]
+    assert table["KeySchema"] == [{"AttributeName": PARTITION_KEY, "KeyType": "HASH"}]
+    assert table["StreamSpecification"] == {"StreamEnabled": True, "StreamViewType": STREAM_VIEW_TYPE}
+    ttl = dynamodb.describe_time_to_live(TableName=settings.table)["TimeToLiveDescription"]
+    assert ttl["AttributeName"] == TTL_ATTRIBUTE
+    assert ttl["TimeToLiveStatus"] == "ENABLED"
+    assert boto3.client("s3").head_bucket(Bucket=settings.bucket)["ResponseMetadata"]["HTTPStatusCode"] == 200
+    glue_tables = boto3.client("glue").get_tables(DatabaseName=settings.glue_database)["TableList"]
+    assert sorted(t["Name"] for t in glue_tables) == sorted(TABLES)
+    ledger = next(t for t in glue_tables if t["Name"] == "ledger")
+    assert ledger["Parameters"]["projection.dt.type"] == "date"
+    assert [c["Name"] for c in ledger["StorageDescriptor"]["Columns"]] == TABLES["ledger"].names
+
+
+def test_provisioning_twice_changes_nothing(stack: EmbeddedStack) -> None:
+    lines = provision(stack.settings)
+    assert "dynamodb table wallets: exists" in lines
+    assert "s3 bucket walletlake-lake: exists" in lines
+    assert f"glue database {stack.settings.glue_database}: exists" in lines
+
+
+def test_servers_listen_on_loopback_only(stack: EmbeddedStack) -> None:
+    assert stack.endpoints is not None
+    ports = {int(url.rsplit(":", 1)[1]) for url in (stack.endpoints.dynamodb, stack.endpoints.aws)}
+    listening = {
+        (conn.laddr.ip, conn.laddr.port)
+        for conn in psutil.net_connections(kind="tcp")
+        if conn.status == psutil.CONN_LISTEN and conn.laddr.port in ports
+    }
+    # THEN both servers listen, and only on the loopback address (DynamoDB Local via our launcher)
+    assert {port for _, port in listening} == ports
+    assert {ip.removeprefix("::ffff:") for ip, _ in listening} == {"127.0.0.1"}
+
+
+def test_busy_port_is_a_one_line_error_naming_the_flag(stack: EmbeddedStack) -> None:
+    assert stack.endpoints is not None
+    port = int(stack.endpoints.dynamodb.rsplit(":", 1)[1])
+    with pytest.raises(StackError, match=r"^port \d+ on 127.0.0.1 is busy: .* --dynamodb-port$"):
+        ensure_port_free("127.0.0.1", port, "--dynamodb-port")
+
+
+def test_settings_from_env_follow_the_stack(stack: EmbeddedStack) -> None:
+    assert Settings.from_env().query_engine == "duckdb"

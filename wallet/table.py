@@ -1,0 +1,78 @@
+"""The DynamoDB table ``wallets``: its key, stream and TTL, and the shape of every item in it.
+
+This module is the single definition of the table contract in ARCHITECTURE.md. The write path
+builds items from it, the stream decoder reads them with it, and the local stack and the CDK app
+create the table from :data:`WALLETS_TABLE`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Final
+
+PARTITION_KEY: Final = "pk"
+TTL_ATTRIBUTE: Final = "expires_at"
+STREAM_VIEW_TYPE: Final = "NEW_AND_OLD_IMAGES"
+
+ENTITY_WALLET: Final = "wallet"
+ENTITY_USER: Final = "user"
+ENTITY_TRANSACTION: Final = "transaction"
+
+TXN_DEPOSIT: Final = "deposit"
+TXN_TRANSFER: Final = "transfer"
+
+
+class Attr:
+    """Attribute names of the items; one spelling, imported everywhere."""
+
+    PK: Final = PARTITION_KEY
+    ENTITY: Final = "entity"
+    # wallet item
+    WALLET_ID: Final = "wallet_id"
+    USER_ID: Final = "user_id"
+    BALANCE: Final = "balance"
+    VERSION: Final = "version"
+    CREATED_AT: Final = "created_at"
+    UPDATED_AT: Final = "updated_at"
+    # transaction item
+    TXN_ID: Final = "txn_id"
+    TYPE: Final = "type"
+    TO_WALLET_ID: Final = "to_wallet_id"
+    AMOUNT: Final = "amount"
+    NONCE: Final = "nonce"
+    REQUEST_HASH: Final = "request_hash"
+    WALLET_VERSION: Final = "wallet_version"
+    WALLET_BALANCE_AFTER: Final = "wallet_balance_after"
+    TO_WALLET_VERSION: Final = "to_wallet_version"
+    TO_WALLET_BALANCE_AFTER: Final = "to_wallet_balance_after"
+    EXPIRES_AT: Final = TTL_ATTRIBUTE
+
+
+def wallet_key(wallet_id: str) -> str:
+    """``{wallet_id}#wallet``: the wallet item, partitioned by wallet as seed 000 prescribes."""
+    return f"{wallet_id}#{ENTITY_WALLET}"
+
+
+def user_key(user_id: str) -> str:
+    """``{user_id}#user``: the claim that makes "one wallet per client" a conditional write."""
+    return f"{user_id}#{ENTITY_USER}"
+
+
+def transaction_key(wallet_id: str, nonce: str) -> str:
+    """``{wallet_id}_{nonce}#transaction``: the key *is* the idempotency record of a request."""
+    return f"{wallet_id}_{nonce}#{ENTITY_TRANSACTION}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TableSpec:
+    """What it takes to create a DynamoDB table with a single string hash key."""
+
+    partition_key: str
+    stream_view_type: str | None = None
+    ttl_attribute: str | None = None
+
+
+#: The ledger's hot store. Streams carry both images so TTL expiries arrive with the expired item.
+WALLETS_TABLE: Final = TableSpec(
+    partition_key=PARTITION_KEY, stream_view_type=STREAM_VIEW_TYPE, ttl_attribute=TTL_ATTRIBUTE
+)

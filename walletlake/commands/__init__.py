@@ -1,0 +1,1 @@
+"""One module per ``walletlake`` sub-command; each turns arguments into calls of the packages."""

@@ -1,0 +1,66 @@
+"""``walletlake local up``: the embedded stack in the foreground until Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from walletlake.local import EmbeddedStack
+from walletlake.settings import Settings
+
+
+def register(subparsers: Any) -> None:
+    """Add ``local`` and its ``up`` action."""
+    parser = subparsers.add_parser("local", help="run the embedded AWS stand-ins on this machine")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    up = actions.add_parser(
+        "up",
+        help="start DynamoDB Local and a moto server, provision them, stay in the foreground",
+        description=(
+            "Starts DynamoDB Local (data kept under --data-dir) and a moto server (S3, Glue; in memory), "
+            "creates every resource the pipeline needs, prints the variables that point the AWS SDK at "
+            "them, and runs until Ctrl-C or SIGTERM."
+        ),
+    )
+    up.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    up.add_argument("--dynamodb-port", type=int, default=8000, help="DynamoDB Local's port (default 8000)")
+    up.add_argument(
+        "--aws-port", type=int, default=5000, help="moto server's port for S3 and Glue (default 5000)"
+    )
+    up.add_argument(
+        "--data-dir", type=Path, default=Path(".walletlake"), help="where DynamoDB Local keeps data"
+    )
+    up.set_defaults(func=_up)
+
+
+def _up(args: argparse.Namespace) -> int:
+    stop = threading.Event()
+
+    def _on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    stack = EmbeddedStack(
+        args.data_dir,
+        host=args.host,
+        dynamodb_port=args.dynamodb_port,
+        aws_port=args.aws_port,
+        settings=Settings.from_env(),
+    )
+    print("starting DynamoDB Local and moto server ...", file=sys.stderr, flush=True)
+    with stack:
+        for line in stack.provisioned:
+            print(f"  {line}", file=sys.stderr)
+        print("# point the AWS SDK and walletlake at the embedded stack:", file=sys.stderr)
+        for key, value in stack.environment().items():
+            print(f"export {key}={value}")
+        print("# running; Ctrl-C or SIGTERM stops both servers", file=sys.stderr, flush=True)
+        stop.wait()
+    print("stopped", file=sys.stderr)
+    return 0

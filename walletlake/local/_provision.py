@@ -1,0 +1,111 @@
+"""Create every resource the pipeline needs, idempotently, from the shared definitions.
+
+The same definitions (``wallet.table``, ``stream_processor.checkpoint_table``, ``lake.glue``) feed
+the CDK app, so the embedded stack and AWS cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+import boto3
+from botocore.exceptions import ClientError
+
+from lake.glue import all_table_inputs
+from stream_processor.checkpoint_table import CHECKPOINT_TABLE
+from wallet.table import WALLETS_TABLE, TableSpec
+from walletlake.settings import Settings
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_glue import GlueClient
+    from mypy_boto3_s3 import S3Client
+
+_logger = logging.getLogger(__name__)
+
+
+def provision(settings: Settings, session: boto3.Session | None = None) -> list[str]:
+    """Create what is missing and return one line per resource saying what was done."""
+    session = session or boto3.Session(region_name=settings.region)
+    dynamodb: DynamoDBClient = session.client("dynamodb")
+    s3: S3Client = session.client("s3")
+    glue: GlueClient = session.client("glue")
+    return [
+        ensure_table(dynamodb, settings.table, WALLETS_TABLE),
+        ensure_table(dynamodb, settings.checkpoint_table, CHECKPOINT_TABLE),
+        ensure_bucket(s3, settings.bucket, settings.region),
+        *ensure_glue(glue, settings),
+    ]
+
+
+def ensure_table(client: DynamoDBClient, name: str, spec: TableSpec) -> str:
+    """Create an on-demand table with ``spec``'s key, stream and TTL unless it exists."""
+    try:
+        client.describe_table(TableName=name)
+        created = False
+    except client.exceptions.ResourceNotFoundException:
+        kwargs: dict[str, object] = {
+            "TableName": name,
+            "AttributeDefinitions": [{"AttributeName": spec.partition_key, "AttributeType": "S"}],
+            "KeySchema": [{"AttributeName": spec.partition_key, "KeyType": "HASH"}],
+            "BillingMode": "PAY_PER_REQUEST",
+        }
+        if spec.stream_view_type:
+            kwargs["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": spec.stream_view_type}
+        client.create_table(**kwargs)  # type: ignore[arg-type]
+        wait_for_table_active(client, name)
+        created = True
+    if spec.ttl_attribute:
+        ttl = client.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
+        if ttl.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING"):
+            client.update_time_to_live(
+                TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": spec.ttl_attribute}
+            )
+    return f"dynamodb table {name}: {'created' if created else 'exists'}"
+
+
+def ensure_bucket(client: S3Client, name: str, region: str) -> str:
+    """Create the lake bucket unless it exists."""
+    try:
+        client.head_bucket(Bucket=name)
+        return f"s3 bucket {name}: exists"
+    except ClientError:
+        pass
+    if region == "us-east-1":
+        client.create_bucket(Bucket=name)
+    else:
+        client.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": region})  # type: ignore[typeddict-item]
+    return f"s3 bucket {name}: created"
+
+
+def ensure_glue(client: GlueClient, settings: Settings) -> list[str]:
+    """Create the Glue database and bring every lake table to its current definition."""
+    lines = []
+    try:
+        client.get_database(Name=settings.glue_database)
+        lines.append(f"glue database {settings.glue_database}: exists")
+    except client.exceptions.EntityNotFoundException:
+        client.create_database(DatabaseInput={"Name": settings.glue_database})
+        lines.append(f"glue database {settings.glue_database}: created")
+    for table_input in all_table_inputs(settings.bucket, settings.lake_prefix):
+        name = table_input["Name"]
+        try:
+            client.get_table(DatabaseName=settings.glue_database, Name=name)
+            client.update_table(DatabaseName=settings.glue_database, TableInput=table_input)  # type: ignore[arg-type]
+            lines.append(f"glue table {settings.glue_database}.{name}: updated")
+        except client.exceptions.EntityNotFoundException:
+            client.create_table(DatabaseName=settings.glue_database, TableInput=table_input)  # type: ignore[arg-type]
+            lines.append(f"glue table {settings.glue_database}.{name}: created")
+    return lines
+
+
+def wait_for_table_active(client: DynamoDBClient, name: str, timeout: float = 30.0) -> None:
+    """Poll until a table is ACTIVE (DynamoDB Local answers at once; AWS takes seconds)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if client.describe_table(TableName=name)["Table"]["TableStatus"] == "ACTIVE":
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"table {name} not ACTIVE after {timeout:.0f} s")
