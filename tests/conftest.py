@@ -7,6 +7,7 @@ same definitions as production, and removes only what it made.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -70,10 +71,8 @@ def settings(make_settings: Callable[..., Settings]) -> Settings:
 def _remove(settings: Settings) -> None:
     dynamodb = boto3.client("dynamodb", region_name=settings.region)
     for table in (settings.table, settings.checkpoint_table):
-        try:
+        with contextlib.suppress(dynamodb.exceptions.ResourceNotFoundException):
             dynamodb.delete_table(TableName=table)
-        except dynamodb.exceptions.ResourceNotFoundException:
-            pass
     bucket = boto3.resource("s3", region_name=settings.region).Bucket(settings.bucket)
     bucket.objects.all().delete()
     bucket.delete()
