@@ -1,0 +1,333 @@
+"""The whole pipeline end to end on the embedded stack, with progress and a summary a person can read.
+
+Stages: provision → wallets, deposits and transfers through the real HTTP API → stream consumption →
+TTL expiry of the hot items (the hot window is shortened so it happens while you watch) → a second
+drain that sees the expiries and changes nothing in the lake → snapshot → compaction → reconciliation
+→ analyst queries → an HTML report. Every count is checked against the stage before it; the demo
+fails (exit 1) when any disagree or the reconciliation is not clean.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pandas as pd
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from wallet.table import ENTITY_TRANSACTION, Attr
+from walletlake.local import EmbeddedStack, provision
+from walletlake.settings import Settings
+
+_logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DemoConfig:
+    """Size and pace of the demo; the defaults finish in about a minute on two cores."""
+
+    wallets: int = 200
+    deposits_per_wallet: int = 2
+    transfers: int = 2_000
+    concurrency: int = 8
+    seed: int = 20261122
+    hot_ttl_seconds: int = 20
+    ttl_wait_seconds: float = 90.0
+    output_dir: Path = Path("demo-output")
+
+
+@dataclasses.dataclass
+class DemoResult:
+    """What each stage counted, for the summary, the report and the tests."""
+
+    counts: dict[str, Any] = dataclasses.field(default_factory=dict)
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)
+    checks: dict[str, bool] = dataclasses.field(default_factory=dict)
+    frames: dict[str, pd.DataFrame] = dataclasses.field(default_factory=dict)
+    reconciliation: dict[str, Any] = dataclasses.field(default_factory=dict)
+    report_path: Path | None = None
+    lake_uri: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True when every cross-stage check held."""
+        return all(self.checks.values())
+
+
+class _Stages:
+    """One rich progress display; each stage gets a bar and a timing."""
+
+    def __init__(self, progress: Progress, result: DemoResult) -> None:
+        self.progress = progress
+        self.result = result
+
+    @contextlib.contextmanager
+    def stage(self, name: str, total: int | None = 1) -> Iterator[Callable[[int, int | None], None]]:
+        task: TaskID = self.progress.add_task(name, total=total)
+        started = time.perf_counter()
+
+        def advance(done: int, new_total: int | None = None) -> None:
+            if new_total is not None:
+                self.progress.update(task, total=new_total)
+            self.progress.update(task, completed=done)
+
+        yield advance
+        self.result.timings[name] = time.perf_counter() - started
+        task_total = self.progress.tasks[task].total or 1
+        self.progress.update(task, completed=task_total)
+
+
+def run_demo(config: DemoConfig, console: Console | None = None) -> DemoResult:
+    """Run every stage; uses an already running stack when the SDK's endpoint variables point at one."""
+    console = console or Console()
+    result = DemoResult()
+    output = config.output_dir.resolve()
+    output.mkdir(parents=True, exist_ok=True)
+    progress = Progress(
+        TextColumn("[bold]{task.description:<34}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
+    with progress, contextlib.ExitStack() as cleanup:
+        stages = _Stages(progress, result)
+        with stages.stage("provision embedded stack"):
+            settings = _stack(config, output, cleanup)
+        _pipeline(config, settings, stages, result, output)
+    return result
+
+
+def _stack(config: DemoConfig, output: Path, cleanup: contextlib.ExitStack) -> Settings:
+    """Start a fresh embedded stack (or reuse a running one) and point the SDK at it."""
+    if os.environ.get("AWS_ENDPOINT_URL_DYNAMODB"):
+        settings = Settings.from_env()
+        provision(settings)
+        return settings
+    data_dir = output / "stack"
+    shutil.rmtree(data_dir, ignore_errors=True)
+    stack = EmbeddedStack(data_dir)
+    stack.start()
+    cleanup.callback(stack.stop)
+    saved = {key: os.environ.get(key) for key in stack.environment()}
+    os.environ.update(stack.environment())
+    cleanup.callback(_restore_environ, saved)
+    return Settings.from_env()
+
+
+def _restore_environ(saved: dict[str, str | None]) -> None:
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def _pipeline(
+    config: DemoConfig, settings: Settings, stages: _Stages, result: DemoResult, output: Path
+) -> None:
+    # Imported here so `walletlake --help` stays fast and does not load the whole pipeline.
+    from lake.compaction import compact_day
+    from lake.snapshots import take_snapshot
+    from queries.reconciliation import reconcile
+    from stream_processor.consumer import drain
+
+    from queries import run_query
+    from walletlake.report import render_report
+
+    counts = result.counts
+    today = dt.datetime.now(dt.UTC).date()
+    result.lake_uri = f"s3://{settings.bucket}/{settings.lake_prefix}/"
+    workload = _drive_api(config, stages, result)
+    committed = workload.deposits_ok + workload.transfers_ok
+    counts["api"] = {
+        "wallets": workload.wallets_created,
+        "deposits": workload.deposits_ok,
+        "transfers": workload.transfers_ok,
+        "refused (insufficient funds)": workload.transfers_refused,
+        "replays (no effect)": workload.replays,
+        "ledger entries expected": workload.ledger_entries_expected,
+        "requests/s": round(workload.requests_per_second),
+    }
+
+    with stages.stage("stream → lake (consume)", workload.ledger_entries_expected) as advance:
+        first = drain(settings, on_progress=lambda n: advance(n, None))
+    counts["consume"] = first.as_dict()
+
+    with stages.stage("TTL expiry of hot items", committed) as advance:
+        remaining = _wait_for_ttl(settings, committed, config.ttl_wait_seconds, advance)
+    with stages.stage("stream → lake (after TTL)"):
+        second = drain(settings)
+    counts["ttl"] = {
+        "transaction items committed": committed,
+        "left in DynamoDB": remaining,
+        "expiries seen on the stream": second.as_dict()["ttl_expired"],
+        "ledger rows added by expiries": second.as_dict()["ledger_rows"],
+        "quarantined": first.as_dict()["quarantined"] + second.as_dict()["quarantined"],
+    }
+
+    with stages.stage("snapshot balances"):
+        snapshot = take_snapshot(settings)
+    with stages.stage("compact today's partition"):
+        compaction = compact_day(settings, today)
+    with stages.stage("reconcile (exact)"):
+        report = reconcile(settings, today)
+    result.reconciliation = report.to_dict()
+    counts["nightly"] = {
+        "wallets snapshotted": _attr(snapshot, "wallets"),
+        "ledger rows after compaction": _attr(compaction, "rows_out", "ledger_rows"),
+        "reconciliation": "CLEAN" if report.ok else "FAILED",
+        **{f"findings: {k}": v for k, v in report.counts.items()},
+    }
+
+    queries = {
+        "daily_volume": {"start_date": today.isoformat(), "end_date": today.isoformat()},
+        "money_conservation": {"date": today.isoformat()},
+        "top_wallets": {"start_date": today.isoformat(), "end_date": today.isoformat(), "limit": "5"},
+    }
+    with stages.stage("analyst queries", len(queries) + 1) as advance:
+        for done, (name, params) in enumerate(queries.items(), start=1):
+            result.frames[name] = run_query(name, params, settings)
+            advance(done, None)
+        top = str(result.frames["top_wallets"].iloc[0]["wallet_id"])
+        day_start, day_end = (
+            f"{today.isoformat()}T00:00:00Z",
+            f"{(today + dt.timedelta(days=1)).isoformat()}T00:00:00Z",
+        )
+        result.frames["wallet_statement"] = run_query(
+            "wallet_statement", {"wallet_id": top, "start": day_start, "end": day_end}, settings
+        )
+
+    result.checks = {
+        "every wallet reached the lake": first.as_dict()["wallets"] == workload.wallets_created,
+        "every ledger entry reached the lake once": first.as_dict()["ledger_rows"]
+        == workload.ledger_entries_expected
+        and _attr(compaction, "rows_out", "ledger_rows") in (None, workload.ledger_entries_expected),
+        "TTL expiries changed nothing in the lake": second.as_dict()["ledger_rows"] == 0,
+        "nothing quarantined": counts["ttl"]["quarantined"] == 0,
+        "reconciliation clean": report.ok,
+    }
+    with stages.stage("render report"):
+        result.report_path = render_report(
+            output / "report.html",
+            summary={
+                "counts": counts,
+                "timings": result.timings,
+                "checks": result.checks,
+                "lake": result.lake_uri,
+            },
+            frames=result.frames,
+            reconciliation=result.reconciliation,
+        )
+
+
+def _drive_api(config: DemoConfig, stages: _Stages, result: DemoResult) -> Any:
+    """Wallets, deposits and transfers through the real HTTP API, one progress bar per kind."""
+    from walletlake.api_server import ApiServer
+    from walletlake.workload import run_workload
+
+    api_env = {**os.environ, "WALLETLAKE_HOT_TTL_SECONDS": str(config.hot_ttl_seconds)}
+
+    with ApiServer(env=api_env) as api:
+        bars: dict[str, Callable[[int, int | None], None]] = {}
+        contexts: dict[str, contextlib.AbstractContextManager[Callable[[int, int | None], None]]] = {}
+        started = time.perf_counter()
+
+        def on_progress(stage: str, done: int, total: int) -> None:
+            if stage not in bars:
+                for name in list(bars):  # a new stage closes the previous one
+                    contexts.pop(name).__exit__(None, None, None)
+                    bars.pop(name)
+                contexts[stage] = stages.stage(f"{stage} via HTTP API", total)
+                bars[stage] = contexts[stage].__enter__()
+            bars[stage](done, total)
+
+        workload = run_workload(
+            api.url,
+            wallets=config.wallets,
+            deposits_per_wallet=config.deposits_per_wallet,
+            transfers=config.transfers,
+            concurrency=config.concurrency,
+            seed=config.seed,
+            on_progress=on_progress,
+        )
+        for name in list(bars):
+            contexts.pop(name).__exit__(None, None, None)
+        result.timings["api total"] = time.perf_counter() - started
+    return workload
+
+
+def _attr(obj: Any, *names: str) -> Any:
+    """The first of ``names`` that ``obj`` (a report dataclass or dict) has, else None."""
+    for name in names:
+        if isinstance(obj, dict) and name in obj:
+            return obj[name]
+        if hasattr(obj, name):
+            return getattr(obj, name)
+    return None
+
+
+def _wait_for_ttl(
+    settings: Settings, committed: int, timeout: float, advance: Callable[[int, int | None], None]
+) -> int:
+    """Poll DynamoDB until TTL has removed every transaction item or the deadline passes."""
+    client = boto3.client("dynamodb", region_name=settings.region)
+    deadline = time.monotonic() + timeout
+    remaining = committed
+    while time.monotonic() < deadline:
+        remaining = _count_transactions(client, settings.table)
+        advance(committed - remaining, None)
+        if remaining == 0:
+            break
+        time.sleep(1.0)
+    return remaining
+
+
+def _count_transactions(client: Any, table: str) -> int:
+    total = 0
+    kwargs: dict[str, Any] = {
+        "TableName": table,
+        "Select": "COUNT",
+        "FilterExpression": "#e = :t",
+        "ExpressionAttributeNames": {"#e": Attr.ENTITY},
+        "ExpressionAttributeValues": {":t": {"S": ENTITY_TRANSACTION}},
+    }
+    while True:
+        page = client.scan(**kwargs)
+        total += page["Count"]
+        if "LastEvaluatedKey" not in page:
+            return total
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def print_summary(result: DemoResult, console: Console) -> None:
+    """The readable end of the demo: counts per stage, checks, timings, where things are."""
+    for section, values in result.counts.items():
+        table = Table(title=section, show_header=False, title_justify="left")
+        for key, value in values.items():
+            table.add_row(str(key), str(value))
+        console.print(table)
+    checks = Table(title="cross-stage checks", show_header=False, title_justify="left")
+    for name, passed in result.checks.items():
+        checks.add_row(name, "[green]ok[/green]" if passed else "[red]FAILED[/red]")
+    console.print(checks)
+    for name in ("daily_volume", "money_conservation", "top_wallets"):
+        if name in result.frames:
+            console.print(f"[bold]query {name}[/bold]")
+            console.print(result.frames[name].to_string(index=False))
+    timing = ", ".join(f"{name} {seconds:.1f}s" for name, seconds in result.timings.items())
+    console.print(f"timings: {timing}")
+    console.print(f"lake: {result.lake_uri}   report: {result.report_path}")
+    verdict = "[bold green]DEMO OK[/bold green]" if result.ok else "[bold red]DEMO FAILED[/bold red]"
+    console.print(verdict)
