@@ -57,10 +57,11 @@ def _up(args: argparse.Namespace) -> int:
     with stack:
         for line in stack.provisioned:
             print(f"  {line}", file=sys.stderr)
-        print("# point the AWS SDK and walletlake at the embedded stack:", file=sys.stderr)
+        print("# point the AWS SDK and walletlake at the embedded stack:")
         for key, value in stack.environment().items():
             print(f"export {key}={value}")
-        print("# running; Ctrl-C or SIGTERM stops both servers", file=sys.stderr, flush=True)
+        # Last line on stdout, after the exports, so a reader of stdout knows the stack is ready.
+        print("# running; Ctrl-C or SIGTERM stops both servers", flush=True)
         stop.wait()
     print("stopped", file=sys.stderr)
     return 0

@@ -1,0 +1,226 @@
+"""``walletlake local up`` as a user runs it: a foreground process that prints exports and stops cleanly."""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+
+from walletlake.local import free_port
+
+pytestmark = pytest.mark.stack
+
+WALLETLAKE = [sys.executable, "-m", "walletlake.cli"]
+
+
+def _read_exports(process: subprocess.Popen[str], timeout: float = 90.0) -> dict[str, str]:
+    """Collect ``export K=V`` lines from stdout until the stack says, last, that it is running."""
+    lines: queue.Queue[str] = queue.Queue()
+    stdout = process.stdout
+    assert stdout is not None
+    threading.Thread(target=lambda: [lines.put(line) for line in stdout], daemon=True).start()
+    exports: dict[str, str] = {}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=0.5)
+        except queue.Empty:
+            if process.poll() is not None:
+                pytest.fail(f"local up exited early with code {process.returncode}")
+            continue
+        if line.startswith("export "):
+            key, value = line.removeprefix("export ").strip().split("=", 1)
+            exports[key] = value
+        if "running" in line:
+            return exports
+    pytest.fail("local up did not report running before the deadline")
+
+
+@pytest.fixture
+def local_up(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[str, str], Path]]:
+    data_dir = tmp_path / "data"
+    argv = [*WALLETLAKE, "local", "up", "--dynamodb-port", str(free_port()), "--aws-port", str(free_port())]
+    process = subprocess.Popen(
+        [*argv, "--data-dir", str(data_dir)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    try:
+        yield process, _read_exports(process), data_dir
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+
+
+def _port_is_free(url: str) -> bool:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    with socket.socket() as probe:
+        # SO_REUSEADDR: connections in TIME_WAIT do not count, a listener still does.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, int(port)))
+        except OSError:
+            return False
+    return True
+
+
+def test_local_up_prints_sdk_exports_and_stops_on_sigterm(
+    local_up: tuple[subprocess.Popen[str], dict[str, str], Path],
+) -> None:
+    # GIVEN a running `walletlake local up`
+    process, exports, _ = local_up
+    # THEN it printed the SDK's endpoint variables, and the stack answers at them
+    for key in (
+        "AWS_ENDPOINT_URL_DYNAMODB",
+        "AWS_ENDPOINT_URL_DYNAMODB_STREAMS",
+        "AWS_ENDPOINT_URL_S3",
+        "AWS_ENDPOINT_URL_GLUE",
+    ):
+        assert exports[key].startswith("http://127.0.0.1:")
+    dynamodb = boto3.client(
+        "dynamodb",
+        endpoint_url=exports["AWS_ENDPOINT_URL_DYNAMODB"],
+        region_name=exports["AWS_DEFAULT_REGION"],
+        aws_access_key_id=exports["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=exports["AWS_SECRET_ACCESS_KEY"],
+    )
+    assert "wallets" in dynamodb.list_tables()["TableNames"]
+    # WHEN it gets SIGTERM
+    process.send_signal(signal.SIGTERM)
+    # THEN it exits 0 and both servers are gone
+    assert process.wait(30) == 0
+    assert _port_is_free(exports["AWS_ENDPOINT_URL_DYNAMODB"])
+    assert _port_is_free(exports["AWS_ENDPOINT_URL_S3"])
+
+
+def test_restart_keeps_the_wallets_on_disk(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+
+    def up() -> tuple[subprocess.Popen[str], dict[str, str]]:
+        ports = ["--dynamodb-port", str(free_port()), "--aws-port", str(free_port())]
+        process = subprocess.Popen(
+            [*WALLETLAKE, "local", "up", *ports, "--data-dir", str(data_dir)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        return process, _read_exports(process)
+
+    def client(exports: dict[str, str]) -> object:
+        return boto3.client(
+            "dynamodb",
+            endpoint_url=exports["AWS_ENDPOINT_URL_DYNAMODB"],
+            region_name=exports["AWS_DEFAULT_REGION"],
+            aws_access_key_id=exports["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=exports["AWS_SECRET_ACCESS_KEY"],
+        )
+
+    # GIVEN an item written to a first run
+    first, exports = up()
+    try:
+        client(exports).put_item(TableName="wallets", Item={"pk": {"S": "w1#wallet"}, "balance": {"N": "5"}})  # type: ignore[attr-defined]
+    finally:
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(30) == 0
+    # WHEN the stack is started again on the same data dir
+    second, exports = up()
+    try:
+        item = client(exports).get_item(
+            TableName="wallets", Key={"pk": {"S": "w1#wallet"}}, ConsistentRead=True
+        )  # type: ignore[attr-defined]
+        # THEN the item is still there
+        assert item["Item"]["balance"] == {"N": "5"}
+    finally:
+        second.send_signal(signal.SIGTERM)
+        assert second.wait(30) == 0
+
+
+def test_missing_java_is_a_one_line_error(tmp_path: Path) -> None:
+    # GIVEN a PATH with python but without java
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    env = {**os.environ, "PATH": str(bin_dir)}
+    # WHEN local up starts
+    result = subprocess.run(
+        [
+            *WALLETLAKE,
+            "local",
+            "up",
+            "--dynamodb-port",
+            str(free_port()),
+            "--aws-port",
+            str(free_port()),
+            "--data-dir",
+            str(tmp_path / "d"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    # THEN it exits 1 with one line that says what to do
+    assert result.returncode == 1
+    lines = [line for line in result.stderr.splitlines() if "error" in line]
+    assert lines == [
+        "walletlake local: error: java not found: DynamoDB Local needs a Java 17+ JDK on PATH "
+        "(apt-get install openjdk-17-jdk)"
+    ]
+
+
+def test_busy_port_is_a_one_line_error(tmp_path: Path) -> None:
+    # GIVEN something listening on the port asked for
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        # WHEN local up is asked to use it
+        result = subprocess.run(
+            [
+                *WALLETLAKE,
+                "local",
+                "up",
+                "--dynamodb-port",
+                str(port),
+                "--aws-port",
+                str(free_port()),
+                "--data-dir",
+                str(tmp_path / "d"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    # THEN it exits 1 naming the port and the flag
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"walletlake local: error: port {port} on 127.0.0.1 is busy: "
+        "stop what uses it or pass another --dynamodb-port"
+    )
+
+
+def test_every_command_has_help() -> None:
+    from walletlake.cli import COMMANDS
+
+    for command in COMMANDS:
+        result = subprocess.run(
+            [*WALLETLAKE, command, "--help"], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert result.returncode == 0, (command, result.stderr)
+        assert f"usage: walletlake {command}" in result.stdout.replace("cli.py", "walletlake")
+
+
+def test_shutil_finds_java_here() -> None:
+    # The suite's other stack tests need java; say so plainly if the machine lacks it.
+    assert shutil.which("java"), "java is required for the embedded stack"
