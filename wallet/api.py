@@ -1,0 +1,351 @@
+"""The wallet HTTP API of seed 000 (FastAPI), and the one place where domain errors become HTTP.
+
+Routes
+------
+- ``POST /api/v1/wallets/`` ``{"user_id": "<uuid>"}`` → 201 ``{"id": "<uuid>"}``; the same user
+  again → 200 with the same id (one wallet per user).
+- ``PUT /api/v1/wallets/{wallet_id}/deposit/`` ``{"amount", "nonce"}`` → 204.
+- ``PUT /api/v1/wallets/{wallet_id}/transfer/{target_wallet_id}/`` ``{"amount", "nonce"}`` → 204.
+- ``GET /api/v1/wallets/{wallet_id}/balance`` → 200 ``{"balance": "<int micro-USD>"}`` (strongly
+  consistent).
+- ``GET /api/v1/wallets/me/`` → 501 (no authentication in this system).
+- ``GET /healthz`` → 200; ``GET /metrics`` → the process's counters (:mod:`wallet.telemetry`).
+
+Idempotency and the 8-hour nonce window
+---------------------------------------
+Every deposit and transfer carries a client-chosen ``nonce``, unique per addressed wallet (deposits
+and transfers share the wallet's nonces). Sending the *same request* again (same operation, wallet,
+target, amount as an integer, nonce) answers 204 again and changes nothing: clients retry 5xx, 429
+and lost answers with the same nonce. The same nonce with different parameters is 409
+``idempotency_key_reused``. A refused request (any 4xx) stores nothing, so repeating it is judged
+afresh. Nonces are remembered while their transaction item lives in DynamoDB: at least the hot
+window (``WALLETLAKE_HOT_TTL_SECONDS``, 8 hours by default) and until TTL deletes the item; a nonce
+older than that is a new request, so clients must not reuse a nonce after 8 hours.
+
+Errors are JSON ``{"error": "<code>", "detail": "..."}`` with precedence 422 > 404 > 409
+``idempotency_key_reused`` > 409 ``insufficient_funds``; 429 and 503 carry ``Retry-After``.
+
+Speed: bodies are parsed with orjson and checked by :mod:`wallet.validation` instead of per-request
+pydantic models (the models below only describe the API in ``/openapi.json``), and the blocking
+DynamoDB calls run in the thread pool, one hop per request.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Final
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from wallet import validation
+from wallet.errors import (
+    BalanceLimitExceededError,
+    ContentionError,
+    IdempotencyKeyReusedError,
+    InsufficientFundsError,
+    InvalidRequestError,
+    NotImplementedRouteError,
+    SameWalletTransferError,
+    StoreUnavailableError,
+    ThrottledError,
+    WalletError,
+    WalletNotFoundError,
+)
+from wallet.store import Outcome, WalletStore
+from walletlake.settings import Settings
+
+_logger = logging.getLogger(__name__)
+
+#: The one mapping from domain errors to HTTP statuses (subclasses inherit their base's status).
+ERROR_STATUS: Final[dict[type[WalletError], int]] = {
+    InvalidRequestError: 422,
+    WalletNotFoundError: 404,
+    IdempotencyKeyReusedError: 409,
+    InsufficientFundsError: 409,
+    BalanceLimitExceededError: 409,
+    ThrottledError: 429,
+    ContentionError: 503,
+    StoreUnavailableError: 503,
+    NotImplementedRouteError: 501,
+}
+
+_JSON: Final = "application/json"
+_PREFIX: Final = "/api/v1/wallets"
+
+
+def status_of(error: WalletError) -> int:
+    """The HTTP status of a domain error (500 for a :class:`WalletError` nobody mapped)."""
+    for cls in type(error).__mro__:
+        status = ERROR_STATUS.get(cls)
+        if status is not None:
+            return status
+    return 500
+
+
+def error_response(status: int, code: str, detail: str, retry_after: int | None = None) -> Response:
+    """The JSON error body every failure uses."""
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
+    return Response(
+        orjson.dumps({"error": code, "detail": detail}), status_code=status, media_type=_JSON, headers=headers
+    )
+
+
+def create_app(settings: Settings | None = None, *, store: WalletStore | None = None) -> FastAPI:
+    """Build the API around one :class:`~wallet.store.WalletStore` (one DynamoDB connection pool).
+
+    ``settings`` default to :meth:`Settings.from_env`; the DynamoDB endpoint and credentials come
+    from the AWS SDK's own variables and configuration.
+    """
+    settings = settings or Settings.from_env()
+    store = store or WalletStore(settings)
+    telemetry = store.telemetry
+    app = FastAPI(
+        title="walletlake wallet API",
+        version="1.0.0",
+        description=_DESCRIPTION,
+        openapi_tags=[{"name": "wallets", "description": "wallets, deposits, transfers, balances"}],
+    )
+    app.state.store = store
+
+    async def on_wallet_error(request: Request, error: Exception) -> Response:
+        assert isinstance(error, WalletError)
+        status = status_of(error)
+        telemetry.response(status, error.code)
+        return error_response(status, error.code, error.detail, error.retry_after)
+
+    async def on_http_error(request: Request, error: Exception) -> Response:
+        assert isinstance(error, StarletteHTTPException)
+        code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
+        telemetry.response(error.status_code, code)
+        return error_response(error.status_code, code, str(error.detail))
+
+    async def on_validation_error(request: Request, error: Exception) -> Response:
+        telemetry.response(422, InvalidRequestError.code)
+        return error_response(422, InvalidRequestError.code, str(error))
+
+    async def on_unexpected(request: Request, error: Exception) -> Response:
+        _logger.exception("event=internal_error path=%s", request.url.path)
+        telemetry.response(500, "internal_error")
+        return error_response(500, "internal_error", "unexpected server error")
+
+    app.add_exception_handler(WalletError, on_wallet_error)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.add_exception_handler(Exception, on_unexpected)
+
+    @app.post(
+        f"{_PREFIX}/",
+        tags=["wallets"],
+        summary="Create the user's wallet (one per user)",
+        status_code=201,
+        response_class=Response,
+        openapi_extra={"requestBody": _body_schema("CreateWallet", {"user_id": validation.UUID_SCHEMA})},
+        responses={
+            201: _json_response("The wallet was created.", _WALLET_ID_SCHEMA),
+            200: _json_response("The user already had a wallet: its id, nothing created.", _WALLET_ID_SCHEMA),
+            **_errors(InvalidRequestError, ThrottledError, StoreUnavailableError),
+        },
+    )
+    async def create_wallet(request: Request) -> Response:
+        command = validation.parse_create_wallet(await _json_body(request))
+        wallet_id, created = await run_in_threadpool(store.create_wallet, command)
+        status = 201 if created else 200
+        telemetry.response(status)
+        return Response(orjson.dumps({"id": wallet_id}), status_code=status, media_type=_JSON)
+
+    @app.get(
+        f"{_PREFIX}/me/",
+        tags=["wallets"],
+        summary="The caller's wallet (not implemented: the system has no authentication)",
+        response_class=Response,
+        responses={200: {"description": "never answered"}, **_errors(NotImplementedRouteError)},
+    )
+    async def my_wallet() -> Response:
+        raise NotImplementedRouteError("the system has no authentication, so it cannot know who 'me' is")
+
+    @app.put(
+        f"{_PREFIX}/{{wallet_id}}/deposit/",
+        tags=["wallets"],
+        summary="Deposit micro-USD into a wallet, once per nonce",
+        status_code=204,
+        response_class=Response,
+        openapi_extra={"requestBody": _MOVEMENT_BODY},
+        responses={
+            204: {"description": "Deposited, or a replay of the same request (nothing changed)."},
+            **_errors(
+                InvalidRequestError,
+                WalletNotFoundError,
+                IdempotencyKeyReusedError,
+                BalanceLimitExceededError,
+                ThrottledError,
+                ContentionError,
+                StoreUnavailableError,
+            ),
+        },
+    )
+    async def deposit(wallet_id: str, request: Request) -> Response:
+        command = validation.parse_deposit(wallet_id, await _json_body(request))
+        outcome = await run_in_threadpool(store.execute, command)
+        return _no_content(telemetry, outcome)
+
+    @app.put(
+        f"{_PREFIX}/{{wallet_id}}/transfer/{{target_wallet_id}}/",
+        tags=["wallets"],
+        summary="Transfer micro-USD to another wallet, once per nonce",
+        status_code=204,
+        response_class=Response,
+        openapi_extra={"requestBody": _MOVEMENT_BODY},
+        responses={
+            204: {"description": "Transferred, or a replay of the same request (nothing changed)."},
+            **_errors(
+                InvalidRequestError,
+                SameWalletTransferError,
+                WalletNotFoundError,
+                IdempotencyKeyReusedError,
+                InsufficientFundsError,
+                BalanceLimitExceededError,
+                ThrottledError,
+                ContentionError,
+                StoreUnavailableError,
+            ),
+        },
+    )
+    async def transfer(wallet_id: str, target_wallet_id: str, request: Request) -> Response:
+        command = validation.parse_transfer(wallet_id, target_wallet_id, await _json_body(request))
+        outcome = await run_in_threadpool(store.execute, command)
+        return _no_content(telemetry, outcome)
+
+    @app.get(
+        f"{_PREFIX}/{{wallet_id}}/balance",
+        tags=["wallets"],
+        summary="The wallet's balance (strongly consistent read)",
+        response_class=Response,
+        responses={
+            200: _json_response("The balance in micro-USD.", _BALANCE_SCHEMA),
+            **_errors(InvalidRequestError, WalletNotFoundError, ThrottledError, StoreUnavailableError),
+        },
+    )
+    async def balance(wallet_id: str) -> Response:
+        wallet = validation.parse_uuid(wallet_id, "wallet_id")
+        amount = await run_in_threadpool(store.balance, wallet)
+        telemetry.response(200)
+        return Response(orjson.dumps({"balance": str(amount)}), media_type=_JSON)
+
+    @app.get(
+        "/healthz",
+        tags=["operations"],
+        summary="Liveness: the process answers (DynamoDB is not called)",
+        response_class=Response,
+        responses={200: _json_response("Alive.", _HEALTH_SCHEMA)},
+    )
+    async def healthz() -> Response:
+        return Response(b'{"status":"ok"}', media_type=_JSON)
+
+    @app.get(
+        "/metrics",
+        tags=["operations"],
+        summary="This process's counters: requests, replays, DynamoDB conflicts, throttles, errors",
+        response_class=Response,
+        responses={200: _json_response("Counters since the process started.", _METRICS_SCHEMA)},
+    )
+    async def metrics() -> Response:
+        return Response(orjson.dumps(telemetry.snapshot()), media_type=_JSON)
+
+    return app
+
+
+async def _json_body(request: Request) -> Any:
+    raw = await request.body()
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise InvalidRequestError("the request body must be a JSON object") from None
+
+
+def _no_content(telemetry: Any, outcome: Outcome) -> Response:
+    telemetry.response(204)
+    return Response(status_code=204)
+
+
+# ----------------------------------------------------------------------------- OpenAPI description
+
+_DESCRIPTION: Final = (__doc__ or "").split("Speed:")[0]
+
+_WALLET_ID_SCHEMA: Final = {
+    "type": "object",
+    "required": ["id"],
+    "properties": {"id": {**validation.UUID_SCHEMA, "description": "the wallet id"}},
+}
+_BALANCE_SCHEMA: Final = {
+    "type": "object",
+    "required": ["balance"],
+    "properties": {
+        "balance": {
+            "type": "string",
+            "pattern": r"^(0|[1-9][0-9]*)$",
+            "description": "micro-USD (1 USD = 1,000,000) as a string of digits",
+            "example": "123000000",
+        }
+    },
+}
+_HEALTH_SCHEMA: Final = {"type": "object", "properties": {"status": {"type": "string", "enum": ["ok"]}}}
+_METRICS_SCHEMA: Final = {"type": "object", "additionalProperties": True}
+
+
+def _body_schema(title: str, properties: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "required": True,
+        "content": {
+            _JSON: {
+                "schema": {
+                    "title": title,
+                    "type": "object",
+                    "required": list(properties),
+                    "properties": properties,
+                }
+            }
+        },
+    }
+
+
+_MOVEMENT_BODY: Final = _body_schema(
+    "Movement", {"amount": validation.AMOUNT_SCHEMA, "nonce": validation.NONCE_SCHEMA}
+)
+
+
+def _json_response(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "content": {_JSON: {"schema": schema}}}
+
+
+_RETRY_AFTER: Final = {
+    "Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer"}}
+}
+
+
+def _errors(*errors: type[WalletError]) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI responses for ``errors``, grouped by status with the exact codes each may carry."""
+    by_status: dict[int, list[type[WalletError]]] = {}
+    for error in errors:
+        status = next(ERROR_STATUS[cls] for cls in error.__mro__ if cls in ERROR_STATUS)
+        by_status.setdefault(status, []).append(error)
+    responses: dict[int | str, dict[str, Any]] = {}
+    for status, group in sorted(by_status.items()):
+        schema = {
+            "type": "object",
+            "required": ["error", "detail"],
+            "properties": {
+                "error": {"type": "string", "enum": [error.code for error in group]},
+                "detail": {"type": "string"},
+            },
+        }
+        description = "; ".join(f"`{error.code}`: {(error.__doc__ or '').splitlines()[0]}" for error in group)
+        response: dict[str, Any] = {"description": description, "content": {_JSON: {"schema": schema}}}
+        if status in (429, 503):
+            response["headers"] = _RETRY_AFTER
+        responses[status] = response
+    return responses

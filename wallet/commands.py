@@ -1,0 +1,71 @@
+"""The requests the write path executes, as validated values, and what makes two of them "the same".
+
+Instances are only built by :mod:`wallet.validation`, so every field here already obeys the rules
+(canonical lower-case UUIDs, 1 <= amount <= 10^15, a well-formed nonce).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+from wallet.table import TXN_DEPOSIT, TXN_TRANSFER
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CreateWallet:
+    """Open the one wallet of ``user_id``."""
+
+    user_id: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Deposit:
+    """Credit ``amount`` micro-USD to ``wallet_id``, once per ``nonce``."""
+
+    wallet_id: str
+    amount: int
+    nonce: str
+
+    txn_type = TXN_DEPOSIT
+
+    @property
+    def to_wallet_id(self) -> None:
+        """Deposits have no counterparty (keeps :func:`request_hash` uniform)."""
+        return None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Transfer:
+    """Move ``amount`` micro-USD from ``wallet_id`` (the addressed payer) to ``to_wallet_id``."""
+
+    wallet_id: str
+    to_wallet_id: str
+    amount: int
+    nonce: str
+
+    txn_type = TXN_TRANSFER
+
+
+Movement = Deposit | Transfer
+
+
+def request_hash(command: Movement) -> str:
+    """Fingerprint of what makes a request "the same" for idempotency (ARCHITECTURE.md).
+
+    The operation, the addressed wallet, the target wallet, the amount as an integer and the
+    nonce: ``"100"`` and ``100`` give one hash, a different target or amount another. The hash is
+    stored on the transaction item, so a replay is recognised by comparing one attribute.
+
+    Examples
+    --------
+    >>> a = Deposit("0b7e5bd6-5c5b-4bd6-9b09-5d0a5f3c1a11", 100, "n1")
+    >>> request_hash(a) == request_hash(Deposit(a.wallet_id, 100, "n1"))
+    True
+    >>> request_hash(a) == request_hash(Deposit(a.wallet_id, 101, "n1"))
+    False
+    """
+    fingerprint = "\x1f".join(
+        (command.txn_type, command.wallet_id, command.to_wallet_id or "", str(command.amount), command.nonce)
+    )
+    return hashlib.sha256(fingerprint.encode()).hexdigest()

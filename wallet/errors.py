@@ -1,0 +1,122 @@
+"""Every way a wallet request can be refused or fail, in one place.
+
+Each error carries a stable machine-readable ``code`` (the ``error`` field of the JSON body) and a
+human ``detail``. Which HTTP status each one becomes is decided in exactly one place,
+:data:`wallet.api.ERROR_STATUS`, so the domain and the store never speak HTTP.
+
+The order in which the write path checks them is the precedence of ARCHITECTURE.md:
+malformed input (:class:`InvalidRequestError`) before unknown wallets (:class:`WalletNotFoundError`) before a
+reused nonce (:class:`IdempotencyKeyReusedError`) before money (:class:`InsufficientFundsError`,
+:class:`BalanceLimitExceededError`). A refused request stores nothing, so repeating it is judged afresh.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class WalletError(Exception):
+    """Base of every domain error; ``code`` is the public, stable name of the refusal."""
+
+    code: ClassVar[str] = "wallet_error"
+    #: Seconds a client should wait before repeating the request, for transient failures.
+    retry_after: int | None = None
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class InvalidRequestError(WalletError):
+    """Malformed input: a bad UUID, a missing field, an amount or nonce outside the rules."""
+
+    code = "validation_error"
+
+
+class SameWalletTransferError(InvalidRequestError):
+    """A transfer whose payer and payee are the same wallet: it would move nothing but a version."""
+
+    code = "same_wallet_transfer"
+
+
+class WalletNotFoundError(WalletError):
+    """The addressed wallet, or a transfer's target, does not exist."""
+
+    code = "wallet_not_found"
+
+    def __init__(self, wallet_id: str) -> None:
+        super().__init__(f"wallet {wallet_id} does not exist")
+        self.wallet_id = wallet_id
+
+
+class IdempotencyKeyReusedError(WalletError):
+    """The wallet already executed a *different* request under this nonce."""
+
+    code = "idempotency_key_reused"
+
+    def __init__(self, wallet_id: str, nonce: str) -> None:
+        super().__init__(
+            f"nonce {nonce!r} of wallet {wallet_id} was already used by a different request; "
+            "use a new nonce for a new request"
+        )
+
+
+class InsufficientFundsError(WalletError):
+    """The payer's balance is below the amount; nothing moved."""
+
+    code = "insufficient_funds"
+
+    def __init__(self, wallet_id: str) -> None:
+        super().__init__(f"wallet {wallet_id} has insufficient funds")
+
+
+class BalanceLimitExceededError(WalletError):
+    """The credit would lift a balance above the int64-safe ceiling of ARCHITECTURE.md (9 x 10^18)."""
+
+    code = "balance_limit_exceeded"
+
+    def __init__(self, wallet_id: str) -> None:
+        super().__init__(f"the credit would take wallet {wallet_id} above the maximum balance")
+
+
+class ThrottledError(WalletError):
+    """DynamoDB refused for capacity; the client should come back after ``retry_after`` seconds."""
+
+    code = "throttled"
+
+    def __init__(self, detail: str, retry_after: int = 1) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
+
+
+class ContentionError(WalletError):
+    """The wallet kept changing under us: every compare-and-swap attempt lost the race.
+
+    Nothing was written; repeating the request with the same nonce is safe.
+    """
+
+    code = "contention"
+
+    def __init__(self, detail: str, retry_after: int = 1) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
+
+
+class StoreUnavailableError(WalletError):
+    """DynamoDB failed in a way we cannot interpret (5xx, network, unexpected error).
+
+    A transaction either fully happened or not at all; repeating the request with the same nonce
+    tells which (a replay answers 204 without moving money twice).
+    """
+
+    code = "unavailable"
+
+    def __init__(self, detail: str, retry_after: int = 1) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
+
+
+class NotImplementedRouteError(WalletError):
+    """A route of seed 000 that needs authentication, which this system does not have."""
+
+    code = "not_implemented"

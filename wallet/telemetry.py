@@ -1,0 +1,89 @@
+"""Counters an operator watches: seed 000's telemetry list, per API process.
+
+Seed 000 asks for the number of failed and of successful requests, DynamoDB conflicts, DynamoDB
+internal errors and ``ProvisionedThroughputExceededException`` counts. They are kept here as plain
+in-process counters and served as JSON by ``GET /metrics`` (pull, near-zero cost per request: one
+locked integer increment), and every event that needs a human (throttling, DynamoDB failures,
+exhausted conflict retries) is also logged once as a ``key=value`` line, which CloudWatch Logs
+Insights or any log pipeline can count across processes and Lambda instances without an agent.
+Counters are per process: with ``--workers N`` or on Lambda, sum them (or count the log lines).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import threading
+import time
+from typing import Any, Final
+
+_logger = logging.getLogger(__name__)
+
+# Counter names (one spelling, used by the store, the API and the tests).
+SUCCEEDED: Final = "requests_succeeded"
+FAILED: Final = "requests_failed"
+REPLAYS: Final = "idempotent_replays"
+VERSION_CONFLICTS: Final = "dynamodb_version_conflicts"
+TRANSACTION_CONFLICTS: Final = "dynamodb_transaction_conflicts"
+THROTTLES: Final = "dynamodb_throttles"
+INTERNAL_ERRORS: Final = "dynamodb_internal_errors"
+NETWORK_ERRORS: Final = "dynamodb_network_errors"
+RETRIES: Final = "dynamodb_retries"
+CONTENTION_EXHAUSTED: Final = "contention_exhausted"
+
+
+class Telemetry:
+    """Thread-safe named counters plus per-status and per-error breakdowns."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: collections.Counter[str] = collections.Counter()
+        self._by_status: collections.Counter[int] = collections.Counter()
+        self._by_error: collections.Counter[str] = collections.Counter()
+        self._started = time.time()
+
+    def count(self, name: str, increment: int = 1) -> None:
+        """Add ``increment`` to counter ``name``."""
+        with self._lock:
+            self._counts[name] += increment
+
+    def response(self, status: int, error: str | None = None) -> None:
+        """Record one answered request: 2xx succeeded, anything else failed (by code)."""
+        with self._lock:
+            self._counts[SUCCEEDED if status < 400 else FAILED] += 1
+            self._by_status[status] += 1
+            if error is not None:
+                self._by_error[error] += 1
+
+    def event(self, name: str, **fields: object) -> None:
+        """Count ``name`` and log it as one ``event=name key=value ...`` warning line."""
+        self.count(name)
+        details = " ".join(f"{key}={value}" for key, value in fields.items())
+        _logger.warning("event=%s %s", name, details)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything counted so far, as the JSON document of ``GET /metrics``."""
+        with self._lock:
+            counts = dict(self._counts)
+            by_status = {str(status): n for status, n in sorted(self._by_status.items())}
+            by_error = dict(sorted(self._by_error.items()))
+        names = (
+            SUCCEEDED,
+            FAILED,
+            REPLAYS,
+            VERSION_CONFLICTS,
+            TRANSACTION_CONFLICTS,
+            THROTTLES,
+            INTERNAL_ERRORS,
+            NETWORK_ERRORS,
+            RETRIES,
+            CONTENTION_EXHAUSTED,
+        )
+        return {
+            "pid": os.getpid(),
+            "uptime_seconds": round(time.time() - self._started, 3),
+            **{name: counts.get(name, 0) for name in names},
+            "responses_by_status": by_status,
+            "errors_by_code": by_error,
+        }

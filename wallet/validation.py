@@ -1,0 +1,151 @@
+"""Turning untrusted JSON values into commands, or refusing them with :class:`InvalidRequestError`.
+
+Pure functions: no I/O, so the rules are property-tested directly (tests/test_wallet_validation.py).
+The patterns below are also what the OpenAPI document publishes (:data:`AMOUNT_SCHEMA` and
+friends), so the documentation cannot drift from the checks.
+
+The rules (issue 2, ARCHITECTURE.md "Money"):
+
+- an **amount** is micro-USD, a positive integer 1..10^15 given as a JSON integer or a string of
+  ASCII digits. Floats (``1.0``, ``1e3``), booleans, signs, spaces, decimal points, exponents and
+  leading zeros are refused: money never passes through a float, and one canonical spelling per
+  value keeps ``"100"`` and ``100`` the same request without guessing what ``"0100"`` meant;
+- a **nonce** is 1..64 characters of ``[0-9A-Za-z_-]`` (a JSON string). It becomes part of the
+  transaction item's key, so the alphabet excludes the key's separators' ambiguity and anything
+  that needs escaping;
+- a **UUID** is the canonical 8-4-4-4-12 hexadecimal form, in either case; it is stored lower-case
+  so ``6F9619FF-...`` and ``6f9619ff-...`` name the same user or wallet.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+from wallet.commands import CreateWallet, Deposit, Transfer
+from wallet.errors import InvalidRequestError, SameWalletTransferError
+
+MIN_AMOUNT: Final = 1
+MAX_AMOUNT: Final = 10**15
+#: ARCHITECTURE.md: a balance never goes above 9 x 10^18 (int64 with headroom).
+MAX_BALANCE: Final = 9 * 10**18
+MAX_NONCE_LENGTH: Final = 64
+
+AMOUNT_PATTERN: Final = r"^[1-9][0-9]{0,15}$"
+NONCE_PATTERN: Final = rf"^[0-9A-Za-z_-]{{1,{MAX_NONCE_LENGTH}}}$"
+UUID_PATTERN: Final = r"^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$"
+
+_AMOUNT_RE: Final = re.compile(AMOUNT_PATTERN.removesuffix("$") + r"\Z", re.ASCII)
+_NONCE_RE: Final = re.compile(NONCE_PATTERN.removesuffix("$") + r"\Z", re.ASCII)
+_UUID_RE: Final = re.compile(UUID_PATTERN.removesuffix("$") + r"\Z", re.ASCII)
+
+#: JSON Schemas of the accepted values, published in the OpenAPI document.
+AMOUNT_SCHEMA: Final[dict[str, Any]] = {
+    "description": (
+        "Micro-USD (1 USD = 1,000,000), a positive integer 1..10^15 as a string of digits or a JSON "
+        "integer. Floats, exponents, signs, leading zeros and booleans are refused."
+    ),
+    "oneOf": [
+        {"type": "string", "pattern": AMOUNT_PATTERN, "example": "100000"},
+        {"type": "integer", "minimum": MIN_AMOUNT, "maximum": MAX_AMOUNT},
+    ],
+}
+NONCE_SCHEMA: Final[dict[str, Any]] = {
+    "type": "string",
+    "pattern": NONCE_PATTERN,
+    "minLength": 1,
+    "maxLength": MAX_NONCE_LENGTH,
+    "description": (
+        "Idempotency key chosen by the client, unique per addressed wallet (deposits and transfers "
+        "share it). Remembered for at least the hot window (8 hours by default)."
+    ),
+    "example": "18c3a3f2e9b1",
+}
+UUID_SCHEMA: Final[dict[str, Any]] = {"type": "string", "format": "uuid", "pattern": UUID_PATTERN}
+
+
+def parse_uuid(value: object, field: str) -> str:
+    """The canonical lower-case form of a UUID, or :class:`InvalidRequestError` naming ``field``.
+
+    Examples
+    --------
+    >>> parse_uuid("6F9619FF-8B86-D011-B42D-00CF4FC964FF", "user_id")
+    '6f9619ff-8b86-d011-b42d-00cf4fc964ff'
+    """
+    if isinstance(value, str) and _UUID_RE.match(value):
+        return value.lower()
+    raise InvalidRequestError(f"{field} must be a UUID like 6f9619ff-8b86-d011-b42d-00cf4fc964ff")
+
+
+def parse_amount(value: object) -> int:
+    """Micro-USD as an ``int`` in 1..10^15, from a JSON integer or a string of digits.
+
+    Examples
+    --------
+    >>> parse_amount("100"), parse_amount(100)
+    (100, 100)
+    """
+    # bool is an int subclass: JSON true must not become 1 micro-USD.
+    if type(value) is int:
+        if MIN_AMOUNT <= value <= MAX_AMOUNT:
+            return value
+    elif isinstance(value, str) and _AMOUNT_RE.match(value):
+        amount = int(value)
+        if amount <= MAX_AMOUNT:
+            return amount
+    raise InvalidRequestError(
+        "amount must be a positive integer of micro-USD, 1..10^15, as a string of digits or an integer"
+    )
+
+
+def parse_nonce(value: object) -> str:
+    """The nonce unchanged when it is 1..64 characters of ``[0-9A-Za-z_-]``."""
+    if isinstance(value, str) and _NONCE_RE.match(value):
+        return value
+    raise InvalidRequestError(f"nonce must be a string of 1..{MAX_NONCE_LENGTH} characters of [0-9A-Za-z_-]")
+
+
+def parse_create_wallet(body: object) -> CreateWallet:
+    """``{"user_id": "<uuid>"}`` → :class:`CreateWallet`."""
+    fields = _object(body)
+    return CreateWallet(user_id=parse_uuid(_required(fields, "user_id"), "user_id"))
+
+
+def parse_deposit(wallet_id: str, body: object) -> Deposit:
+    """Path wallet id + ``{"amount", "nonce"}`` → :class:`Deposit`."""
+    wallet = parse_uuid(wallet_id, "wallet_id")
+    fields = _object(body)
+    return Deposit(
+        wallet_id=wallet,
+        amount=parse_amount(_required(fields, "amount")),
+        nonce=parse_nonce(_required(fields, "nonce")),
+    )
+
+
+def parse_transfer(wallet_id: str, target_id: str, body: object) -> Transfer:
+    """Path payer and payee ids + ``{"amount", "nonce"}`` → :class:`Transfer`.
+
+    A transfer to the addressed wallet itself is malformed (422), not a no-op: it would consume a
+    nonce and a version while moving nothing.
+    """
+    payer = parse_uuid(wallet_id, "wallet_id")
+    payee = parse_uuid(target_id, "target_wallet_id")
+    fields = _object(body)
+    amount = parse_amount(_required(fields, "amount"))
+    nonce = parse_nonce(_required(fields, "nonce"))
+    if payer == payee:
+        raise SameWalletTransferError("a transfer needs two different wallets")
+    return Transfer(wallet_id=payer, to_wallet_id=payee, amount=amount, nonce=nonce)
+
+
+def _object(body: object) -> dict[str, Any]:
+    if isinstance(body, dict):
+        return body
+    raise InvalidRequestError("the request body must be a JSON object")
+
+
+def _required(fields: dict[str, Any], name: str) -> object:
+    try:
+        return fields[name]
+    except KeyError:
+        raise InvalidRequestError(f"{name} is required") from None
