@@ -1,0 +1,165 @@
+"""The wallet API as a child process: what tests, benchmarks and the demo drive over real HTTP.
+
+Running the server in its own process (``python -m walletlake.cli serve``, exactly what an operator
+runs) keeps its CPU counters separate from the client's, which is how the benchmark measures the
+API's own cost per request, and tests the real command line rather than an in-process shortcut.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+
+from walletlake.local import StackError, free_port
+
+
+class ApiServer:
+    """Start ``walletlake serve`` on a free loopback port, wait until ``/healthz`` answers, stop on exit.
+
+    Parameters
+    ----------
+    env:
+        Variables set for the server on top of this process's environment (``WALLETLAKE_TABLE``,
+        ``AWS_ENDPOINT_URL_DYNAMODB``...).
+    host, port:
+        Where it listens; ``port=None`` picks a free one.
+    workers:
+        uvicorn worker processes.
+    startup_timeout:
+        Seconds to wait for ``/healthz`` before giving up (the log's tail is in the error).
+    log_path:
+        Where the server's output goes (by default a temporary file, removed by :meth:`stop`).
+
+    Examples
+    --------
+    >>> with ApiServer(env={"WALLETLAKE_TABLE": "wallets"}) as api:  # doctest: +SKIP
+    ...     urllib.request.urlopen(api.url + "/healthz").status
+    200
+    """
+
+    def __init__(
+        self,
+        env: dict[str, str] | None = None,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        workers: int = 1,
+        *,
+        startup_timeout: float = 60.0,
+        log_path: Path | None = None,
+    ) -> None:
+        self.env = dict(env or {})
+        self.host = host
+        self.port = port
+        self.workers = workers
+        self.startup_timeout = startup_timeout
+        self.log_path = log_path
+        self._process: subprocess.Popen[bytes] | None = None
+        self._owns_log = False
+
+    @property
+    def url(self) -> str:
+        """Base URL of the running server, e.g. ``http://127.0.0.1:41234``."""
+        if self.port is None or self._process is None:
+            raise StackError("the API server is not started")
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        """Process id of the server (uvicorn's supervisor when ``workers > 1``)."""
+        if self._process is None:
+            raise StackError("the API server is not started")
+        return self._process.pid
+
+    def start(self) -> str:
+        """Start the server and return its URL once ``/healthz`` answers 200."""
+        if self.port is None:
+            self.port = free_port(self.host)
+        if self.log_path is None:
+            handle, name = tempfile.mkstemp(prefix="walletlake-api-", suffix=".log")
+            os.close(handle)
+            self.log_path = Path(name)
+            self._owns_log = True
+        argv = [
+            sys.executable,
+            "-m",
+            "walletlake.cli",
+            "serve",
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--workers",
+            str(self.workers),
+        ]
+        with self.log_path.open("ab") as log:
+            # The child keeps its own copy of the log descriptor.
+            self._process = subprocess.Popen(
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **self.env},
+                start_new_session=True,
+            )
+        try:
+            self._wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
+        return self.url
+
+    def stop(self) -> None:
+        """SIGTERM (graceful: in-flight requests finish), SIGKILL after 10 s; idempotent."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+        if self._owns_log and self.log_path is not None:
+            self.log_path.unlink(missing_ok=True)
+            self.log_path, self._owns_log = None, False
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The last lines the server printed (for error messages)."""
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def _wait_healthy(self) -> None:
+        assert self._process is not None
+        deadline = time.monotonic() + self.startup_timeout
+        delay = 0.05
+        url = f"http://{self.host}:{self.port}/healthz"
+        while time.monotonic() < deadline:
+            code = self._process.poll()
+            if code is not None:
+                raise StackError(f"the API server exited with code {code} while starting:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(url, timeout=1) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.5)
+        raise StackError(
+            f"the API server did not answer {url} within {self.startup_timeout:.0f} s:\n{self.log_tail()}"
+        )
+
+    def __enter__(self) -> ApiServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
