@@ -32,14 +32,17 @@ DynamoDB calls run in the thread pool, one hop per request.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Any, Final
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Annotated, Any, Final, TypeVar
 
 import orjson
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
-from starlette.concurrency import run_in_threadpool
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from wallet import validation
@@ -76,6 +79,38 @@ ERROR_STATUS: Final[dict[type[WalletError], int]] = {
 
 _JSON: Final = "application/json"
 _PREFIX: Final = "/api/v1/wallets"
+#: Threads running blocking DynamoDB calls; each in-flight request holds one for ~2 round trips.
+_DYNAMODB_THREADS: Final = 64
+
+_T = TypeVar("_T")
+
+# Path parameters as documented; LeanRoute passes them through as strings and wallet.validation
+# checks them (422 with the API's own error body rather than FastAPI's).
+_WalletId = Annotated[
+    str, Path(description="the addressed wallet (payer of a transfer)", pattern=validation.UUID_PATTERN)
+]
+_TargetId = Annotated[
+    str, Path(description="the wallet receiving a transfer", pattern=validation.UUID_PATTERN)
+]
+
+
+class LeanRoute(APIRoute):
+    """An APIRoute that calls its endpoint with the raw ``Request`` and path parameters.
+
+    FastAPI's default handler solves dependencies and validates parameters with pydantic on every
+    request (~100 us here); these endpoints take only strings from the path and validate them
+    themselves with :mod:`wallet.validation`. The route is still a regular APIRoute, so the OpenAPI
+    document is generated from the same endpoint signature and ``responses`` as always.
+    """
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        endpoint = self.endpoint
+
+        async def handle(request: Request) -> Response:
+            response: Response = await endpoint(request, **request.path_params)
+            return response
+
+        return handle
 
 
 def status_of(error: WalletError) -> int:
@@ -104,6 +139,12 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
     settings = settings or Settings.from_env()
     store = store or WalletStore(settings)
     telemetry = store.telemetry
+    executor = ThreadPoolExecutor(_DYNAMODB_THREADS, thread_name_prefix="dynamodb")
+
+    async def blocking(function: Callable[[Any], _T], argument: Any) -> _T:
+        # loop.run_in_executor costs ~40 us less per request than anyio's to_thread here.
+        return await asyncio.get_running_loop().run_in_executor(executor, function, argument)
+
     app = FastAPI(
         title="walletlake wallet API",
         version="1.0.0",
@@ -111,6 +152,7 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         openapi_tags=[{"name": "wallets", "description": "wallets, deposits, transfers, balances"}],
     )
     app.state.store = store
+    app.router.route_class = LeanRoute
 
     async def on_wallet_error(request: Request, error: Exception) -> Response:
         assert isinstance(error, WalletError)
@@ -153,7 +195,7 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
     )
     async def create_wallet(request: Request) -> Response:
         command = validation.parse_create_wallet(await _json_body(request))
-        wallet_id, created = await run_in_threadpool(store.create_wallet, command)
+        wallet_id, created = await blocking(store.create_wallet, command)
         status = 201 if created else 200
         telemetry.response(status)
         return Response(orjson.dumps({"id": wallet_id}), status_code=status, media_type=_JSON)
@@ -165,7 +207,7 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         response_class=Response,
         responses={200: {"description": "never answered"}, **_errors(NotImplementedRouteError)},
     )
-    async def my_wallet() -> Response:
+    async def my_wallet(request: Request) -> Response:
         raise NotImplementedRouteError("the system has no authentication, so it cannot know who 'me' is")
 
     @app.put(
@@ -188,9 +230,9 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
             ),
         },
     )
-    async def deposit(wallet_id: str, request: Request) -> Response:
+    async def deposit(request: Request, wallet_id: _WalletId) -> Response:
         command = validation.parse_deposit(wallet_id, await _json_body(request))
-        outcome = await run_in_threadpool(store.execute, command)
+        outcome = await blocking(store.execute, command)
         return _no_content(telemetry, outcome)
 
     @app.put(
@@ -215,9 +257,9 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
             ),
         },
     )
-    async def transfer(wallet_id: str, target_wallet_id: str, request: Request) -> Response:
+    async def transfer(request: Request, wallet_id: _WalletId, target_wallet_id: _TargetId) -> Response:
         command = validation.parse_transfer(wallet_id, target_wallet_id, await _json_body(request))
-        outcome = await run_in_threadpool(store.execute, command)
+        outcome = await blocking(store.execute, command)
         return _no_content(telemetry, outcome)
 
     @app.get(
@@ -230,9 +272,9 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
             **_errors(InvalidRequestError, WalletNotFoundError, ThrottledError, StoreUnavailableError),
         },
     )
-    async def balance(wallet_id: str) -> Response:
+    async def balance(request: Request, wallet_id: _WalletId) -> Response:
         wallet = validation.parse_uuid(wallet_id, "wallet_id")
-        amount = await run_in_threadpool(store.balance, wallet)
+        amount = await blocking(store.balance, wallet)
         telemetry.response(200)
         return Response(orjson.dumps({"balance": str(amount)}), media_type=_JSON)
 
@@ -243,7 +285,7 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         response_class=Response,
         responses={200: _json_response("Alive.", _HEALTH_SCHEMA)},
     )
-    async def healthz() -> Response:
+    async def healthz(request: Request) -> Response:
         return Response(b'{"status":"ok"}', media_type=_JSON)
 
     @app.get(
@@ -253,7 +295,7 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         response_class=Response,
         responses={200: _json_response("Counters since the process started.", _METRICS_SCHEMA)},
     )
-    async def metrics() -> Response:
+    async def metrics(request: Request) -> Response:
         return Response(orjson.dumps(telemetry.snapshot()), media_type=_JSON)
 
     return app
@@ -343,7 +385,9 @@ def _errors(*errors: type[WalletError]) -> dict[int | str, dict[str, Any]]:
                 "detail": {"type": "string"},
             },
         }
-        description = "; ".join(f"`{error.code}`: {(error.__doc__ or '').splitlines()[0]}" for error in group)
+        description = "\n".join(
+            f"- `{error.code}`: {(error.__doc__ or '').splitlines()[0]}" for error in group
+        )
         response: dict[str, Any] = {"description": description, "content": {_JSON: {"schema": schema}}}
         if status in (429, 503):
             response["headers"] = _RETRY_AFTER

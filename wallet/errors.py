@@ -80,7 +80,7 @@ class BalanceLimitExceededError(WalletError):
 
 
 class ThrottledError(WalletError):
-    """DynamoDB refused for capacity; the client should come back after ``retry_after`` seconds."""
+    """DynamoDB refused for capacity; retry after the Retry-After header's seconds, same nonce."""
 
     code = "throttled"
 
@@ -90,10 +90,7 @@ class ThrottledError(WalletError):
 
 
 class ContentionError(WalletError):
-    """The wallet kept changing under us: every compare-and-swap attempt lost the race.
-
-    Nothing was written; repeating the request with the same nonce is safe.
-    """
+    """Every compare-and-swap attempt lost the race; nothing written, retry with the same nonce."""
 
     code = "contention"
 
@@ -103,7 +100,7 @@ class ContentionError(WalletError):
 
 
 class StoreUnavailableError(WalletError):
-    """DynamoDB failed in a way we cannot interpret (5xx, network, unexpected error).
+    """DynamoDB failed or was unreachable; retry with the same nonce (a replay answers 204).
 
     A transaction either fully happened or not at all; repeating the request with the same nonce
     tells which (a replay answers 204 without moving money twice).

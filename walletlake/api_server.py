@@ -11,11 +11,13 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from walletlake.local import StackError, free_port
 
@@ -156,6 +158,68 @@ class ApiServer:
         )
 
     def __enter__(self) -> ApiServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+class ThreadedApiServer:
+    """Serve an already-built ASGI app with uvicorn in a thread of this process, on a free port.
+
+    For tests that must reach inside the app, e.g. a :class:`~wallet.store.WalletStore` with a
+    skewed clock or a DynamoDB endpoint that injects faults; clients still talk to it over real
+    HTTP, and it still reaches DynamoDB over HTTP. Same ``url`` and context-manager protocol as
+    :class:`ApiServer`.
+    """
+
+    def __init__(
+        self, app: Any, host: str = "127.0.0.1", port: int | None = None, timeout: float = 30.0
+    ) -> None:
+        self.app = app
+        self.host = host
+        self.port = port
+        self.timeout = timeout
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """Base URL of the running server."""
+        if self._thread is None:
+            raise StackError("the API server is not started")
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> str:
+        """Start serving and return the URL once uvicorn reports it is listening."""
+        import uvicorn
+
+        if self.port is None:
+            self.port = free_port(self.host)
+        config = uvicorn.Config(self.app, host=self.host, port=self.port, log_level="warning", lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name="api-server", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + self.timeout
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise StackError(f"uvicorn did not start on {self.host}:{self.port}")
+            time.sleep(0.01)
+        return self.url
+
+    def stop(self) -> None:
+        """Ask uvicorn to exit and wait for its thread; idempotent."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(self.timeout)
+        self._server, self._thread = None, None
+
+    def __enter__(self) -> ThreadedApiServer:
         self.start()
         return self
 

@@ -1,0 +1,274 @@
+"""Benchmark of the wallet write path: throughput, latency and the API server's own CPU per request.
+
+Starts its own embedded stack (DynamoDB Local + moto) in a temporary folder and the API as a
+child process (``walletlake serve``), funds ``--wallets`` wallets, then runs ``--clients``
+concurrent HTTP clients for ``--seconds`` per phase:
+
+- ``transfers``: random transfers between random wallets (the write path: a consistent
+  BatchGetItem + one TransactWriteItems per request);
+- ``reads``: ``GET .../balance`` (one consistent GetItem per request).
+
+The CPU figure is read from the server process's own counters (user + system, psutil) before and
+after each phase, divided by the requests answered, so DynamoDB Local's and the clients' CPU are
+excluded. Target (issue 2): <= 1,500 us of API CPU per transfer. ``--profile`` samples the server
+with py-spy during the transfer phase and prints where its CPU goes.
+
+    .venv/bin/python bench/write_path.py --clients 16 --seconds 20 --wallets 1000 --profile
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import orjson
+import psutil
+import urllib3
+
+from walletlake.api_server import ApiServer
+from walletlake.local import EmbeddedStack, patched_environ
+from walletlake.workload import WalletApiClient
+
+TARGET_US_PER_TRANSFER = 1_500
+
+
+@dataclasses.dataclass
+class Phase:
+    """Figures of one timed phase."""
+
+    name: str
+    requests: int
+    seconds: float
+    latencies_ms: list[float]
+    statuses: dict[int, int]
+    server_cpu_seconds: float
+    metrics_delta: dict[str, int]
+
+    @property
+    def cpu_us_per_request(self) -> float:
+        return self.server_cpu_seconds / self.requests * 1e6 if self.requests else float("nan")
+
+    def lines(self) -> list[str]:
+        ordered = sorted(self.latencies_ms)
+        p50 = statistics.median(ordered) if ordered else float("nan")
+        p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] if ordered else float("nan")
+        return [
+            f"[{self.name}] {self.requests} requests in {self.seconds:.1f} s = "
+            f"{self.requests / self.seconds:,.0f} requests/s",
+            f"[{self.name}] latency p50 {p50:.1f} ms, p99 {p99:.1f} ms; statuses {self.statuses}",
+            f"[{self.name}] API server CPU {self.server_cpu_seconds:.2f} s = "
+            f"{self.cpu_us_per_request:,.0f} us per request",
+            f"[{self.name}] server counters: {self.metrics_delta}",
+        ]
+
+
+def server_cpu(pid: int) -> float:
+    """User + system CPU seconds of the server and its worker processes."""
+    root = psutil.Process(pid)
+    total = 0.0
+    for process in [root, *root.children(recursive=True)]:
+        times = process.cpu_times()
+        total += times.user + times.system
+    return total
+
+
+def server_metrics(url: str) -> dict[str, int]:
+    """The counters of ``/metrics`` (one worker's, enough with --workers 1)."""
+    body = orjson.loads(urllib3.request("GET", url + "/metrics").data)
+    return {key: value for key, value in body.items() if isinstance(value, int) and key != "pid"}
+
+
+def fund(url: str, wallets: int, clients: int) -> list[str]:
+    """Create ``wallets`` wallets and give each $1,000,000 (plenty for small random transfers)."""
+    client = WalletApiClient(url, max_connections=clients)
+    with ThreadPoolExecutor(clients) as pool:
+        created = list(pool.map(lambda _: client.create_wallet(str(uuid.uuid4())), range(wallets)))
+        ids = [answer.body["id"] for answer in created]
+        funded = list(pool.map(lambda w: client.deposit(w, 1_000_000_000_000, "fund"), ids))
+    if any(answer.status != 204 for answer in funded):
+        raise SystemExit(f"funding failed: {collections.Counter(a.status for a in funded)}")
+    client.close()
+    return ids
+
+
+Request = Callable[[urllib3.HTTPConnectionPool, random.Random, str], int]
+
+
+def run_phase(name: str, url: str, pid: int, clients: int, seconds: float, request: Request) -> Phase:
+    """``clients`` threads call ``request(client, rng, counter)`` until the deadline."""
+    before_metrics = server_metrics(url)
+    latencies: list[list[float]] = [[] for _ in range(clients)]
+    statuses: list[collections.Counter[int]] = [collections.Counter() for _ in range(clients)]
+    start = threading.Barrier(clients + 1)
+    stop_at = [0.0]
+
+    def worker(index: int) -> None:
+        pool = urllib3.HTTPConnectionPool(
+            urllib3.util.parse_url(url).host, urllib3.util.parse_url(url).port, maxsize=1, retries=False
+        )
+        rng = random.Random(index)
+        count = 0
+        start.wait()
+        while True:
+            began = time.perf_counter()
+            if began >= stop_at[0]:
+                return
+            count += 1
+            status = request(pool, rng, f"{name}-{index}-{count}")
+            latencies[index].append((time.perf_counter() - began) * 1000)
+            statuses[index][status] += 1
+
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    cpu_before = server_cpu(pid)
+    began = time.perf_counter()
+    stop_at[0] = began + seconds
+    start.wait()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - began
+    cpu_after = server_cpu(pid)
+    after_metrics = server_metrics(url)
+    merged: collections.Counter[int] = collections.Counter()
+    for counter in statuses:
+        merged.update(counter)
+    delta = {k: after_metrics[k] - before_metrics.get(k, 0) for k in after_metrics if k != "uptime_seconds"}
+    return Phase(
+        name=name,
+        requests=sum(merged.values()),
+        seconds=elapsed,
+        latencies_ms=[value for chunk in latencies for value in chunk],
+        statuses=dict(sorted(merged.items())),
+        server_cpu_seconds=cpu_after - cpu_before,
+        metrics_delta={k: v for k, v in delta.items() if v},
+    )
+
+
+def profile_summary(raw: Path, top: int = 18) -> list[str]:
+    """Self-time hot spots and coarse buckets from py-spy's collapsed stacks."""
+    self_time: collections.Counter[str] = collections.Counter()
+    buckets: collections.Counter[str] = collections.Counter()
+    total = 0
+    rules = [
+        ("SigV4 signing (botocore.auth / AWSRequest)", ("botocore/auth.py", "botocore/awsrequest.py")),
+        ("DynamoDB HTTP (http.client)", ("http/client.py",)),
+        ("store + posting + validation (wallet/)", ("wallet/",)),
+        ("threadpool hop (anyio/starlette.concurrency)", ("anyio/", "concurrency.py", "threading.py")),
+        ("FastAPI / Starlette routing", ("fastapi/", "starlette/")),
+        ("uvicorn + httptools", ("uvicorn/",)),
+        ("asyncio / uvloop", ("asyncio/", "uvloop")),
+    ]
+    for line in raw.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not count_text.isdigit():
+            continue
+        count = int(count_text)
+        frames = stack.split(";")
+        total += count
+        self_time[frames[-1]] += count
+        leaf_files = ";".join(frames[-4:])
+        for label, needles in rules:
+            if any(needle in leaf_files for needle in needles):
+                buckets[label] += count
+                break
+        else:
+            buckets["other"] += count
+    if not total:
+        return ["(py-spy recorded no samples)"]
+    lines = [f"profile: {total} samples of the API server's active threads"]
+    lines.append("  by area (innermost 4 frames decide):")
+    lines += [f"    {100 * n / total:5.1f}%  {label}" for label, n in buckets.most_common()]
+    lines.append("  top functions by self time:")
+    lines += [f"    {100 * n / total:5.1f}%  {frame}" for frame, n in self_time.most_common(top)]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--clients", type=int, default=16, help="concurrent HTTP clients (default 16)")
+    parser.add_argument("--seconds", type=float, default=20.0, help="duration of each phase (default 20)")
+    parser.add_argument("--wallets", type=int, default=1000, help="wallets to spread transfers over")
+    parser.add_argument("--workers", type=int, default=1, help="API worker processes (default 1)")
+    parser.add_argument("--profile", action="store_true", help="py-spy the server during the transfers")
+    args = parser.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="walletlake-bench-") as tmp:
+        print("starting the embedded stack ...", flush=True)
+        with EmbeddedStack(Path(tmp) / "stack") as stack, patched_environ(stack.environment()):
+            with ApiServer(env=stack.environment(), workers=args.workers) as api:
+                print(f"API at {api.url} (pid {api.pid}, {args.workers} worker(s)); funding ...", flush=True)
+                ids = fund(api.url, args.wallets, args.clients)
+                print(f"{len(ids)} wallets funded; {args.clients} clients, {args.seconds:.0f} s per phase")
+                headers = {"Content-Type": "application/json"}
+
+                def transfer(pool: urllib3.HTTPConnectionPool, rng: random.Random, nonce: str) -> int:
+                    payer, payee = rng.sample(ids, 2)
+                    body = orjson.dumps({"amount": str(rng.randint(1, 1_000_000)), "nonce": nonce})
+                    path = f"/api/v1/wallets/{payer}/transfer/{payee}/"
+                    return int(pool.urlopen("PUT", path, body=body, headers=headers).status)
+
+                def read(pool: urllib3.HTTPConnectionPool, rng: random.Random, nonce: str) -> int:
+                    path = f"/api/v1/wallets/{rng.choice(ids)}/balance"
+                    return int(pool.urlopen("GET", path).status)
+
+                profiler = None
+                raw = Path(tmp) / "profile.txt"
+                if args.profile:
+                    profiler = subprocess.Popen(
+                        [
+                            str(Path(sys.executable).with_name("py-spy")),
+                            "record",
+                            "--pid",
+                            str(api.pid),
+                            "--subprocesses",
+                            "--rate",
+                            "250",
+                            "--nonblocking",
+                            "--format",
+                            "raw",
+                            "--duration",
+                            str(int(args.seconds)),
+                            "--output",
+                            str(raw),
+                        ],
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                transfers = run_phase("transfers", api.url, api.pid, args.clients, args.seconds, transfer)
+                if profiler is not None:
+                    profiler.wait(timeout=args.seconds + 30)
+                reads = run_phase("reads", api.url, api.pid, args.clients, args.seconds, read)
+                profile = profile_summary(raw) if raw.exists() else ["(no profile written)"]
+
+    print()
+    for phase in (transfers, reads):
+        for line in phase.lines():
+            print(line)
+    verdict = "PASS" if transfers.cpu_us_per_request <= TARGET_US_PER_TRANSFER else "FAIL"
+    print(
+        f"\n{verdict}: {transfers.cpu_us_per_request:,.0f} us of API CPU per transfer "
+        f"(target <= {TARGET_US_PER_TRANSFER:,} us)"
+    )
+    if args.profile:
+        print()
+        print("\n".join(profile))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
