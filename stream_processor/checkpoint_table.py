@@ -1,4 +1,17 @@
-"""The local consumer's checkpoint table: one item per (stream ARN, shard id), as the KCL keeps leases."""
+"""The local consumer's checkpoint table: one item per (stream ARN, shard id), as the KCL keeps leases.
+
+Item attributes (all but the key optional, so an item can be created by its first update):
+
+- ``lease_key`` S: :func:`lease_key`;
+- ``stream_arn`` S, ``shard_id`` S: the same, readable by an operator;
+- ``sequence_number`` S: the last record whose batch is in the lake; the consumer resumes after it;
+- ``pending_through`` S: set before a batch's Parquet is written, removed when its checkpoint is
+  saved. A consumer that finds it resumes by rereading *exactly* the records through it, so the
+  batch it rewrites has the same first record, hence the same object names, and overwrites what
+  the interrupted run may have written instead of landing a differently cut copy;
+- ``shard_end`` BOOL: the shard is closed and was read to its end (nothing more will come);
+- ``records`` N: records checkpointed in this shard so far; ``updated_at`` N: epoch ms.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +23,19 @@ LEASE_KEY: Final = "lease_key"
 
 #: No stream and no TTL: checkpoints must outlive the stream's 24-hour retention to be useful.
 CHECKPOINT_TABLE: Final = TableSpec(partition_key=LEASE_KEY)
+
+
+class CheckpointAttr:
+    """Attribute names of a checkpoint item; one spelling, imported everywhere."""
+
+    LEASE_KEY: Final = LEASE_KEY
+    STREAM_ARN: Final = "stream_arn"
+    SHARD_ID: Final = "shard_id"
+    SEQUENCE_NUMBER: Final = "sequence_number"
+    PENDING_THROUGH: Final = "pending_through"
+    SHARD_END: Final = "shard_end"
+    RECORDS: Final = "records"
+    UPDATED_AT: Final = "updated_at"
 
 
 def lease_key(stream_arn: str, shard_id: str) -> str:

@@ -1,0 +1,128 @@
+"""Landing objects: the rows of one stream batch become one Parquet object per table and UTC day.
+
+Objects are named after the batch that wrote them (:func:`lake.layout.landing_key`: the stream's
+label and the batch's first sequence number), never at random, so a retried batch overwrites its own
+objects instead of adding copies (ARCHITECTURE.md, "The lake"; awswrangler's dataset mode names
+files at random, which is why it is not used here). Each table's ``dt`` comes from one of its
+columns (:data:`DAY_COLUMNS`): ``created_at`` for ledger and wallets rows, the ingestion time for
+quarantine entries.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lake.layout import landing_key
+from lake.objects import delete_keys, put_table
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+_logger = logging.getLogger(__name__)
+
+#: The column whose UTC day is a landing row's ``dt``, per table the stream writes.
+DAY_COLUMNS: Final[Mapping[str, str]] = {
+    "ledger": "created_at",
+    "wallets": "created_at",
+    "quarantine": "quarantined_at",
+}
+
+_MS_PER_DAY: Final = 86_400_000
+_EPOCH: Final = dt.date(1970, 1, 1)
+
+
+class LandingWriteError(RuntimeError):
+    """A batch's objects could not all be written; whatever it did write was removed (best effort)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LandingObject:
+    """One object written for a batch."""
+
+    table: str
+    day: dt.date
+    key: str
+    rows: int
+    size: int
+
+
+def split_by_day(table: pa.Table, column: str) -> dict[dt.date, pa.Table]:
+    """Rows of ``table`` grouped by the UTC day of its timestamp ``column``, days in order.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> t = pa.table({"at": pa.array([86_399_999, 86_400_000], pa.timestamp("ms", tz="UTC"))})
+    >>> {day.isoformat(): part.num_rows for day, part in split_by_day(t, "at").items()}
+    {'1970-01-01': 1, '1970-01-02': 1}
+    """
+    if table.num_rows == 0:
+        return {}
+    millis = pc.cast(table[column], pa.int64()).to_numpy()
+    days = np.floor_divide(millis, _MS_PER_DAY)
+    first, last = int(days.min()), int(days.max())
+    if first == last:  # the usual batch: one day, no copy
+        return {_day(first): table}
+    return {_day(int(day)): table.filter(pa.array(days == day)) for day in np.unique(days)}
+
+
+def write_landing(
+    client: S3Client,
+    bucket: str,
+    lake_prefix: str,
+    tables: Mapping[str, pa.Table],
+    *,
+    event_source_arn: str,
+    first_sequence_number: str,
+) -> list[LandingObject]:
+    """Write a batch's tables: one object per table and day, named after the batch.
+
+    A retry of the same batch writes the same keys, and a PUT replaces an object whole, so readers
+    never see a partial or doubled batch. If any PUT fails, the objects this call already wrote are
+    deleted (best effort) and :class:`LandingWriteError` is raised: the caller then retries the
+    batch from its first record, which rewrites them.
+    """
+    planned = [
+        (name, day, part)
+        for name, table in tables.items()
+        for day, part in split_by_day(table, DAY_COLUMNS[name]).items()
+    ]
+    written: list[LandingObject] = []
+    for name, day, part in planned:
+        key = landing_key(lake_prefix, name, day, event_source_arn, first_sequence_number)
+        try:
+            size = put_table(client, bucket, key, part)
+        except Exception as error:
+            _remove_partial(client, bucket, [done.key for done in written])
+            raise LandingWriteError(
+                f"could not write s3://{bucket}/{key} ({len(written)} of {len(planned)} objects written, "
+                f"then removed): {error}"
+            ) from error
+        written.append(LandingObject(table=name, day=day, key=key, rows=part.num_rows, size=size))
+    return written
+
+
+def _remove_partial(client: S3Client, bucket: str, keys: list[str]) -> None:
+    if not keys:
+        return
+    try:
+        delete_keys(client, bucket, keys)
+    except Exception:
+        _logger.warning(
+            "could not remove %d objects of a failed batch (%s); the batch's retry overwrites them",
+            len(keys),
+            ", ".join(keys),
+            exc_info=True,
+        )
+
+
+def _day(days_since_epoch: int) -> dt.date:
+    return _EPOCH + dt.timedelta(days=days_since_epoch)

@@ -1,0 +1,137 @@
+"""Reading and moving the local consumer's per-shard checkpoints (DynamoDB adapter).
+
+Every move is a conditional write on the sequence number the consumer last read, so two consumers
+draining the same shard cannot silently overwrite each other's progress: the second one stops with
+:class:`CheckpointConflictError` instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from stream_processor.checkpoint_table import CheckpointAttr, lease_key
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+
+class CheckpointConflictError(RuntimeError):
+    """The checkpoint moved under this consumer: another consumer is reading the same shard."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """Where a shard stands (see :mod:`stream_processor.checkpoint_table` for the fields' meaning)."""
+
+    stream_arn: str
+    shard_id: str
+    sequence_number: str | None = None
+    pending_through: str | None = None
+    shard_end: bool = False
+    records: int = 0
+
+
+class CheckpointStore:
+    """Checkpoints of one consumer in the table named by ``Settings.checkpoint_table``."""
+
+    def __init__(self, client: DynamoDBClient, table: str) -> None:
+        self._client = client
+        self.table = table
+
+    def load(self, stream_arn: str, shard_id: str) -> Checkpoint:
+        """The shard's checkpoint (a blank one when it was never read), read strongly consistently."""
+        item = self._client.get_item(
+            TableName=self.table,
+            Key={CheckpointAttr.LEASE_KEY: {"S": lease_key(stream_arn, shard_id)}},
+            ConsistentRead=True,
+        ).get("Item")
+        if not item:
+            return Checkpoint(stream_arn=stream_arn, shard_id=shard_id)
+        return Checkpoint(
+            stream_arn=stream_arn,
+            shard_id=shard_id,
+            sequence_number=_string(item, CheckpointAttr.SEQUENCE_NUMBER),
+            pending_through=_string(item, CheckpointAttr.PENDING_THROUGH),
+            shard_end=bool(item.get(CheckpointAttr.SHARD_END, {}).get("BOOL", False)),
+            records=int(item.get(CheckpointAttr.RECORDS, {}).get("N", "0")),
+        )
+
+    def mark_pending(self, checkpoint: Checkpoint, through: str) -> Checkpoint:
+        """Record, before writing, that a batch through ``through`` is about to land."""
+        self._update(checkpoint, "SET #pending = :pending", {":pending": {"S": through}})
+        return dataclasses.replace(checkpoint, pending_through=through)
+
+    def commit(
+        self, checkpoint: Checkpoint, sequence_number: str, records: int, *, shard_end: bool = False
+    ) -> Checkpoint:
+        """Move the checkpoint past a batch whose Parquet is written, and clear its pending mark."""
+        total = checkpoint.records + records
+        self._update(
+            checkpoint,
+            "SET #seq = :seq, #records = :records, #end = :end REMOVE #pending",
+            {":seq": {"S": sequence_number}, ":records": {"N": str(total)}, ":end": {"BOOL": shard_end}},
+        )
+        return dataclasses.replace(
+            checkpoint,
+            sequence_number=sequence_number,
+            pending_through=None,
+            shard_end=shard_end,
+            records=total,
+        )
+
+    def finish_shard(self, checkpoint: Checkpoint) -> Checkpoint:
+        """Mark a closed shard as read to its end, so later drains skip it without a request."""
+        self._update(checkpoint, "SET #end = :end REMOVE #pending", {":end": {"BOOL": True}})
+        return dataclasses.replace(checkpoint, shard_end=True, pending_through=None)
+
+    def _update(self, checkpoint: Checkpoint, expression: str, values: dict[str, Any]) -> None:
+        names = {
+            "#seq": CheckpointAttr.SEQUENCE_NUMBER,
+            "#pending": CheckpointAttr.PENDING_THROUGH,
+            "#end": CheckpointAttr.SHARD_END,
+            "#records": CheckpointAttr.RECORDS,
+            "#arn": CheckpointAttr.STREAM_ARN,
+            "#shard": CheckpointAttr.SHARD_ID,
+            "#updated": CheckpointAttr.UPDATED_AT,
+        }
+        values = {
+            **values,
+            ":arn": {"S": checkpoint.stream_arn},
+            ":shard": {"S": checkpoint.shard_id},
+            ":updated": {"N": str(int(time.time() * 1000))},
+        }
+        set_common = "#arn = :arn, #shard = :shard, #updated = :updated"
+        set_part, _, remove_part = expression.partition(" REMOVE ")
+        update = f"{set_part}, {set_common}" + (f" REMOVE {remove_part}" if remove_part else "")
+        if checkpoint.sequence_number is None:
+            condition = "attribute_not_exists(#seq)"
+        else:
+            condition = "#seq = :expected"
+            values[":expected"] = {"S": checkpoint.sequence_number}
+        used = {name: attr for name, attr in names.items() if name in update or name in condition}
+        try:
+            self._client.update_item(
+                TableName=self.table,
+                Key={CheckpointAttr.LEASE_KEY: {"S": lease_key(checkpoint.stream_arn, checkpoint.shard_id)}},
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeNames=used,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+            raise CheckpointConflictError(
+                f"the checkpoint of shard {checkpoint.shard_id} in table {self.table} moved under this "
+                f"consumer (expected {checkpoint.sequence_number or 'none'}); another `walletlake consume` "
+                "is reading the same stream: stop one of them"
+            ) from error
+
+
+def _string(item: dict[str, Any], name: str) -> str | None:
+    value = item.get(name, {}).get("S")
+    return value if isinstance(value, str) else None

@@ -1,0 +1,327 @@
+"""Columns of one decoded batch, and the validated Arrow tables they become.
+
+The decoder (:mod:`stream_processor.decoder`) only copies typed attribute values into plain lists,
+one list per column, as fast as Python allows. Everything that is cheaper done on a whole column at
+once happens here, in Arrow: parsing DynamoDB numbers into int64, range checks on money and
+versions, and double entry (a deposit becomes one credit; a transfer a debit of the payer and a
+credit of the payee). A row that fails a check leaves the batch as a quarantine entry with its
+reason; it never fails the batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lake.schemas import LEDGER, QUARANTINE, TIMESTAMP_MS, WALLETS
+from wallet.table import TXN_DEPOSIT, TXN_TRANSFER, Attr
+from wallet.validation import MAX_AMOUNT, MAX_BALANCE, MIN_AMOUNT
+
+DEBIT: Final = "debit"
+CREDIT: Final = "credit"
+ENTRY_ID_SEPARATOR: Final = ":"
+
+MAX_INT64: Final = 2**63 - 1
+#: 9999-12-31T23:59:59.999Z: the last instant Parquet readers and Athena turn into a timestamp.
+MAX_TIMESTAMP_MS: Final = 253_402_300_799_999
+
+_INTEGER_TEXT: Final = re.compile(r"-?[0-9]+\Z")
+_NULL_STRING: Final = pa.scalar(None, pa.string())
+
+
+def entry_id(txn_id: str, direction: str) -> str:
+    """``{txn_id}:debit`` or ``{txn_id}:credit``: unique per ledger row, stable across retries."""
+    return f"{txn_id}{ENTRY_ID_SEPARATOR}{direction}"
+
+
+#: Order of the values :class:`BatchColumns` keeps per transaction INSERT (one flat list).
+TRANSACTION_FIELDS: Final = (
+    "txn_id",
+    "txn_type",
+    "wallet_id",
+    "to_wallet_id",
+    "amount",
+    "nonce",
+    "wallet_version",
+    "wallet_balance_after",
+    "to_wallet_version",
+    "to_wallet_balance_after",
+    "created_at",
+    "sequence",
+)
+#: Order of the values kept per wallet INSERT.
+WALLET_FIELDS: Final = ("wallet_id", "user_id", "created_at")
+
+
+@dataclasses.dataclass(slots=True)
+class BatchColumns:
+    """What the decoder collected from one batch, in stream order.
+
+    Rows are kept as flat lists (``transactions``: :data:`TRANSACTION_FIELDS` per record;
+    ``wallets``: :data:`WALLET_FIELDS`): one ``extend`` per record is the cheapest way Python has to
+    move a dozen values, and ``flat[i::stride]`` turns them into columns in C. ``*_position`` holds
+    each row's index in the batch, so a row rejected by a column-wide check can be quarantined with
+    its original record. Numbers stay DynamoDB ``N`` text until :func:`build_tables` parses them a
+    column at a time.
+    """
+
+    transactions: list[str | None] = dataclasses.field(default_factory=list)
+    txn_position: list[int] = dataclasses.field(default_factory=list)
+    wallets: list[str] = dataclasses.field(default_factory=list)
+    wallet_position: list[int] = dataclasses.field(default_factory=list)
+    rejected_position: list[int] = dataclasses.field(default_factory=list)
+    rejected_reason: list[str] = dataclasses.field(default_factory=list)
+    ignored: int = 0
+    ttl_expired: int = 0
+
+    def reject(self, position: int, reason: str) -> None:
+        """Send the record at ``position`` to quarantine."""
+        self.rejected_position.append(position)
+        self.rejected_reason.append(reason)
+
+    def transaction_column(self, field: str) -> list[str | None]:
+        """One column of the collected transactions, by its name in :data:`TRANSACTION_FIELDS`."""
+        stride = len(TRANSACTION_FIELDS)
+        return self.transactions[TRANSACTION_FIELDS.index(field) :: stride]
+
+    def wallet_column(self, field: str) -> list[str]:
+        """One column of the collected wallets, by its name in :data:`WALLET_FIELDS`."""
+        return self.wallets[WALLET_FIELDS.index(field) :: len(WALLET_FIELDS)]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LakeRows:
+    """The Arrow tables of one batch, each with its lake schema."""
+
+    ledger: pa.Table
+    wallets: pa.Table
+    quarantine: pa.Table
+
+
+def build_tables(
+    columns: BatchColumns, records: Sequence[Mapping[str, Any]], ingested_at_ms: int
+) -> LakeRows:
+    """Parse, check and shape the collected columns into the ledger, wallets and quarantine tables.
+
+    Raises ``pyarrow.ArrowInvalid``/``ArrowTypeError`` when a collected value has the wrong Python
+    type (a record whose ``S`` holds a number, say); the decoder then decodes the batch again,
+    checking every record, so the culprit is quarantined instead.
+    """
+    ingested = pa.scalar(ingested_at_ms, TIMESTAMP_MS)
+    ledger, ledger_rejects = _ledger(columns, ingested)
+    wallets, wallet_rejects = _wallets(columns)
+    rejected = sorted(
+        [
+            *zip(columns.rejected_position, columns.rejected_reason, strict=True),
+            *ledger_rejects,
+            *wallet_rejects,
+        ]
+    )
+    return LakeRows(ledger=ledger, wallets=wallets, quarantine=_quarantine(rejected, records, ingested))
+
+
+def _ledger(columns: BatchColumns, ingested: pa.Scalar) -> tuple[pa.Table, list[tuple[int, str]]]:
+    if not columns.txn_position:
+        return LEDGER.empty_table(), []
+    column = columns.transaction_column
+    txn_type = pa.array(column("txn_type"), pa.string())
+    wallet_id = pa.array(column("wallet_id"), pa.string())
+    to_wallet_id = pa.array(column("to_wallet_id"), pa.string())
+    amount = _integers(column("amount"))
+    version = _integers(column("wallet_version"))
+    balance = _integers(column("wallet_balance_after"))
+    to_version = _integers(column("to_wallet_version"))
+    to_balance = _integers(column("to_wallet_balance_after"))
+    created_at = _integers(column("created_at"))
+    is_transfer = pc.equal(txn_type, TXN_TRANSFER)
+    checks = [
+        (pc.invert(pc.or_(is_transfer, pc.equal(txn_type, TXN_DEPOSIT))), "unknown transaction type"),
+        (_outside(amount, MIN_AMOUNT, MAX_AMOUNT), _range_reason(Attr.AMOUNT, MIN_AMOUNT, MAX_AMOUNT)),
+        (_outside(version, 1, MAX_INT64), _range_reason(Attr.WALLET_VERSION, 1, MAX_INT64)),
+        (_outside(balance, 0, MAX_BALANCE), _range_reason(Attr.WALLET_BALANCE_AFTER, 0, MAX_BALANCE)),
+        (_outside(created_at, 0, MAX_TIMESTAMP_MS), _range_reason(Attr.CREATED_AT, 0, MAX_TIMESTAMP_MS)),
+        (pc.and_(is_transfer, pc.is_null(to_wallet_id)), f"transfer without {Attr.TO_WALLET_ID}"),
+        (
+            pc.and_(is_transfer, _outside(to_version, 1, MAX_INT64)),
+            _range_reason(Attr.TO_WALLET_VERSION, 1, MAX_INT64),
+        ),
+        (
+            pc.and_(is_transfer, _outside(to_balance, 0, MAX_BALANCE)),
+            _range_reason(Attr.TO_WALLET_BALANCE_AFTER, 0, MAX_BALANCE),
+        ),
+        (
+            pc.and_(is_transfer, pc.fill_null(pc.equal(wallet_id, to_wallet_id), False)),
+            "transfer to the same wallet",
+        ),
+    ]
+    keep, rejects = _apply_checks(checks, columns.txn_position)
+    txns = {
+        "txn_id": pa.array(column("txn_id"), pa.string()),
+        "txn_type": txn_type,
+        "wallet_id": wallet_id,
+        "to_wallet_id": to_wallet_id,
+        "amount": amount,
+        "version": version,
+        "balance": balance,
+        "to_version": to_version,
+        "to_balance": to_balance,
+        "created_at": created_at.cast(TIMESTAMP_MS),
+        "nonce": pa.array(column("nonce"), pa.string()),
+        "sequence": pa.array(column("sequence"), pa.string()),
+        "is_transfer": is_transfer,
+    }
+    if keep is not None:
+        txns = {name: values.filter(keep) for name, values in txns.items()}
+    return _double_entry(txns, ingested), rejects
+
+
+def _double_entry(txns: dict[str, pa.Array], ingested: pa.Scalar) -> pa.Table:
+    """Ledger rows in stream order: each transaction's first row, then a transfer's credit row.
+
+    The first row belongs to the addressed wallet (a deposit's credit, a transfer's debit); a
+    transfer adds the payee's credit right after it. Built with ``take`` on whole columns, so the
+    result is one contiguous chunk per column (what the Parquet writer is fastest on).
+    """
+    is_transfer = txns["is_transfer"].to_numpy(zero_copy_only=False)
+    rows_per_txn = 1 + is_transfer.astype(np.int64)
+    if not is_transfer.any():
+        taken, second = txns, None
+    else:
+        order = pa.array(np.repeat(np.arange(len(is_transfer)), rows_per_txn))
+        second_leg = np.zeros(len(order), dtype=bool)
+        second_leg[(np.cumsum(rows_per_txn) - 1)[is_transfer]] = True
+        taken = {name: values.take(order) for name, values in txns.items()}
+        second = pa.array(second_leg)
+    debit = taken["is_transfer"] if second is None else pc.and_(taken["is_transfer"], pc.invert(second))
+    direction = pc.if_else(debit, DEBIT, CREDIT)
+    amount = taken["amount"]
+    own, other = taken["wallet_id"], taken["to_wallet_id"]
+    if second is None:
+        wallet_id, counterparty = own, pc.if_else(debit, other, _NULL_STRING)
+        version, balance = taken["version"], taken["balance"]
+    else:
+        wallet_id = pc.if_else(second, other, own)
+        counterparty = pc.if_else(second, own, pc.if_else(debit, other, _NULL_STRING))
+        version = pc.if_else(second, taken["to_version"], taken["version"])
+        balance = pc.if_else(second, taken["to_balance"], taken["balance"])
+    return pa.Table.from_arrays(
+        [
+            _entry_ids(taken["txn_id"], direction),
+            taken["txn_id"],
+            taken["txn_type"],
+            wallet_id,
+            counterparty,
+            direction,
+            amount,
+            pc.if_else(debit, pc.negate(amount), amount),
+            version,
+            balance,
+            taken["nonce"],
+            taken["created_at"],
+            taken["sequence"],
+            pa.repeat(ingested, len(amount)),
+        ],
+        schema=LEDGER,
+    )
+
+
+def _wallets(columns: BatchColumns) -> tuple[pa.Table, list[tuple[int, str]]]:
+    if not columns.wallet_position:
+        return WALLETS.empty_table(), []
+    created_at = _integers(columns.wallet_column("created_at"))
+    checks = [
+        (_outside(created_at, 0, MAX_TIMESTAMP_MS), _range_reason(Attr.CREATED_AT, 0, MAX_TIMESTAMP_MS))
+    ]
+    keep, rejects = _apply_checks(checks, columns.wallet_position)
+    table = pa.Table.from_arrays(
+        [
+            pa.array(columns.wallet_column("wallet_id"), pa.string()),
+            pa.array(columns.wallet_column("user_id"), pa.string()),
+            created_at.cast(TIMESTAMP_MS),
+        ],
+        schema=WALLETS,
+    )
+    return (table if keep is None else table.filter(keep)), rejects
+
+
+def _quarantine(
+    rejected: list[tuple[int, str]], records: Sequence[Mapping[str, Any]], ingested: pa.Scalar
+) -> pa.Table:
+    if not rejected:
+        return QUARANTINE.empty_table()
+    return pa.Table.from_arrays(
+        [
+            pa.array([reason for _, reason in rejected], pa.string()),
+            pa.array([raw_json(records[position]) for position, _ in rejected], pa.string()),
+            pa.array([sequence_number(records[position]) for position, _ in rejected], pa.string()),
+            pa.repeat(ingested, len(rejected)),
+        ],
+        schema=QUARANTINE,
+    )
+
+
+def raw_json(record: Any) -> str:
+    """The record as JSON text, whatever it holds (quarantine keeps it whole for replay)."""
+    return json.dumps(record, default=str, separators=(",", ":"), sort_keys=True)
+
+
+def sequence_number(record: Any) -> str | None:
+    """The record's ``SequenceNumber`` when it has a usable one."""
+    change = record.get("dynamodb") if isinstance(record, Mapping) else None
+    value = change.get("SequenceNumber") if isinstance(change, Mapping) else None
+    return value if isinstance(value, str) else None
+
+
+def _apply_checks(
+    checks: list[tuple[pa.Array, str]], positions: list[int]
+) -> tuple[pa.Array | None, list[tuple[int, str]]]:
+    """Rows failing any check, each with the reason of the first check it fails.
+
+    Returns the keep-mask (None when every row passes: the common case costs one ``any``).
+    """
+    failed = checks[0][0]
+    for mask, _ in checks[1:]:
+        failed = pc.or_(failed, mask)
+    if not pc.any(failed).as_py():
+        return None, []
+    reasons = np.full(len(failed), None, dtype=object)
+    for mask, reason in reversed(checks):  # the first failing check wins
+        reasons[mask.to_numpy(zero_copy_only=False)] = reason
+    rejects = [(positions[index], str(reasons[index])) for index in np.flatnonzero(failed.to_numpy(False))]
+    return pc.invert(failed), rejects
+
+
+def _integers(values: Sequence[str | None]) -> pa.Array:
+    """DynamoDB ``N`` text as int64; null where absent or not an integer that fits in int64."""
+    text = pa.array(values, pa.string())
+    try:
+        return pc.cast(text, pa.int64())
+    except pa.ArrowInvalid:  # rare: parse one by one to find the bad values
+        return pa.array([_int64_or_none(value) for value in values], pa.int64())
+
+
+def _int64_or_none(text: str | None) -> int | None:
+    if text is None or not _INTEGER_TEXT.match(text):
+        return None
+    number = int(text)
+    return number if -MAX_INT64 - 1 <= number <= MAX_INT64 else None
+
+
+def _outside(values: pa.Array, low: int, high: int) -> pa.Array:
+    """True where a value is missing or outside ``low..high``."""
+    return pc.fill_null(pc.or_(pc.less(values, low), pc.greater(values, high)), True)
+
+
+def _range_reason(attribute: str, low: int, high: int) -> str:
+    return f"{attribute} is not an integer in {low}..{high}"
+
+
+def _entry_ids(txn_ids: pa.Array | pa.ChunkedArray, directions: pa.Array) -> pa.Array:
+    return pc.binary_join_element_wise(txn_ids, directions, ENTRY_ID_SEPARATOR)

@@ -1,0 +1,102 @@
+"""The Lambda handler for the ``wallets`` table's DynamoDB event source.
+
+Configure the event source mapping with ``FunctionResponseTypes: [ReportBatchItemFailures]``. When
+the batch's Parquet cannot be written, the handler answers ``batchItemFailures`` naming the batch's
+*first* record: for a stream, Lambda then retries from that record and holds back everything after
+it, so ordering is kept and the retry rewrites the same object names (fail fast; no partial
+success inside a batch, because one landing object holds the whole batch). A record that cannot be
+decoded never fails the batch: it lands in quarantine and is counted.
+
+Logs are structured JSON (Powertools ``Logger``); metrics are CloudWatch EMF (Powertools
+``Metrics``) in namespace :data:`METRICS_NAMESPACE`: ``RecordsIn``, ``LedgerRows``, ``WalletRows``,
+``TtlExpired``, ``Ignored``, ``Quarantined``, ``FilesWritten``, ``BytesWritten``,
+``MaxRecordAgeSeconds``, ``BatchSeconds`` and, on a failed write, ``BatchWriteFailures``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any, Final
+
+import boto3
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from lake.writer import LandingWriteError
+from stream_processor.batch import BatchOutcome, BatchProcessor
+from walletlake.settings import Settings
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+METRICS_NAMESPACE: Final = "walletlake"
+SERVICE: Final = "stream_processor"
+
+logger = Logger(service=SERVICE)
+metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
+
+
+class LambdaBatchProcessor(BatchProcessor):
+    """The shared batch loop, reporting through Powertools and failing soft on a write error."""
+
+    def report(self, outcome: BatchOutcome) -> None:
+        """EMF metrics and one JSON log line per batch."""
+        counts = {
+            "RecordsIn": outcome.records,
+            "LedgerRows": outcome.ledger_rows,
+            "WalletRows": outcome.wallets,
+            "TtlExpired": outcome.ttl_expired,
+            "Ignored": outcome.ignored,
+            "Quarantined": outcome.quarantined,
+            "FilesWritten": outcome.files_written,
+        }
+        for name, value in counts.items():
+            metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+        metrics.add_metric(name="BytesWritten", unit=MetricUnit.Bytes, value=outcome.bytes_written)
+        metrics.add_metric(name="BatchSeconds", unit=MetricUnit.Seconds, value=outcome.seconds)
+        if outcome.max_record_age_seconds is not None:
+            metrics.add_metric(
+                name="MaxRecordAgeSeconds", unit=MetricUnit.Seconds, value=outcome.max_record_age_seconds
+            )
+        if outcome.quarantined:
+            logger.warning(
+                "records quarantined; inspect the quarantine table",
+                extra={
+                    "quarantined": outcome.quarantined,
+                    "first_sequence_number": outcome.first_sequence_number,
+                },
+            )
+        logger.info("batch landed", extra=_log_fields(outcome))
+
+    def write_failed(self, outcome: BatchOutcome, error: LandingWriteError) -> None:
+        """Count and log it; the handler answers ``batchItemFailures`` so Lambda retries the batch."""
+        metrics.add_metric(name="BatchWriteFailures", unit=MetricUnit.Count, value=1)
+        logger.exception(
+            "landing write failed; Lambda will retry the batch from its first record",
+            extra=_log_fields(outcome),
+        )
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context(log_event=False)
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """Land one DynamoDB Streams batch in the lake; see the module docstring for the contract."""
+    settings = Settings.from_env()
+    records = event.get("Records") or []
+    outcome = LambdaBatchProcessor(settings, s3_client=_s3_client(settings.region)).process(records)
+    if not outcome.ok:
+        return {"batchItemFailures": [{"itemIdentifier": outcome.first_sequence_number}]}
+    return {"batchItemFailures": []}
+
+
+@functools.cache
+def _s3_client(region: str) -> S3Client:
+    """One client per container, reused across invocations (a new one costs tens of milliseconds)."""
+    return boto3.client("s3", region_name=region)
+
+
+def _log_fields(outcome: BatchOutcome) -> dict[str, Any]:
+    fields = outcome.as_dict()
+    fields["keys"] = list(outcome.keys)
+    return fields

@@ -1,0 +1,474 @@
+"""Bring records that never reached the lake back into it, once their cause is fixed.
+
+Three sources, one rule: every record goes through the stream processor's own decoding
+(:func:`stream_processor.decoder.decode_records`) and landing writer
+(:func:`lake.writer.write_landing`), and every object written is named after what was replayed,
+never at random, so replaying the same thing twice writes the same objects again instead of adding
+copies. Compaction then removes any ``entry_id`` that also reached the lake another way.
+
+Quarantine (``quarantine/dt=…/*.parquet``)
+    Each row holds a whole stream record (``raw``) that the decoder refused. Replay decodes every
+    row again: rows that now decode land as ``{table}/dt=…/replay-{object}-{digest}.parquet``
+    (``digest`` is a hash of the records replayed, so a later replay of other rows of the same
+    object cannot overwrite this one); the quarantine object is then rewritten with only the rows
+    that still fail, or deleted when none does. A crash in between repeats the same writes.
+
+Dead-letter queue (the stream consumer's SQS on-failure destination)
+    Lambda does not put the failed records there, only a description of the failed batch:
+    ``DDBStreamBatchInfo`` with the stream ARN, shard id and first and last sequence numbers.
+    Replay reads that range from the stream again (``AT_SEQUENCE_NUMBER``), reshapes the records
+    as Lambda delivers them, and runs them as one batch through the same processing as the
+    handler, so its objects carry exactly the names the failed invocation would have written. The
+    message is deleted once the batch landed. A range the stream no longer holds (older than its
+    24 hours) is reported as expired and its message kept: that gap needs a backfill.
+
+Point-in-time export (``AWSDynamoDB/{export id}/data/*.json.gz``)
+    The backfill for gaps beyond the stream's retention: every wallet and transaction item of a
+    DynamoDB export becomes the INSERT record the stream carried for it, decoded as usual and
+    written as ``{table}/dt=…/export-{export id}-{data file}.parquet``. The rows' ``stream_sequence``
+    is ``export:{export id}``, which marks where they came from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import gzip
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+import boto3
+import pyarrow as pa
+from botocore.exceptions import ClientError
+
+from lake.layout import PARQUET_SUFFIX, partition_day, table_prefix
+from lake.objects import delete_keys, get_table, iter_objects, list_keys, put_table
+from lake.schemas import QUARANTINE
+from lake.writer import LandingObject, write_landing
+from stream_processor.batch import process_batch
+from stream_processor.decoder import DecodedBatch, decode_records
+from stream_processor.lambda_records import (
+    CREATION_TIME,
+    EVENT_INSERT,
+    EVENT_SOURCE_ARN,
+    NEW_IMAGE,
+    SEQUENCE_NUMBER,
+    lambda_record,
+)
+from wallet.table import ENTITY_TRANSACTION, ENTITY_WALLET, PARTITION_KEY, Attr
+from walletlake.settings import Settings
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodbstreams import DynamoDBStreamsClient
+    from mypy_boto3_s3 import S3Client
+
+_logger = logging.getLogger(__name__)
+
+#: The lake tables a replay writes; decoding failures stay in (or go back to) quarantine instead.
+REPLAYED_TABLES: Final = ("ledger", "wallets")
+#: The key of a failed-invocation record that describes a DynamoDB stream batch.
+BATCH_INFO: Final = "DDBStreamBatchInfo"
+#: Entities whose export items become lake rows (user claims and anything else produce none).
+EXPORTED_ENTITIES: Final = frozenset({ENTITY_WALLET, ENTITY_TRANSACTION})
+_EMPTY_PAGES_LIMIT: Final = 10
+#: What the Streams API answers for a position it no longer holds (trimmed, or the shard is gone).
+_GONE: Final = frozenset({"TrimmedDataAccessException", "ResourceNotFoundException"})
+_RECORDS_PER_EXPORT_BATCH: Final = 10_000
+
+
+@dataclasses.dataclass
+class ReplayReport:
+    """What a replay found and did; ``as_dict`` is what ``walletlake replay --json`` prints."""
+
+    source: str
+    dry_run: bool
+    sources_read: int = 0
+    records: int = 0
+    ledger_rows: int = 0
+    wallets: int = 0
+    ttl_expired: int = 0
+    ignored: int = 0
+    still_failing: int = 0
+    expired: int = 0
+    unreadable: int = 0
+    files_written: int = 0
+    sources_cleared: int = 0
+    days: set[dt.date] = dataclasses.field(default_factory=set)
+    problems: list[str] = dataclasses.field(default_factory=list)
+
+    def add_decoded(self, decoded: DecodedBatch) -> None:
+        """Count one decoded batch."""
+        self.records += decoded.records
+        self.ledger_rows += decoded.ledger_rows
+        self.wallets += decoded.wallet_rows
+        self.ttl_expired += decoded.ttl_expired
+        self.ignored += decoded.ignored
+        self.still_failing += decoded.quarantined
+
+    def add_written(self, objects: Iterable[LandingObject]) -> None:
+        """Count objects written and the lake days they touched (to compact and reconcile again)."""
+        for written in objects:
+            self.files_written += 1
+            if written.table == "ledger":
+                self.days.add(written.day)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain values, for logs and JSON."""
+        values = dataclasses.asdict(self)
+        values["days"] = sorted(day.isoformat() for day in self.days)
+        return values
+
+
+# ------------------------------------------------------------------------------------------ quarantine
+
+
+def replay_quarantine(
+    settings: Settings,
+    *,
+    days: Sequence[dt.date] | None = None,
+    dry_run: bool = False,
+    s3_client: S3Client | None = None,
+    clock: Callable[[], float] = time.time,
+) -> ReplayReport:
+    """Decode every quarantined record again and land those that now decode.
+
+    Parameters
+    ----------
+    days:
+        Only the quarantine partitions of these days (``dt`` = the day of quarantine); all by default.
+    dry_run:
+        Decode and count, write and delete nothing.
+    """
+    s3 = s3_client or _client("s3", settings)
+    report = ReplayReport(source="quarantine", dry_run=dry_run)
+    for key in _quarantine_keys(s3, settings, days):
+        report.sources_read += 1
+        rows = get_table(s3, settings.bucket, key, QUARANTINE).to_pylist()
+        records, unreadable = _parse_raw(rows)
+        report.unreadable += len(unreadable)
+        outcomes = [decode_records([record], ingested_at_ms=int(clock() * 1000)) for _, record in records]
+        for decoded in outcomes:
+            report.add_decoded(decoded)
+        recovered = [
+            record for (_, record), decoded in zip(records, outcomes, strict=True) if decoded.quarantined == 0
+        ]
+        still = [
+            _requarantined(row, decoded)
+            for (row, _), decoded in zip(records, outcomes, strict=True)
+            if decoded.quarantined
+        ]
+        still.extend(unreadable)
+        if dry_run or not recovered:
+            continue
+        batch = _concat(outcomes, recovered_only=True)
+        objects = write_landing(
+            s3,
+            settings.bucket,
+            settings.lake_prefix,
+            batch,
+            event_source_arn="replay",
+            first_sequence_number=f"{_stem(key)}-{_digest(recovered)}",
+        )
+        report.add_written(objects)
+        if still:
+            put_table(s3, settings.bucket, key, pa.Table.from_pylist(still, schema=QUARANTINE))
+        else:
+            delete_keys(s3, settings.bucket, [key])
+            report.sources_cleared += 1
+    return report
+
+
+def _quarantine_keys(s3: S3Client, settings: Settings, days: Sequence[dt.date] | None) -> list[str]:
+    prefix = table_prefix(settings.lake_prefix, "quarantine")
+    keys = list_keys(s3, settings.bucket, prefix, PARQUET_SUFFIX)
+    if days is None:
+        return keys
+    wanted = set(days)
+    return [key for key in keys if partition_day(key) in wanted]
+
+
+def _parse_raw(rows: list[dict[str, Any]]) -> tuple[list[tuple[dict[str, Any], Any]], list[dict[str, Any]]]:
+    """``(row, record)`` for rows whose ``raw`` is JSON; the others, untouched, as still failing."""
+    parsed: list[tuple[dict[str, Any], Any]] = []
+    unreadable: list[dict[str, Any]] = []
+    for row in rows:
+        try:
+            parsed.append((row, json.loads(row["raw"])))
+        except (TypeError, ValueError):
+            unreadable.append(row)
+    return parsed, unreadable
+
+
+def _requarantined(row: dict[str, Any], decoded: DecodedBatch) -> dict[str, Any]:
+    """The quarantine row kept, with today's reason (the decoder may say something new)."""
+    reasons = decoded.quarantine.column("reason").to_pylist()
+    return {**row, "reason": reasons[0] if reasons else row["reason"]}
+
+
+def _concat(outcomes: Sequence[DecodedBatch], *, recovered_only: bool) -> dict[str, pa.Table]:
+    """The replayed tables of several decoded batches, one table each."""
+    tables: dict[str, pa.Table] = {}
+    for name in REPLAYED_TABLES:
+        parts = [
+            getattr(decoded, name)
+            for decoded in outcomes
+            if not (recovered_only and decoded.quarantined) and getattr(decoded, name).num_rows
+        ]
+        if parts:
+            tables[name] = pa.concat_tables(parts)
+    return tables
+
+
+def _stem(key: str) -> str:
+    return key.rsplit("/", 1)[-1].removesuffix(PARQUET_SUFFIX)
+
+
+def _digest(records: Sequence[Any]) -> str:
+    """A short hash of the records replayed: same records, same object name."""
+    text = "\n".join(json.dumps(record, sort_keys=True, default=str) for record in records)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+# ------------------------------------------------------------------------------------ dead-letter queue
+
+
+def replay_dead_letters(
+    settings: Settings,
+    queue_url: str,
+    *,
+    dry_run: bool = False,
+    sqs_client: Any = None,
+    streams_client: DynamoDBStreamsClient | None = None,
+    s3_client: S3Client | None = None,
+    clock: Callable[[], float] = time.time,
+    max_messages: int | None = None,
+) -> ReplayReport:
+    """Re-read each dead-lettered batch from the stream and land it; delete the messages that landed.
+
+    Messages that are not batch descriptions, and batches the stream no longer holds, are
+    reported and left in the queue (they become visible again after the visibility timeout).
+    """
+    sqs = sqs_client or _client("sqs", settings)
+    streams = streams_client or _client("dynamodbstreams", settings)
+    report = ReplayReport(source="dlq", dry_run=dry_run)
+    for message in _receive_all(sqs, queue_url, max_messages):
+        report.sources_read += 1
+        info = batch_info(message.get("Body", ""))
+        if info is None:
+            report.unreadable += 1
+            report.problems.append(f"message {message.get('MessageId')}: not a DynamoDB stream batch record")
+            continue
+        try:
+            records = read_batch(streams, info)
+        except _ExpiredError as error:
+            report.expired += 1
+            report.problems.append(f"message {message.get('MessageId')}: {error}")
+            continue
+        if dry_run:
+            report.add_decoded(decode_records(records, ingested_at_ms=int(clock() * 1000)))
+            continue
+        outcome = process_batch(records, settings, s3_client=s3_client, clock=clock)
+        report.records += outcome.records
+        report.ledger_rows += outcome.ledger_rows
+        report.wallets += outcome.wallets
+        report.ttl_expired += outcome.ttl_expired
+        report.ignored += outcome.ignored
+        report.still_failing += outcome.quarantined
+        report.files_written += outcome.files_written
+        ledger_prefix = table_prefix(settings.lake_prefix, "ledger")
+        report.days.update(
+            d for key in outcome.keys if key.startswith(ledger_prefix) and (d := partition_day(key))
+        )
+        sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+        report.sources_cleared += 1
+    return report
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BatchInfo:
+    """The part of a failed-invocation record that locates the batch in the stream."""
+
+    stream_arn: str
+    shard_id: str
+    start_sequence_number: str
+    end_sequence_number: str
+    batch_size: int | None = None
+
+
+def batch_info(body: str) -> BatchInfo | None:
+    """Parse an on-failure destination message; None when it does not describe a stream batch.
+
+    Examples
+    --------
+    >>> body = json.dumps({"DDBStreamBatchInfo": {"streamArn": "arn:s", "shardId": "sh",
+    ...     "startSequenceNumber": "100", "endSequenceNumber": "200", "batchSize": 3}})
+    >>> batch_info(body).end_sequence_number
+    '200'
+    """
+    try:
+        info = json.loads(body)[BATCH_INFO]
+        return BatchInfo(
+            stream_arn=str(info["streamArn"]),
+            shard_id=str(info["shardId"]),
+            start_sequence_number=str(info["startSequenceNumber"]),
+            end_sequence_number=str(info["endSequenceNumber"]),
+            batch_size=int(info["batchSize"]) if "batchSize" in info else None,
+        )
+    except (TypeError, ValueError, KeyError):
+        return None
+
+
+class _ExpiredError(Exception):
+    """The stream no longer holds (all of) the batch."""
+
+
+def read_batch(streams: DynamoDBStreamsClient, info: BatchInfo) -> list[dict[str, Any]]:
+    """The batch's records, first to last sequence number, in Lambda's shape."""
+    try:
+        iterator: str | None = streams.get_shard_iterator(
+            StreamArn=info.stream_arn,
+            ShardId=info.shard_id,
+            ShardIteratorType="AT_SEQUENCE_NUMBER",
+            SequenceNumber=info.start_sequence_number,
+        )["ShardIterator"]
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") not in _GONE:
+            raise
+        raise _ExpiredError(
+            f"shard {info.shard_id} no longer holds sequence {info.start_sequence_number} "
+            f"(older than the stream's retention): backfill from an export"
+        ) from error
+    end = int(info.end_sequence_number)
+    records: list[dict[str, Any]] = []
+    empty_pages = 0
+    while iterator and empty_pages < _EMPTY_PAGES_LIMIT:
+        page = streams.get_records(ShardIterator=iterator, Limit=1000)
+        raw_records = page.get("Records", [])
+        empty_pages = 0 if raw_records else empty_pages + 1
+        for raw in raw_records:
+            if int(raw["dynamodb"]["SequenceNumber"]) > end:
+                return records
+            records.append(lambda_record(raw, info.stream_arn))
+        if records and int(records[-1]["dynamodb"][SEQUENCE_NUMBER]) == end:
+            return records
+        iterator = page.get("NextShardIterator")
+    if not records or int(records[-1]["dynamodb"][SEQUENCE_NUMBER]) < end:
+        raise _ExpiredError(
+            f"shard {info.shard_id} ended before sequence {info.end_sequence_number} "
+            f"({len(records)} records read)"
+        )
+    return records
+
+
+def _receive_all(sqs: Any, queue_url: str, limit: int | None) -> Iterator[dict[str, Any]]:
+    """Messages until the queue answers empty; each stays invisible to others while we work on it."""
+    received = 0
+    while limit is None or received < limit:
+        wanted = 10 if limit is None else min(10, limit - received)
+        page = sqs.receive_message(
+            QueueUrl=queue_url, MaxNumberOfMessages=wanted, WaitTimeSeconds=1, VisibilityTimeout=300
+        )
+        messages = page.get("Messages", [])
+        if not messages:
+            return
+        for message in messages:
+            received += 1
+            yield dict(message)
+
+
+# ------------------------------------------------------------------------------------------ export
+
+
+def replay_export(
+    settings: Settings,
+    export_uri: str,
+    *,
+    dry_run: bool = False,
+    s3_client: S3Client | None = None,
+    clock: Callable[[], float] = time.time,
+) -> ReplayReport:
+    """Land every wallet and transaction item of a DynamoDB point-in-time export (DYNAMODB_JSON).
+
+    ``export_uri`` is the export's folder, ``s3://{bucket}/{prefix}/AWSDynamoDB/{export id}/``.
+    """
+    s3 = s3_client or _client("s3", settings)
+    bucket, folder = _split_s3_uri(export_uri)
+    export_id = folder.rstrip("/").rsplit("/", 1)[-1]
+    report = ReplayReport(source="export", dry_run=dry_run)
+    data_keys = [
+        key for key, _ in iter_objects(s3, bucket, f"{folder.rstrip('/')}/data/") if key.endswith(".json.gz")
+    ]
+    if not data_keys:
+        raise FileNotFoundError(
+            f"no data/*.json.gz under {export_uri}: is it a DYNAMODB_JSON export's folder?"
+        )
+    for key in data_keys:
+        report.sources_read += 1
+        body = gzip.decompress(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+        records = list(export_records(body.decode("utf-8").splitlines(), export_id))
+        file_name = key.rsplit("/", 1)[-1].removesuffix(".json.gz")
+        for start in range(0, len(records), _RECORDS_PER_EXPORT_BATCH):
+            chunk = records[start : start + _RECORDS_PER_EXPORT_BATCH]
+            decoded = decode_records(chunk, ingested_at_ms=int(clock() * 1000))
+            report.add_decoded(decoded)
+            if dry_run:
+                continue
+            objects = write_landing(
+                s3,
+                settings.bucket,
+                settings.lake_prefix,
+                {name: table for name, table in decoded.tables().items() if name in REPLAYED_TABLES},
+                event_source_arn="export",
+                first_sequence_number=f"{export_id}-{file_name}-{start // _RECORDS_PER_EXPORT_BATCH}",
+            )
+            report.add_written(objects)
+    return report
+
+
+def export_records(lines: Iterable[str], export_id: str) -> Iterator[dict[str, Any]]:
+    """The INSERT stream record of every wallet and transaction item in an export's JSON lines.
+
+    Examples
+    --------
+    >>> line = '{"Item": {"pk": {"S": "w#wallet"}, "entity": {"S": "wallet"}, "created_at": {"N": "5000"}}}'
+    >>> record = next(export_records([line], "01-abc"))
+    >>> change = record["dynamodb"]
+    >>> record["eventName"], change["SequenceNumber"], change["ApproximateCreationDateTime"]
+    ('INSERT', 'export:01-abc', 5)
+    """
+    for line in lines:
+        if not line.strip():
+            continue
+        item = json.loads(line).get("Item") or {}
+        entity = (item.get(Attr.ENTITY) or {}).get("S")
+        if entity not in EXPORTED_ENTITIES:
+            continue
+        created = (item.get(Attr.CREATED_AT) or {}).get("N")
+        yield {
+            "eventID": f"export-{export_id}",
+            "eventName": EVENT_INSERT,
+            "eventSource": "aws:dynamodb",
+            EVENT_SOURCE_ARN: f"export/{export_id}",
+            "dynamodb": {
+                "Keys": {PARTITION_KEY: item.get(PARTITION_KEY)},
+                NEW_IMAGE: item,
+                SEQUENCE_NUMBER: f"export:{export_id}",
+                CREATION_TIME: int(created) // 1000 if created and created.isdigit() else 0,
+                "StreamViewType": "NEW_AND_OLD_IMAGES",
+            },
+        }
+
+
+def _split_s3_uri(uri: str) -> tuple[str, str]:
+    if not uri.startswith("s3://") or "/" not in uri[5:]:
+        raise ValueError(f"not an s3://bucket/prefix/ URI: {uri!r}")
+    bucket, _, key = uri[5:].partition("/")
+    return bucket, key
+
+
+def _client(service: str, settings: Settings) -> Any:
+    return boto3.client(service, region_name=settings.region)  # type: ignore[call-overload]

@@ -1,0 +1,489 @@
+"""Factories for DynamoDB Streams records and for table items, following the item contract.
+
+- :class:`RecordFactory` builds Lambda-shaped records (AWS's documented shape, including the
+  ``userIdentity`` of TTL deletions) for decoder and handler tests;
+- :class:`LedgerModel` is a tiny in-memory wallet ledger that turns deposits and transfers into
+  the records the write path's transactions would produce, and knows every expected balance;
+- :class:`TableWriter` writes the same items into DynamoDB Local with TransactWriteItems (as the
+  write path does), for consumer tests that need a real stream.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import itertools
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+
+from stream_processor.lambda_records import TTL_IDENTITY_PRINCIPAL, TTL_IDENTITY_TYPE
+from wallet.table import (
+    ENTITY_TRANSACTION,
+    ENTITY_USER,
+    ENTITY_WALLET,
+    TXN_DEPOSIT,
+    TXN_TRANSFER,
+    Attr,
+    transaction_key,
+    user_key,
+    wallet_key,
+)
+
+STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/wallets/stream/2026-11-22T04:00:00.000"
+HOT_TTL_SECONDS = 8 * 3600
+
+
+def s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def n(value: int) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+def ms(moment: dt.datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+def transaction_image(
+    *,
+    txn_id: str,
+    txn_type: str,
+    wallet_id: str,
+    amount: int,
+    nonce: str,
+    wallet_version: int,
+    wallet_balance_after: int,
+    created_at: int,
+    to_wallet_id: str | None = None,
+    to_wallet_version: int | None = None,
+    to_wallet_balance_after: int | None = None,
+    ttl_seconds: int = HOT_TTL_SECONDS,
+) -> dict[str, Any]:
+    """A transaction item exactly as the write path stores it (ARCHITECTURE.md)."""
+    image: dict[str, Any] = {
+        Attr.PK: s(transaction_key(wallet_id, nonce)),
+        Attr.ENTITY: s(ENTITY_TRANSACTION),
+        Attr.TXN_ID: s(txn_id),
+        Attr.TYPE: s(txn_type),
+        Attr.WALLET_ID: s(wallet_id),
+        Attr.AMOUNT: n(amount),
+        Attr.NONCE: s(nonce),
+        Attr.REQUEST_HASH: s("0" * 64),
+        Attr.WALLET_VERSION: n(wallet_version),
+        Attr.WALLET_BALANCE_AFTER: n(wallet_balance_after),
+        Attr.CREATED_AT: n(created_at),
+        Attr.EXPIRES_AT: n(created_at // 1000 + ttl_seconds),
+    }
+    if to_wallet_id is not None:
+        image[Attr.TO_WALLET_ID] = s(to_wallet_id)
+    if to_wallet_version is not None:
+        image[Attr.TO_WALLET_VERSION] = n(to_wallet_version)
+    if to_wallet_balance_after is not None:
+        image[Attr.TO_WALLET_BALANCE_AFTER] = n(to_wallet_balance_after)
+    return image
+
+
+def wallet_image(
+    wallet_id: str,
+    user_id: str,
+    *,
+    balance: int = 0,
+    version: int = 0,
+    created_at: int,
+    updated_at: int | None = None,
+) -> dict[str, Any]:
+    return {
+        Attr.PK: s(wallet_key(wallet_id)),
+        Attr.ENTITY: s(ENTITY_WALLET),
+        Attr.WALLET_ID: s(wallet_id),
+        Attr.USER_ID: s(user_id),
+        Attr.BALANCE: n(balance),
+        Attr.VERSION: n(version),
+        Attr.CREATED_AT: n(created_at),
+        Attr.UPDATED_AT: n(updated_at if updated_at is not None else created_at),
+    }
+
+
+def user_image(user_id: str, wallet_id: str) -> dict[str, Any]:
+    return {Attr.PK: s(user_key(user_id)), Attr.ENTITY: s(ENTITY_USER), Attr.WALLET_ID: s(wallet_id)}
+
+
+class RecordFactory:
+    """Lambda-shaped DynamoDB Streams records with increasing sequence numbers."""
+
+    def __init__(self, *, arn: str = STREAM_ARN, first_sequence: int = 100_000_000_000_000_000_000) -> None:
+        self.arn = arn
+        self._sequence = itertools.count(first_sequence)
+
+    def record(
+        self,
+        event_name: str,
+        *,
+        new: dict[str, Any] | None = None,
+        old: dict[str, Any] | None = None,
+        user_identity: dict[str, str] | None = None,
+        approximate_time: float = 1_795_320_000,
+        sequence: str | None = None,
+    ) -> dict[str, Any]:
+        image = new if new is not None else old or {}
+        change: dict[str, Any] = {
+            "ApproximateCreationDateTime": approximate_time,
+            "Keys": {Attr.PK: image.get(Attr.PK, s("unknown"))},
+            "SequenceNumber": sequence if sequence is not None else str(next(self._sequence)),
+            "SizeBytes": 256,
+            "StreamViewType": "NEW_AND_OLD_IMAGES",
+        }
+        if new is not None:
+            change["NewImage"] = new
+        if old is not None:
+            change["OldImage"] = old
+        record: dict[str, Any] = {
+            "eventID": uuid.uuid4().hex,
+            "eventName": event_name,
+            "eventVersion": "1.1",
+            "eventSource": "aws:dynamodb",
+            "awsRegion": "us-east-1",
+            "dynamodb": change,
+            "eventSourceARN": self.arn,
+        }
+        if user_identity is not None:
+            record["userIdentity"] = user_identity
+        return record
+
+    def insert(self, image: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return self.record("INSERT", new=image, **kwargs)
+
+    def modify(self, old: dict[str, Any], new: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return self.record("MODIFY", old=old, new=new, **kwargs)
+
+    def ttl_remove(self, image: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """A TTL deletion as AWS documents it: REMOVE, OldImage, userIdentity of the DynamoDB service."""
+        identity = {"type": TTL_IDENTITY_TYPE, "principalId": TTL_IDENTITY_PRINCIPAL}
+        return self.record("REMOVE", old=image, user_identity=identity, **kwargs)
+
+    def user_remove(self, image: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """A deletion made by someone (no userIdentity): never expected of a transaction item."""
+        return self.record("REMOVE", old=image, **kwargs)
+
+
+def lambda_event(records: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"Records": records}
+
+
+@dataclasses.dataclass
+class WalletState:
+    wallet_id: str
+    user_id: str
+    balance: int = 0
+    version: int = 0
+    created_at: int = 0
+    updated_at: int = 0
+    image: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """A ledger entry the lake must hold exactly once."""
+
+    entry_id: str
+    wallet_id: str
+    delta: int
+    wallet_version: int
+    balance_after: int
+
+
+class LedgerModel:
+    """The write path's rules in miniature: what each committed transaction writes, in order.
+
+    Every method returns the stream records its TransactWriteItems would produce (wallet MODIFYs,
+    then the transaction INSERT), and the model remembers each wallet's balance and version.
+    """
+
+    def __init__(self, records: RecordFactory | None = None, *, start: dt.datetime | None = None) -> None:
+        self.records = records or RecordFactory()
+        self.clock = ms(start or dt.datetime(2026, 11, 22, 4, 0, tzinfo=dt.UTC))
+        self.wallets: dict[str, WalletState] = {}
+        self.entries: list[Entry] = []
+        self.transactions: list[dict[str, Any]] = []
+
+    def tick(self, milliseconds: int = 1) -> int:
+        self.clock += milliseconds
+        return self.clock
+
+    def open_wallet(self, wallet_id: str | None = None) -> tuple[str, list[dict[str, Any]]]:
+        wallet_id = wallet_id or str(uuid.uuid4())
+        user_id = str(uuid.uuid4())
+        now = self.tick()
+        state = WalletState(wallet_id, user_id, created_at=now, updated_at=now)
+        state.image = wallet_image(wallet_id, user_id, created_at=now)
+        self.wallets[wallet_id] = state
+        return wallet_id, [
+            self.records.insert(user_image(user_id, wallet_id)),
+            self.records.insert(state.image),
+        ]
+
+    def _move(self, state: WalletState, delta: int, now: int) -> dict[str, Any]:
+        old = state.image
+        state.balance += delta
+        state.version += 1
+        state.updated_at = now
+        state.image = {
+            **old,
+            Attr.BALANCE: n(state.balance),
+            Attr.VERSION: n(state.version),
+            Attr.UPDATED_AT: n(now),
+        }
+        return self.records.modify(old, state.image)
+
+    def deposit(self, wallet_id: str, amount: int) -> list[dict[str, Any]]:
+        state = self.wallets[wallet_id]
+        now = max(self.tick(), state.updated_at)
+        txn_id = str(uuid.uuid4())
+        modify = self._move(state, amount, now)
+        image = transaction_image(
+            txn_id=txn_id,
+            txn_type=TXN_DEPOSIT,
+            wallet_id=wallet_id,
+            amount=amount,
+            nonce=uuid.uuid4().hex,
+            wallet_version=state.version,
+            wallet_balance_after=state.balance,
+            created_at=now,
+        )
+        self.entries.append(Entry(f"{txn_id}:credit", wallet_id, amount, state.version, state.balance))
+        self.transactions.append(image)
+        return [modify, self.records.insert(image)]
+
+    def can_transfer(self, payer: str, payee: str, amount: int) -> bool:
+        return payer != payee and self.wallets[payer].balance >= amount
+
+    def transfer(self, payer: str, payee: str, amount: int) -> list[dict[str, Any]]:
+        source, target = self.wallets[payer], self.wallets[payee]
+        now = max(self.tick(), source.updated_at, target.updated_at)
+        txn_id = str(uuid.uuid4())
+        debit = self._move(source, -amount, now)
+        credit = self._move(target, amount, now)
+        image = transaction_image(
+            txn_id=txn_id,
+            txn_type=TXN_TRANSFER,
+            wallet_id=payer,
+            amount=amount,
+            nonce=uuid.uuid4().hex,
+            wallet_version=source.version,
+            wallet_balance_after=source.balance,
+            created_at=now,
+            to_wallet_id=payee,
+            to_wallet_version=target.version,
+            to_wallet_balance_after=target.balance,
+        )
+        self.entries.append(Entry(f"{txn_id}:debit", payer, -amount, source.version, source.balance))
+        self.entries.append(Entry(f"{txn_id}:credit", payee, amount, target.version, target.balance))
+        self.transactions.append(image)
+        return [debit, credit, self.records.insert(image)]
+
+    def balances(self) -> dict[str, int]:
+        return {wallet_id: state.balance for wallet_id, state in self.wallets.items()}
+
+
+class TableWriter:
+    """Writes wallets, deposits and transfers into DynamoDB Local as the write path does.
+
+    One TransactWriteItems per operation, with the contract's conditions (version compare-and-swap,
+    funds on the payer, ``attribute_not_exists`` on new items). Single-threaded, so the model's
+    versions are the table's.
+    """
+
+    def __init__(self, table: str, *, region: str = "us-east-1", ttl_seconds: int = HOT_TTL_SECONDS) -> None:
+        self.table = table
+        self.client = boto3.client("dynamodb", region_name=region)
+        self.ttl_seconds = ttl_seconds
+        self.model = LedgerModel(start=dt.datetime.now(dt.UTC))
+
+    def _put_new(self, item: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "Put": {
+                "TableName": self.table,
+                "Item": item,
+                "ConditionExpression": "attribute_not_exists(#pk)",
+                "ExpressionAttributeNames": {"#pk": Attr.PK},
+            }
+        }
+
+    def _update(
+        self, state: WalletState, read_version: int, payer_amount: int | None = None
+    ) -> dict[str, Any]:
+        condition = "#v = :rv" + (" AND #b >= :amt" if payer_amount is not None else "")
+        values = {
+            ":rv": n(read_version),
+            ":v": n(state.version),
+            ":b": n(state.balance),
+            ":u": n(state.updated_at),
+        }
+        if payer_amount is not None:
+            values[":amt"] = n(payer_amount)
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": {Attr.PK: s(wallet_key(state.wallet_id))},
+                "UpdateExpression": "SET #b = :b, #v = :v, #u = :u",
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": {"#b": Attr.BALANCE, "#v": Attr.VERSION, "#u": Attr.UPDATED_AT},
+                "ExpressionAttributeValues": values,
+            }
+        }
+
+    def _now(self) -> None:
+        self.model.clock = max(self.model.clock, ms(dt.datetime.now(dt.UTC)))
+
+    def open_wallet(self) -> str:
+        self._now()
+        wallet_id, _ = self.model.open_wallet()
+        state = self.model.wallets[wallet_id]
+        self.client.transact_write_items(
+            TransactItems=[
+                self._put_new(user_image(state.user_id, wallet_id)),  # type: ignore[list-item]
+                self._put_new(state.image),  # type: ignore[list-item]
+            ]
+        )
+        return wallet_id
+
+    def deposit(self, wallet_id: str, amount: int) -> None:
+        self._now()
+        read_version = self.model.wallets[wallet_id].version
+        self.model.deposit(wallet_id, amount)
+        item = self._with_ttl(self.model.transactions[-1])
+        state = self.model.wallets[wallet_id]
+        self.client.transact_write_items(
+            TransactItems=[self._update(state, read_version), self._put_new(item)]  # type: ignore[list-item]
+        )
+
+    def transfer(self, payer: str, payee: str, amount: int) -> None:
+        self._now()
+        payer_version = self.model.wallets[payer].version
+        payee_version = self.model.wallets[payee].version
+        self.model.transfer(payer, payee, amount)
+        item = self._with_ttl(self.model.transactions[-1])
+        self.client.transact_write_items(
+            TransactItems=[  # type: ignore[list-item]
+                self._update(self.model.wallets[payer], payer_version, payer_amount=amount),
+                self._update(self.model.wallets[payee], payee_version),
+                self._put_new(item),
+            ]
+        )
+
+    def _with_ttl(self, item: dict[str, Any]) -> dict[str, Any]:
+        created = int(item[Attr.CREATED_AT]["N"])
+        return {**item, Attr.EXPIRES_AT: n(created // 1000 + self.ttl_seconds)}
+
+    def workload(self, *, wallets: int, deposits: int, transfers: int, seed: int = 7) -> None:
+        """Wallets, then deposits round-robin, then transfers between pseudo-random wallets."""
+        import random
+
+        rng = random.Random(seed)
+        ids = [self.open_wallet() for _ in range(wallets)]
+        for index in range(deposits):
+            self.deposit(ids[index % wallets], rng.randint(1, 5_000_000))
+        done = 0
+        while done < transfers:
+            payer, payee = rng.sample(ids, 2)
+            amount = rng.randint(1, 3_000_000)
+            if self.model.can_transfer(payer, payee, amount):
+                self.transfer(payer, payee, amount)
+                done += 1
+
+    def transaction_items(self) -> int:
+        """How many transaction items the table still holds (TTL removes them)."""
+        count = 0
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "Select": "COUNT",
+            "FilterExpression": "#e = :t",
+            "ExpressionAttributeNames": {"#e": Attr.ENTITY},
+            "ExpressionAttributeValues": {":t": s(ENTITY_TRANSACTION)},
+        }
+        while True:
+            page = self.client.scan(**kwargs)
+            count += page["Count"]
+            if "LastEvaluatedKey" not in page:
+                return count
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def poll_until(predicate: Any, *, timeout: float, interval: float = 0.25, what: str = "condition") -> Any:
+    """Call ``predicate`` until it returns something truthy, or fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+def iter_chunks(items: list[Any], sizes: list[int]) -> Iterator[list[Any]]:
+    """Split ``items`` into consecutive chunks of the given sizes (the last takes the rest)."""
+    start = 0
+    for size in sizes:
+        if start >= len(items):
+            return
+        yield items[start : start + size]
+        start += size
+    if start < len(items):
+        yield items[start:]
+
+
+def lake_keys(settings: Any, table: str | None = None) -> list[str]:
+    """Every object key of the lake (or of one table), in key order."""
+    from lake.layout import table_prefix
+    from lake.objects import list_keys
+
+    client = boto3.client("s3", region_name=settings.region)
+    prefix = table_prefix(settings.lake_prefix, table) if table else f"{settings.lake_prefix}/"
+    return list_keys(client, settings.bucket, prefix)
+
+
+def read_lake_table(settings: Any, table: str) -> Any:
+    """Every row of one lake table, read back from S3 through the lake's own schema."""
+    import pyarrow as pa
+
+    from lake.objects import get_table
+    from lake.schemas import TABLES
+
+    client = boto3.client("s3", region_name=settings.region)
+    parts = [get_table(client, settings.bucket, key, TABLES[table]) for key in lake_keys(settings, table)]
+    return pa.concat_tables(parts) if parts else TABLES[table].empty_table()
+
+
+def assert_exact_ledger(ledger: Any, expected: list[Entry]) -> None:
+    """Invariant 2: one row per expected entry, versions 1..N per wallet, running sum == balance_after."""
+    rows = ledger.to_pylist()
+    entry_ids = [row["entry_id"] for row in rows]
+    assert len(entry_ids) == len(set(entry_ids)), "duplicate entry_id in the lake"
+    assert sorted(entry_ids) == sorted(entry.entry_id for entry in expected), "missing or unexpected entries"
+    by_entry = {row["entry_id"]: row for row in rows}
+    for entry in expected:
+        row = by_entry[entry.entry_id]
+        assert (row["wallet_id"], row["delta"], row["wallet_version"], row["balance_after"]) == (
+            entry.wallet_id,
+            entry.delta,
+            entry.wallet_version,
+            entry.balance_after,
+        )
+    per_wallet: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        per_wallet.setdefault(row["wallet_id"], []).append(row)
+    for wallet_id, wallet_rows in per_wallet.items():
+        wallet_rows.sort(key=lambda row: row["wallet_version"])
+        assert [row["wallet_version"] for row in wallet_rows] == list(range(1, len(wallet_rows) + 1)), (
+            wallet_id
+        )
+        running = 0
+        for row in wallet_rows:
+            running += row["delta"]
+            assert running == row["balance_after"], (wallet_id, row["wallet_version"])

@@ -1,0 +1,151 @@
+"""Properties of the decoder over generated histories (hypothesis).
+
+For any set of committed transactions — however the stream is cut into batches — the ledger rows'
+deltas per wallet sum to the wallet's final balance, each wallet's versions run 1..N, and every
+transfer's debit and credit cancel out. And no record, however broken, stops a batch: each one is
+accounted for exactly once (ledger, wallets, ignored, TTL, or quarantine).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from stream_records import LedgerModel, RecordFactory, iter_chunks, transaction_image
+
+from stream_processor.decoder import decode_records
+
+Operation = tuple[str, int, int, int]
+
+operations = st.lists(
+    st.tuples(
+        st.sampled_from(["deposit", "transfer"]),
+        st.integers(min_value=0, max_value=5),
+        st.integers(min_value=0, max_value=5),
+        st.integers(min_value=1, max_value=10**15),
+    ),
+    max_size=60,
+)
+
+
+def replay(wallet_count: int, ops: list[Operation]) -> tuple[LedgerModel, list[dict[str, Any]]]:
+    """The operations the write path would commit; refused ones (no funds, to itself) leave no trace."""
+    model = LedgerModel()
+    records: list[dict[str, Any]] = []
+    ids = []
+    for index in range(wallet_count):
+        wallet_id, opened = model.open_wallet(f"wallet-{index}")
+        ids.append(wallet_id)
+        records.extend(opened)
+    for kind, first, second, amount in ops:
+        payer, payee = ids[first % wallet_count], ids[second % wallet_count]
+        if kind == "deposit":
+            records.extend(model.deposit(payer, amount))
+        elif model.can_transfer(payer, payee, amount):
+            records.extend(model.transfer(payer, payee, amount))
+    return model, records
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    wallet_count=st.integers(min_value=1, max_value=6),
+    ops=operations,
+    cuts=st.lists(st.integers(min_value=1, max_value=40), max_size=20),
+)
+def test_ledger_deltas_sum_to_final_balances_however_the_stream_is_batched(
+    wallet_count: int, ops: list[Operation], cuts: list[int]
+) -> None:
+    # GIVEN a history of committed transactions and the stream it produced, cut into batches
+    model, records = replay(wallet_count, ops)
+
+    # WHEN every batch is decoded
+    batches = [decode_records(chunk, ingested_at_ms=0) for chunk in iter_chunks(records, cuts)]
+    rows = pa.concat_tables([batch.ledger for batch in batches]).to_pylist() if batches else []
+
+    # THEN per wallet, deltas sum to the final balance, versions run 1..N and balances follow the deltas
+    assert sum(batch.quarantined for batch in batches) == 0
+    per_wallet: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        per_wallet[row["wallet_id"]].append(row)
+    for wallet_id, balance in model.balances().items():
+        history = sorted(per_wallet[wallet_id], key=lambda row: row["wallet_version"])
+        assert sum(row["delta"] for row in history) == balance
+        assert [row["wallet_version"] for row in history] == list(range(1, len(history) + 1))
+        running = 0
+        for row in history:
+            running += row["delta"]
+            assert row["balance_after"] == running >= 0
+    # AND every transfer's debit and credit cancel out, for the same amount
+    per_txn: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        per_txn[row["txn_id"]].append(row)
+    for txn_rows in per_txn.values():
+        if txn_rows[0]["txn_type"] == "transfer":
+            assert sorted(row["direction"] for row in txn_rows) == ["credit", "debit"]
+            assert sum(row["delta"] for row in txn_rows) == 0
+            assert len({row["amount"] for row in txn_rows}) == 1
+        else:
+            assert [row["direction"] for row in txn_rows] == ["credit"]
+    assert len(rows) == len(model.entries)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@st.composite
+def damaged_records(draw: st.DrawFn) -> Any:
+    """A valid record with one part replaced by arbitrary JSON, or arbitrary JSON altogether."""
+    factory = RecordFactory()
+    image = transaction_image(
+        txn_id=draw(st.uuids()).hex,
+        txn_type=draw(st.sampled_from(["deposit", "transfer"])),
+        wallet_id="a",
+        amount=5,
+        nonce="n",
+        wallet_version=1,
+        wallet_balance_after=5,
+        created_at=1,
+        to_wallet_id="b",
+        to_wallet_version=1,
+        to_wallet_balance_after=5,
+    )
+    record = factory.record(draw(st.sampled_from(["INSERT", "MODIFY", "REMOVE"])), new=image, old=image)
+    where = draw(st.sampled_from(["record", "top", "dynamodb", "image", "attribute"]))
+    junk = draw(json_values)
+    if where == "record":
+        return junk
+    if where == "top":
+        record[draw(st.sampled_from(["eventName", "dynamodb", "userIdentity"]))] = junk
+    elif where == "dynamodb":
+        record["dynamodb"][draw(st.sampled_from(["NewImage", "OldImage", "SequenceNumber"]))] = junk
+    else:
+        name = draw(st.sampled_from(sorted(image)))
+        target = record["dynamodb"]["NewImage"]
+        target[name] = junk if where == "image" else {draw(st.sampled_from(["S", "N", "B"])): junk}
+    return record
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(damaged_records(), min_size=1, max_size=8))
+def test_no_record_stops_a_batch_and_each_is_accounted_for_once(records: list[Any]) -> None:
+    # WHEN a batch of damaged records is decoded
+    batch = decode_records(records, ingested_at_ms=0)
+
+    # THEN it never raises, and every record is exactly one of the kinds
+    transactions = len(set(batch.ledger.column("txn_id").to_pylist()))
+    accounted = transactions + batch.wallet_rows + batch.ignored + batch.ttl_expired + batch.quarantined
+    assert accounted == batch.records == len(records)
+    # AND whatever reached the ledger is valid money
+    for row in batch.ledger.to_pylist():
+        assert 1 <= row["amount"] <= 10**15
+        assert abs(row["delta"]) == row["amount"]
+        assert row["balance_after"] >= 0
