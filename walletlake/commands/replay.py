@@ -1,16 +1,127 @@
-"""``walletlake replay``: placeholder until its issue lands."""
+"""``walletlake replay``: put quarantined, dead-lettered or exported records back into the lake."""
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import json
 from typing import Any
+from urllib.parse import urlsplit
+
+from walletlake.settings import Settings
+
+_DESCRIPTION = """\
+Replays records that did not reach the lake, once their cause is fixed, through the stream
+processor's own decoding and landing writer. Objects are named after what is replayed, so running
+a replay twice writes the same objects again and adds nothing. Pick one source:
+
+  --quarantine      every quarantined record (quarantine/dt=.../*.parquet), or those of --date D:
+                    records that now decode are landed; the quarantine object keeps only the ones
+                    that still fail, and is deleted when none does.
+  --dlq-url URL     the stream consumer's SQS on-failure destination. Its messages describe failed
+                    batches (stream, shard, first and last sequence number), not their records:
+                    each batch is read again from the stream and landed exactly as the consumer
+                    would have, then its message is deleted. A batch older than the stream's 24-hour
+                    retention is reported as expired and its message kept: backfill from an export.
+  --export S3_URI   a DynamoDB point-in-time export (DYNAMODB_JSON), its AWSDynamoDB/EXPORT_ID/ folder:
+                    every wallet and transaction item becomes the rows its stream record would have.
+
+Afterwards, compact and reconcile each day listed (walletlake compact/reconcile --date D):
+compaction merges the replayed files and drops any entry that also arrived another way.
+Exits 1 when some record could not be replayed (still failing, expired or unreadable).
+"""
 
 
 def register(subparsers: Any) -> None:
     """Add the sub-command's parser."""
-    parser = subparsers.add_parser("replay", help="(not built yet)")
+    parser = subparsers.add_parser(
+        "replay",
+        help="replay quarantined, dead-lettered or exported records into the lake",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--quarantine", action="store_true", help="replay quarantined records")
+    source.add_argument("--dlq-url", metavar="URL", help="replay the batches described in this SQS queue")
+    source.add_argument("--export", metavar="S3_URI", help="replay a DynamoDB export's folder")
+    parser.add_argument(
+        "--date",
+        type=_date,
+        action="append",
+        metavar="YYYY-MM-DD",
+        help="with --quarantine: only this quarantine day (repeatable)",
+    )
+    parser.add_argument("--max-messages", type=int, metavar="N", help="with --dlq-url: stop after N messages")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="read and decode only; write and delete nothing"
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
     parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    raise NotImplementedError("walletlake replay is not built yet")
+    from stream_processor import replay  # keeps `walletlake --help` fast
+
+    settings = Settings.from_env()
+    if args.date and not args.quarantine:
+        raise ValueError("--date applies to --quarantine only")
+    if args.quarantine:
+        report = replay.replay_quarantine(settings, days=args.date, dry_run=args.dry_run)
+    elif args.dlq_url:
+        report = replay.replay_dead_letters(
+            settings,
+            args.dlq_url,
+            dry_run=args.dry_run,
+            sqs_client=sqs_client_for(args.dlq_url, settings),
+            max_messages=args.max_messages,
+        )
+    else:
+        report = replay.replay_export(settings, args.export, dry_run=args.dry_run)
+    values = report.as_dict()
+    print(json.dumps(values, sort_keys=True) if args.json else readable(values))
+    return 1 if values["still_failing"] or values["expired"] or values["unreadable"] else 0
+
+
+def sqs_client_for(queue_url: str, settings: Settings) -> Any:
+    """An SQS client for the queue; outside AWS, the queue URL's own host is the endpoint.
+
+    A queue URL names the server that holds it, so ``--dlq-url http://127.0.0.1:5000/...`` on the
+    embedded stack works without an ``AWS_ENDPOINT_URL_SQS``; on AWS the SDK's resolution is kept.
+    """
+    import boto3
+
+    parts = urlsplit(queue_url)
+    host = parts.hostname or ""
+    if parts.scheme and not host.endswith((".amazonaws.com", ".amazonaws.com.cn")):
+        return boto3.client(
+            "sqs", region_name=settings.region, endpoint_url=f"{parts.scheme}://{parts.netloc}"
+        )
+    return boto3.client("sqs", region_name=settings.region)
+
+
+def readable(values: dict[str, Any]) -> str:
+    """The report as a few lines for a person, ending with the commands to run next."""
+    verb = "would replay" if values["dry_run"] else "replayed"
+    lines = [
+        f"{values['source']}: {values['sources_read']} read, {values['records']} records {verb}",
+        f"  ledger rows {values['ledger_rows']}, wallets {values['wallets']}, "
+        f"ttl expiries {values['ttl_expired']}, ignored {values['ignored']}",
+        f"  still failing {values['still_failing']}, expired {values['expired']}, "
+        f"unreadable {values['unreadable']}",
+        f"  files written {values['files_written']}, sources cleared {values['sources_cleared']}",
+    ]
+    lines.extend(f"  ! {problem}" for problem in values["problems"])
+    if values["days"] and not values["dry_run"]:
+        lines.append("next: compact and reconcile the days touched:")
+        lines.extend(
+            f"  walletlake compact --date {day} && walletlake reconcile --date {day}"
+            for day in values["days"]
+        )
+    return "\n".join(lines)
+
+
+def _date(text: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
