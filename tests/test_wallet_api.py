@@ -1,0 +1,363 @@
+"""Every route of the wallet API, its success and each of its errors, over HTTP on DynamoDB Local.
+
+Each test gets a fresh table; after every request the table itself is read back, so a refused
+request is shown to have written nothing. Every answer is also checked against the OpenAPI
+document the server publishes (status listed, error code in that status's enum).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from wallet_table import TableContents, contents
+
+from wallet.api import create_app
+from wallet.table import Attr, transaction_key, user_key, wallet_key
+from walletlake.api_server import ThreadedApiServer
+from walletlake.settings import Settings
+
+pytestmark = pytest.mark.stack
+
+UNKNOWN = "00000000-0000-4000-8000-000000000000"
+
+
+@dataclasses.dataclass
+class Api:
+    """An HTTP client of a running API, the settings of its table, and its OpenAPI document."""
+
+    http: httpx.Client
+    settings: Settings
+    openapi: dict[str, Any]
+
+    def create(self, user_id: str | None = None) -> str:
+        response = self.call("POST", "/api/v1/wallets/", {"user_id": user_id or str(uuid.uuid4())})
+        assert response.status_code in (200, 201), response.text
+        return str(response.json()["id"])
+
+    def deposit(self, wallet_id: str, amount: object, nonce: str) -> httpx.Response:
+        return self.call("PUT", f"/api/v1/wallets/{wallet_id}/deposit/", {"amount": amount, "nonce": nonce})
+
+    def transfer(self, wallet_id: str, target: str, amount: object, nonce: str) -> httpx.Response:
+        return self.call(
+            "PUT", f"/api/v1/wallets/{wallet_id}/transfer/{target}/", {"amount": amount, "nonce": nonce}
+        )
+
+    def balance(self, wallet_id: str) -> httpx.Response:
+        return self.call("GET", f"/api/v1/wallets/{wallet_id}/balance")
+
+    def call(self, method: str, path: str, body: Any = None, *, raw: bytes | None = None) -> httpx.Response:
+        """Send a request and check its answer against the OpenAPI document."""
+        if raw is not None:
+            response = self.http.request(
+                method, path, content=raw, headers={"content-type": "application/json"}
+            )
+        else:
+            response = self.http.request(method, path, json=body)
+        assert_documented(self.openapi, method, path, response)
+        return response
+
+    def table(self) -> TableContents:
+        return contents(self.settings)
+
+
+def assert_documented(openapi: dict[str, Any], method: str, path: str, response: httpx.Response) -> None:
+    """The answer's status is documented for the route, and so is its error code."""
+    operation = _operation(openapi, method, path)
+    documented = operation["responses"]
+    assert str(response.status_code) in documented, f"{method} {path}: {response.status_code} undocumented"
+    if response.status_code >= 400:
+        body = response.json()
+        assert set(body) == {"error", "detail"}
+        schema = documented[str(response.status_code)]["content"]["application/json"]["schema"]
+        assert body["error"] in schema["properties"]["error"]["enum"]
+        if response.status_code in (429, 503):
+            assert int(response.headers["Retry-After"]) >= 1
+
+
+def _operation(openapi: dict[str, Any], method: str, path: str) -> dict[str, Any]:
+    for template, operations in openapi["paths"].items():
+        pattern = "^" + re.sub(r"\{[^}]+\}", "[^/]+", template) + "$"
+        if re.match(pattern, path) and method.lower() in operations:
+            return dict(operations[method.lower()])
+    raise AssertionError(f"{method} {path} is not in the OpenAPI document")
+
+
+@pytest.fixture
+def api(settings: Settings) -> Iterator[Api]:
+    """The app on a free loopback port, reaching DynamoDB Local over HTTP."""
+    with (
+        ThreadedApiServer(create_app(settings)) as server,
+        httpx.Client(base_url=server.url, timeout=30) as http,
+    ):
+        openapi = http.get("/openapi.json").json()
+        yield Api(http, settings, openapi)
+
+
+def error_of(response: httpx.Response) -> tuple[int, str]:
+    return response.status_code, response.json()["error"]
+
+
+# ------------------------------------------------------------------------------------ create wallet
+
+
+def test_create_wallet_puts_the_wallet_and_the_user_claim(api: Api) -> None:
+    # GIVEN a new user  WHEN they create a wallet
+    user_id = str(uuid.uuid4())
+    response = api.call("POST", "/api/v1/wallets/", {"user_id": user_id})
+    # THEN 201 with a new id, and exactly the wallet item and the claim are stored
+    assert response.status_code == 201
+    wallet_id = response.json()["id"]
+    assert str(uuid.UUID(wallet_id)) == wallet_id
+    table = api.table()
+    assert table.item_count == 2
+    wallet = table.wallets[wallet_id]
+    assert wallet[Attr.PK] == wallet_key(wallet_id)
+    assert (wallet[Attr.USER_ID], wallet[Attr.BALANCE], wallet[Attr.VERSION]) == (user_id, 0, 0)
+    assert wallet[Attr.CREATED_AT] == wallet[Attr.UPDATED_AT] > 0
+    assert table.claims[user_key(user_id)][Attr.WALLET_ID] == wallet_id
+
+
+def test_the_same_user_again_gets_200_and_the_same_wallet(api: Api) -> None:
+    # GIVEN a user with a wallet (user id sent upper-case the first time)
+    user_id = str(uuid.uuid4())
+    first = api.call("POST", "/api/v1/wallets/", {"user_id": user_id.upper()})
+    # WHEN the same user asks again
+    again = api.call("POST", "/api/v1/wallets/", {"user_id": user_id})
+    # THEN 200 with the same id and nothing new stored
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.json() == first.json()
+    assert api.table().item_count == 2
+
+
+MALFORMED_CREATIONS: list[tuple[Any, bytes | None]] = [
+    ({"user_id": "not-a-uuid"}, None),
+    ({"user_id": 42}, None),
+    ({}, None),
+    (None, b"{not json"),
+    (None, b""),
+    (None, b'["user_id"]'),
+]
+
+
+def test_create_wallet_refuses_malformed_input_and_stores_nothing(api: Api) -> None:
+    for body, raw in MALFORMED_CREATIONS:
+        response = api.call("POST", "/api/v1/wallets/", body, raw=raw)
+        assert error_of(response) == (422, "validation_error"), (body, raw)
+    assert api.table().item_count == 0
+
+
+# ------------------------------------------------------------------------------------------ deposit
+
+
+def test_deposit_credits_the_wallet_and_records_the_transaction(api: Api) -> None:
+    # GIVEN a wallet
+    wallet_id = api.create()
+    # WHEN 1 USD is deposited
+    response = api.deposit(wallet_id, "1000000", "n-1")
+    # THEN 204, the balance reads back, and the table holds one numbered entry
+    assert response.status_code == 204
+    assert response.content == b""
+    assert api.balance(wallet_id).json() == {"balance": "1000000"}
+    table = api.table()
+    wallet = table.wallets[wallet_id]
+    (txn,) = table.transactions
+    assert (wallet[Attr.BALANCE], wallet[Attr.VERSION]) == (1_000_000, 1)
+    assert txn[Attr.PK] == transaction_key(wallet_id, "n-1")
+    assert str(uuid.UUID(txn[Attr.TXN_ID])) == txn[Attr.TXN_ID]
+    assert {k: txn[k] for k in (Attr.TYPE, Attr.WALLET_ID, Attr.AMOUNT, Attr.NONCE)} == {
+        Attr.TYPE: "deposit",
+        Attr.WALLET_ID: wallet_id,
+        Attr.AMOUNT: 1_000_000,
+        Attr.NONCE: "n-1",
+    }
+    assert (txn[Attr.WALLET_VERSION], txn[Attr.WALLET_BALANCE_AFTER]) == (1, 1_000_000)
+    assert Attr.TO_WALLET_ID not in txn
+    assert Attr.TO_WALLET_VERSION not in txn
+    assert txn[Attr.CREATED_AT] == wallet[Attr.UPDATED_AT] >= wallet[Attr.CREATED_AT]
+    assert txn[Attr.EXPIRES_AT] == txn[Attr.CREATED_AT] // 1000 + api.settings.hot_ttl_seconds
+    assert len(txn[Attr.REQUEST_HASH]) == 64
+
+
+MALFORMED_MOVEMENTS: list[Any] = [
+    {"amount": 1.5, "nonce": "n"},
+    {"amount": 1.0, "nonce": "n"},
+    {"amount": "1.5", "nonce": "n"},
+    {"amount": "-3", "nonce": "n"},
+    {"amount": -3, "nonce": "n"},
+    {"amount": "0", "nonce": "n"},
+    {"amount": 0, "nonce": "n"},
+    {"amount": "1e3", "nonce": "n"},
+    {"amount": 1e3, "nonce": "n"},
+    {"amount": True, "nonce": "n"},
+    {"amount": str(10**15 + 1), "nonce": "n"},
+    {"amount": 10**15 + 1, "nonce": "n"},
+    {"amount": None, "nonce": "n"},
+    {"nonce": "n"},
+    {"amount": "5"},
+    {"amount": "5", "nonce": ""},
+    {"amount": "5", "nonce": "a" * 65},
+    {"amount": "5", "nonce": "has space"},
+    {"amount": "5", "nonce": "semi;colon"},
+    {"amount": "5", "nonce": 12345},
+    ["amount", "nonce"],
+    "5",
+]
+
+
+def test_malformed_amounts_and_nonces_are_refused_and_store_nothing(api: Api) -> None:
+    # GIVEN two wallets, one funded
+    wallet_id, other = api.create(), api.create()
+    api.deposit(wallet_id, 10**12, "fund")
+    before = api.table()
+    for body in MALFORMED_MOVEMENTS:
+        # WHEN a malformed deposit or transfer arrives  THEN 422
+        response = api.call("PUT", f"/api/v1/wallets/{wallet_id}/deposit/", body)
+        assert error_of(response) == (422, "validation_error"), body
+        response = api.call("PUT", f"/api/v1/wallets/{wallet_id}/transfer/{other}/", body)
+        assert error_of(response) == (422, "validation_error"), body
+    # THEN the table is exactly as before
+    assert api.table() == before
+
+
+def test_the_largest_amount_and_nonce_are_accepted(api: Api) -> None:
+    wallet_id = api.create()
+    assert api.deposit(wallet_id, 10**15, "N" * 64).status_code == 204
+    assert api.balance(wallet_id).json() == {"balance": str(10**15)}
+
+
+def test_deposit_to_an_unknown_wallet_is_404_and_a_malformed_id_422(api: Api) -> None:
+    assert error_of(api.deposit(UNKNOWN, "5", "n")) == (404, "wallet_not_found")
+    assert error_of(api.deposit("not-a-uuid", "5", "n")) == (422, "validation_error")
+    # 422 takes precedence over 404: an unknown wallet with a malformed amount
+    assert error_of(api.deposit(UNKNOWN, "1.5", "n")) == (422, "validation_error")
+    assert api.table().item_count == 0
+
+
+# ----------------------------------------------------------------------------------------- transfer
+
+
+def test_transfer_moves_money_and_numbers_both_wallets(api: Api) -> None:
+    # GIVEN a funded payer and an empty payee
+    payer, payee = api.create(), api.create()
+    assert api.deposit(payer, 1_000, "fund").status_code == 204
+    # WHEN 400 is transferred
+    response = api.transfer(payer, payee, 400, "t-1")
+    # THEN 204, balances moved, both wallets numbered, one transaction item with both legs
+    assert response.status_code == 204
+    assert api.balance(payer).json() == {"balance": "600"}
+    assert api.balance(payee).json() == {"balance": "400"}
+    table = api.table()
+    assert (table.wallets[payer][Attr.VERSION], table.wallets[payee][Attr.VERSION]) == (2, 1)
+    txn = next(t for t in table.transactions if t[Attr.TYPE] == "transfer")
+    assert txn[Attr.PK] == transaction_key(payer, "t-1")
+    assert (txn[Attr.WALLET_ID], txn[Attr.TO_WALLET_ID], txn[Attr.AMOUNT]) == (payer, payee, 400)
+    assert (txn[Attr.WALLET_VERSION], txn[Attr.WALLET_BALANCE_AFTER]) == (2, 600)
+    assert (txn[Attr.TO_WALLET_VERSION], txn[Attr.TO_WALLET_BALANCE_AFTER]) == (1, 400)
+    assert (
+        table.wallets[payer][Attr.UPDATED_AT] == table.wallets[payee][Attr.UPDATED_AT] == txn[Attr.CREATED_AT]
+    )
+
+
+def test_transfer_of_the_whole_balance_leaves_zero(api: Api) -> None:
+    payer, payee = api.create(), api.create()
+    api.deposit(payer, 250, "fund")
+    assert api.transfer(payer, payee, "250", "all").status_code == 204
+    assert api.balance(payer).json() == {"balance": "0"}
+
+
+def test_transfer_refusals_store_nothing(api: Api) -> None:
+    # GIVEN two wallets, the payer holding 100
+    payer, payee = api.create(), api.create()
+    api.deposit(payer, 100, "fund")
+    before = api.table()
+    # WHEN transfers are refused for each reason, in precedence order
+    assert error_of(api.transfer(payer, payer, 5, "x")) == (422, "same_wallet_transfer")
+    assert error_of(api.transfer(payer, payer.upper(), 5, "x")) == (422, "same_wallet_transfer")
+    assert error_of(api.transfer(payer, "not-a-uuid", 5, "x")) == (422, "validation_error")
+    assert error_of(api.transfer(payer, payee, "1.5", "x")) == (422, "validation_error")
+    assert error_of(api.transfer(payer, UNKNOWN, 5, "x")) == (404, "wallet_not_found")
+    assert error_of(api.transfer(UNKNOWN, payee, 5, "x")) == (404, "wallet_not_found")
+    assert error_of(api.transfer(payer, UNKNOWN, 10**9, "x")) == (404, "wallet_not_found")  # 404 before 409
+    assert error_of(api.transfer(payer, payee, 101, "x")) == (409, "insufficient_funds")
+    # THEN the table is exactly as before
+    assert api.table() == before
+
+
+def test_an_unknown_target_names_the_missing_wallet(api: Api) -> None:
+    payer = api.create()
+    response = api.transfer(payer, UNKNOWN, 5, "x")
+    assert UNKNOWN in response.json()["detail"]
+
+
+# ------------------------------------------------------------------------------ balance, me, health
+
+
+def test_balance_errors(api: Api) -> None:
+    assert error_of(api.balance(UNKNOWN)) == (404, "wallet_not_found")
+    assert error_of(api.balance("nope")) == (422, "validation_error")
+
+
+def test_me_is_not_implemented(api: Api) -> None:
+    assert error_of(api.call("GET", "/api/v1/wallets/me/")) == (501, "not_implemented")
+
+
+def test_health_and_metrics(api: Api) -> None:
+    # GIVEN some traffic
+    wallet_id = api.create()
+    api.deposit(wallet_id, 5, "a")
+    api.deposit(wallet_id, 5, "a")  # replay
+    api.deposit(wallet_id, 6, "a")  # reused nonce
+    # THEN health is ok and the counters say what happened
+    assert api.call("GET", "/healthz").json() == {"status": "ok"}
+    metrics = api.call("GET", "/metrics").json()
+    assert metrics["requests_succeeded"] == 3
+    assert metrics["requests_failed"] == 1
+    assert metrics["idempotent_replays"] == 1
+    assert metrics["errors_by_code"] == {"idempotency_key_reused": 1}
+    assert metrics["responses_by_status"] == {"201": 1, "204": 2, "409": 1}
+
+
+def test_unknown_routes_answer_json_errors(api: Api) -> None:
+    response = api.http.get("/api/v1/nothing")
+    assert error_of(response) == (404, "not_found")
+    response = api.http.delete("/api/v1/wallets/")
+    assert error_of(response) == (405, "method_not_allowed")
+
+
+def test_openapi_documents_every_route_with_its_statuses(api: Api) -> None:
+    paths = api.openapi["paths"]
+    statuses = {
+        ("post", "/api/v1/wallets/"): {"200", "201", "422", "429", "503"},
+        ("get", "/api/v1/wallets/me/"): {"200", "501"},
+        ("put", "/api/v1/wallets/{wallet_id}/deposit/"): {"204", "404", "409", "422", "429", "503"},
+        ("put", "/api/v1/wallets/{wallet_id}/transfer/{target_wallet_id}/"): {
+            "204",
+            "404",
+            "409",
+            "422",
+            "429",
+            "503",
+        },
+        ("get", "/api/v1/wallets/{wallet_id}/balance"): {"200", "404", "422", "429", "503"},
+        ("get", "/healthz"): {"200"},
+        ("get", "/metrics"): {"200"},
+    }
+    for (method, path), expected in statuses.items():
+        assert set(paths[path][method]["responses"]) == expected, (method, path)
+    transfer = paths["/api/v1/wallets/{wallet_id}/transfer/{target_wallet_id}/"]["put"]
+    body = transfer["requestBody"]["content"]["application/json"]["schema"]
+    assert body["required"] == ["amount", "nonce"]
+    assert transfer["responses"]["409"]["content"]["application/json"]["schema"]["properties"]["error"][
+        "enum"
+    ] == [
+        "idempotency_key_reused",
+        "insufficient_funds",
+        "balance_limit_exceeded",
+    ]
+    assert "8 hours" in api.openapi["info"]["description"]
