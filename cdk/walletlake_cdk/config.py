@@ -1,0 +1,168 @@
+"""Deployment knobs of the CDK app, read once from CDK context (``cdk deploy -c key=value``).
+
+Resource *names* come from :class:`walletlake.settings.Settings` (the same defaults the CLI and
+the embedded stack use), so a deployed stack and ``walletlake`` agree without configuration.
+Everything else here is a deployment choice with a default sized for the seed's load
+(20,000 write requests/s) and a reason next to it.
+
+Context values given on the command line arrive as strings, values in ``cdk.json`` keep their
+JSON types; :meth:`DeploymentConfig.from_context` accepts both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, Final, Literal
+
+from walletlake.settings import Settings
+
+BillingMode = Literal["on_demand", "provisioned"]
+ApiAuth = Literal["iam", "jwt"]
+LambdaDeps = Literal["install", "skip"]
+
+#: DynamoDB Streams keep records for 24 hours; the consumer must give up on a record before that.
+STREAM_RETENTION_HOURS: Final = 24
+
+
+class DeploymentConfigError(ValueError):
+    """A context value the app cannot deploy with; the message names the key."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeploymentConfig:
+    """Everything the stack needs besides the shared definitions.
+
+    Attributes
+    ----------
+    settings:
+        Resource names (table, lake prefix, Glue database, Athena workgroup, hot TTL).
+    bucket_name:
+        Lake bucket name, or None for ``{settings.bucket}-{account}-{region}``: S3 names are
+        global, so the bare default ``walletlake-lake`` would collide across accounts.
+    billing_mode:
+        ``on_demand`` (default: no capacity planning, no throttling on ramp-up) or ``provisioned``
+        (cheaper at a sustained, known load) with auto scaling between the ``*_capacity`` bounds.
+    api_auth:
+        ``iam`` (default): callers are services signing with SigV4. ``jwt``: an OIDC issuer's
+        tokens (``jwt_issuer``, ``jwt_audience``) are checked by API Gateway.
+    api_rate_limit, api_burst_limit:
+        Stage throttling: the seed's 20,000 requests/s plus 10 % headroom; bursts above that are
+        refused with 429 before they reach Lambda or DynamoDB.
+    stream_batch_size, stream_batching_window_seconds:
+        At 20,000 transactions/s a shard fills a 1,000-record batch in about a second, so the
+        window only matters at low load, where it bounds the number of small landing files.
+    stream_parallelization:
+        Concurrent batches per shard; Lambda keeps records of one item key in order across them.
+    stream_retry_attempts, stream_max_record_age_hours:
+        Bounded retries; after either limit the batch's shard and sequence range go to the
+        on-failure queue while the records are still in the stream (24 h) for a replay.
+    """
+
+    settings: Settings = dataclasses.field(default_factory=Settings)
+    bucket_name: str | None = None
+    billing_mode: BillingMode = "on_demand"
+    read_capacity: int = 2_000
+    write_capacity: int = 10_000
+    max_read_capacity: int = 60_000
+    max_write_capacity: int = 200_000
+    api_auth: ApiAuth = "iam"
+    jwt_issuer: str | None = None
+    jwt_audience: tuple[str, ...] = ()
+    api_rate_limit: int = 22_000
+    api_burst_limit: int = 5_000
+    api_memory_mb: int = 1_024
+    stream_batch_size: int = 1_000
+    stream_batching_window_seconds: int = 5
+    stream_parallelization: int = 2
+    stream_retry_attempts: int = 10
+    stream_max_record_age_hours: int = 12
+    consumer_memory_mb: int = 1_024
+    nightly_schedule: str = "cron(30 1 * * ? *)"
+    nightly_memory_mb: int = 10_240
+    athena_bytes_scanned_cutoff_gb: int = 200
+    lake_intelligent_tiering_days: int = 30
+    lake_glacier_ir_days: int = 365
+    noncurrent_version_days: int = 30
+    athena_results_days: int = 30
+    access_log_days: int = 365
+    log_retention_days: int = 90
+    alarm_email: str | None = None
+    lambda_deps: LambdaDeps = "install"
+    powertools_layer_arn: str | None = None
+    pandas_layer_arn: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.billing_mode not in ("on_demand", "provisioned"):
+            raise DeploymentConfigError(
+                f"billing_mode must be on_demand or provisioned, not {self.billing_mode!r}"
+            )
+        if self.api_auth not in ("iam", "jwt"):
+            raise DeploymentConfigError(f"api_auth must be iam or jwt, not {self.api_auth!r}")
+        if self.api_auth == "jwt" and not (self.jwt_issuer and self.jwt_audience):
+            raise DeploymentConfigError("api_auth=jwt needs jwt_issuer and jwt_audience")
+        if self.lambda_deps not in ("install", "skip"):
+            raise DeploymentConfigError(f"lambda_deps must be install or skip, not {self.lambda_deps!r}")
+        if not 1 <= self.stream_max_record_age_hours < STREAM_RETENTION_HOURS:
+            raise DeploymentConfigError(
+                "stream_max_record_age_hours must be at least 1 and under the stream's "
+                f"{STREAM_RETENTION_HOURS}-hour retention, not {self.stream_max_record_age_hours}"
+            )
+        if not 1 <= self.stream_batch_size <= 10_000:
+            raise DeploymentConfigError(f"stream_batch_size must be 1..10000, not {self.stream_batch_size}")
+        if not 0 <= self.stream_batching_window_seconds <= 300:
+            raise DeploymentConfigError("stream_batching_window_seconds must be 0..300")
+        if not 1 <= self.stream_parallelization <= 10:
+            raise DeploymentConfigError("stream_parallelization must be 1..10")
+        if not 0 <= self.stream_retry_attempts <= 10_000:
+            raise DeploymentConfigError("stream_retry_attempts must be 0..10000")
+        if self.read_capacity > self.max_read_capacity or self.write_capacity > self.max_write_capacity:
+            raise DeploymentConfigError("provisioned capacity must not exceed its maximum")
+
+    @property
+    def stream_max_record_age_seconds(self) -> int:
+        """``MaximumRecordAgeInSeconds`` of the event source mapping."""
+        return self.stream_max_record_age_hours * 3600
+
+    @classmethod
+    def from_context(cls, get: Callable[[str], Any]) -> DeploymentConfig:
+        """Build the config from a context lookup (``node.try_get_context``); unknown keys are ignored.
+
+        Examples
+        --------
+        >>> DeploymentConfig.from_context({"stream_batch_size": "500"}.get).stream_batch_size
+        500
+        """
+        defaults = cls()
+        names = {
+            "table": get("table_name") or defaults.settings.table,
+            "lake_prefix": (get("lake_prefix") or defaults.settings.lake_prefix).strip("/"),
+            "glue_database": get("glue_database") or defaults.settings.glue_database,
+            "athena_workgroup": get("athena_workgroup") or defaults.settings.athena_workgroup,
+        }
+        values: dict[str, Any] = {"settings": defaults.settings.replace(query_engine="athena", **names)}
+        for field in dataclasses.fields(cls):
+            if field.name == "settings":
+                continue
+            raw = get(field.name)
+            if raw is None or raw == "":
+                continue
+            values[field.name] = _coerce(field.name, raw, getattr(defaults, field.name))
+        return cls(**values)
+
+
+def _coerce(name: str, raw: Any, default: Any) -> Any:
+    """Turn a context value (string from ``-c``, or JSON-typed from ``cdk.json``) into the field's type."""
+    if isinstance(default, bool):
+        if isinstance(raw, bool):
+            return raw
+        return str(raw).strip().lower() in ("1", "true", "yes")
+    if isinstance(default, int):
+        try:
+            return int(raw)
+        except (TypeError, ValueError):
+            raise DeploymentConfigError(f"context {name} must be an integer, not {raw!r}") from None
+    if isinstance(default, tuple):
+        items = raw if isinstance(raw, list | tuple) else str(raw).split(",")
+        return tuple(str(item).strip() for item in items if str(item).strip())
+    return str(raw)

@@ -1,0 +1,194 @@
+"""How every walletlake Lambda function is built: runtime, layers, logs, role and settings.
+
+Each function gets its own role with no managed policy (only what its module grants it), its own
+log group with a retention, and JSON logs whose platform lines (START/END/REPORT) are dropped:
+at 20,000 requests/s those lines alone would cost more in CloudWatch Logs ingestion than the
+API's Lambda compute (README, "What it costs").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Final
+
+from aws_cdk import CfnMapping, Duration, RemovalPolicy, Size, Stack, Token
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from walletlake.settings import Settings
+from walletlake_cdk import lambda_code, layers
+from walletlake_cdk.config import DeploymentConfig
+
+RUNTIME = lambda_.Runtime.PYTHON_3_11
+ARCHITECTURE = lambda_.Architecture.X86_64
+
+
+@dataclasses.dataclass(frozen=True)
+class FunctionAssets:
+    """Code and layers shared by the functions (each asset is uploaded once)."""
+
+    code: lambda_.Code
+    powertools: lambda_.ILayerVersion
+    pandas: lambda_.ILayerVersion
+    api_dependencies: lambda_.ILayerVersion
+    pipeline_dependencies: lambda_.ILayerVersion
+
+
+def build_function_assets(scope: Construct, config: DeploymentConfig) -> FunctionAssets:
+    """The project code asset, the two published layers and our two dependency layers."""
+    stack = Stack.of(scope)
+    powertools_arn = config.powertools_layer_arn or layers.powertools_layer_arn(stack.region, stack.partition)
+    return FunctionAssets(
+        code=lambda_.Code.from_asset(str(lambda_code.project_code_dir())),
+        powertools=lambda_.LayerVersion.from_layer_version_arn(scope, "PowertoolsLayer", powertools_arn),
+        pandas=lambda_.LayerVersion.from_layer_version_arn(scope, "PandasLayer", _pandas_arn(scope, config)),
+        api_dependencies=_dependency_layer(scope, "ApiDependencies", lambda_code.API_DEPENDENCIES, config),
+        pipeline_dependencies=_dependency_layer(
+            scope, "PipelineDependencies", lambda_code.PIPELINE_DEPENDENCIES, config
+        ),
+    )
+
+
+def _pandas_arn(scope: Construct, config: DeploymentConfig) -> str:
+    if config.pandas_layer_arn:
+        return config.pandas_layer_arn
+    stack = Stack.of(scope)
+    if not Token.is_unresolved(stack.region):
+        return layers.pandas_layer_arn(stack.region, stack.partition)
+    # Environment-agnostic: CloudFormation picks the ARN for the region it deploys to.
+    mapping = CfnMapping(
+        scope,
+        "PandasLayerArns",
+        mapping={region: {"arn": arn} for region, arn in layers.PANDAS_LAYER_ARNS.items()},
+    )
+    return mapping.find_in_map(stack.region, "arn")
+
+
+def _dependency_layer(
+    scope: Construct, construct_id: str, dependencies: lambda_code.DependencySet, config: DeploymentConfig
+) -> lambda_.LayerVersion:
+    folder = lambda_code.dependency_layer_dir(dependencies, config.lambda_deps)
+    return lambda_.LayerVersion(
+        scope,
+        construct_id,
+        code=lambda_.Code.from_asset(str(folder)),
+        compatible_runtimes=[RUNTIME],
+        compatible_architectures=[ARCHITECTURE],
+        description=f"walletlake: {', '.join(dependencies.requirements())} for {lambda_code.PIP_PLATFORM}",
+    )
+
+
+def settings_environment(settings: Settings, bucket_name: str) -> dict[str, str]:
+    """The ``WALLETLAKE_*`` variables that make ``Settings.from_env()`` name the deployed resources."""
+    return {
+        "WALLETLAKE_TABLE": settings.table,
+        "WALLETLAKE_BUCKET": bucket_name,
+        "WALLETLAKE_LAKE_PREFIX": settings.lake_prefix,
+        "WALLETLAKE_GLUE_DATABASE": settings.glue_database,
+        "WALLETLAKE_ATHENA_WORKGROUP": settings.athena_workgroup,
+        "WALLETLAKE_QUERY_ENGINE": "athena",
+        "WALLETLAKE_HOT_TTL_SECONDS": str(settings.hot_ttl_seconds),
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class PythonFunction:
+    """A function with its role and log group (alarms and grants need all three)."""
+
+    function: lambda_.Function
+    role: iam.Role
+    log_group: logs.LogGroup
+
+
+def python_function(
+    scope: Construct,
+    construct_id: str,
+    *,
+    config: DeploymentConfig,
+    code: lambda_.Code,
+    handler: str,
+    description: str,
+    function_layers: list[lambda_.ILayerVersion],
+    environment: dict[str, str],
+    memory_mb: int,
+    timeout: Duration,
+    service: str,
+    application_log_level: lambda_.ApplicationLogLevel = lambda_.ApplicationLogLevel.INFO,
+    ephemeral_storage_mb: int = 512,
+) -> PythonFunction:
+    """A Python 3.11 x86_64 function on the project's code with its own least-privilege role."""
+    log_group = logs.LogGroup(
+        scope,
+        f"{construct_id}Logs",
+        retention=log_retention(config.log_retention_days),
+        removal_policy=RemovalPolicy.RETAIN,
+    )
+    role = iam.Role(
+        scope,
+        f"{construct_id}Role",
+        assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+        description=f"walletlake {service}: only what its module grants",
+    )
+    log_group.grant_write(role)
+    function = lambda_.Function(
+        scope,
+        construct_id,
+        runtime=RUNTIME,
+        architecture=ARCHITECTURE,
+        code=code,
+        handler=handler,
+        description=description,
+        layers=function_layers,
+        memory_size=memory_mb,
+        ephemeral_storage_size=Size.mebibytes(ephemeral_storage_mb),
+        timeout=timeout,
+        role=role,
+        log_group=log_group,
+        logging_format=lambda_.LoggingFormat.JSON,
+        application_log_level_v2=application_log_level,
+        system_log_level_v2=lambda_.SystemLogLevel.WARN,
+        environment={
+            **environment,
+            "POWERTOOLS_SERVICE_NAME": service,
+            "POWERTOOLS_METRICS_NAMESPACE": "walletlake",
+        },
+    )
+    return PythonFunction(function=function, role=role, log_group=log_group)
+
+
+#: CloudWatch Logs accepts a fixed set of retentions (in days), in this order.
+_RETENTIONS: Final = (
+    (1, "ONE_DAY"),
+    (3, "THREE_DAYS"),
+    (5, "FIVE_DAYS"),
+    (7, "ONE_WEEK"),
+    (14, "TWO_WEEKS"),
+    (30, "ONE_MONTH"),
+    (60, "TWO_MONTHS"),
+    (90, "THREE_MONTHS"),
+    (120, "FOUR_MONTHS"),
+    (150, "FIVE_MONTHS"),
+    (180, "SIX_MONTHS"),
+    (365, "ONE_YEAR"),
+    (400, "THIRTEEN_MONTHS"),
+    (545, "EIGHTEEN_MONTHS"),
+    (731, "TWO_YEARS"),
+    (1096, "THREE_YEARS"),
+    (1827, "FIVE_YEARS"),
+    (2192, "SIX_YEARS"),
+    (2557, "SEVEN_YEARS"),
+    (2922, "EIGHT_YEARS"),
+    (3288, "NINE_YEARS"),
+    (3653, "TEN_YEARS"),
+)
+
+
+def log_retention(days: int) -> logs.RetentionDays:
+    """The longest CloudWatch Logs retention not above ``days`` (at least one day)."""
+    chosen = _RETENTIONS[0][1]
+    for allowed, name in _RETENTIONS:
+        if allowed <= days:
+            chosen = name
+    return logs.RetentionDays[chosen]

@@ -1,0 +1,283 @@
+"""The alerts topic, the alarms that publish to it, and the pipeline's CloudWatch dashboard.
+
+One SNS topic carries both the nightly job's findings and every alarm, so whoever is on call
+subscribes once (``-c alarm_email=…`` adds an e-mail subscription). The topic is encrypted with
+its own key: CloudWatch publishes alarms as the ``cloudwatch.amazonaws.com`` service, which needs
+that key in its key policy, and that grant stays off the key protecting the data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Final
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_apigatewayv2 as apigwv2
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from walletlake_cdk.config import DeploymentConfig
+
+FIVE_MINUTES: Final = Duration.minutes(5)
+#: The iterator-age alarm fires at this fraction of MaximumRecordAgeInSeconds: past that age Lambda
+#: discards records to the on-failure queue, so it is the consumer's effective retention.
+ITERATOR_AGE_ALARM_FRACTION: Final = 0.75
+#: Sustained lag worth a look long before the limit.
+LAG_WARNING: Final = Duration.minutes(10)
+API_SERVER_ERROR_PERCENT: Final = 1
+#: Metrics the stream consumer publishes with Powertools (its run summary's counters).
+CONSUMER_METRICS: Final = ("records", "ledger_rows", "wallets", "ttl_expired", "ignored", "quarantined")
+
+
+def build_alerts_topic(scope: Construct, config: DeploymentConfig) -> sns.Topic:
+    """The encrypted topic for findings and alarms, with an optional e-mail subscription."""
+    key = kms.Key(
+        scope,
+        "AlertsKey",
+        description="walletlake: the alerts topic (usable by CloudWatch alarms)",
+        enable_key_rotation=True,
+        removal_policy=RemovalPolicy.RETAIN,
+    )
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="AllowCloudWatchAlarmsToPublish",
+            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+            actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+            resources=["*"],
+        )
+    )
+    topic = sns.Topic(
+        scope, "AlertsTopic", display_name="walletlake alerts", master_key=key, enforce_ssl=True
+    )
+    if config.alarm_email:
+        topic.add_subscription(subscriptions.EmailSubscription(config.alarm_email))
+    return topic
+
+
+@dataclasses.dataclass(frozen=True)
+class Monitored:
+    """What the alarms and the dashboard watch."""
+
+    api: apigwv2.HttpApi
+    api_function: lambda_.Function
+    table: dynamodb.Table
+    consumer: lambda_.Function
+    failures: sqs.Queue
+    nightly_function: lambda_.Function
+    nightly: sfn.StateMachine
+    athena_workgroup: str
+
+
+def build_alarms(
+    scope: Construct, config: DeploymentConfig, watched: Monitored, topic: sns.ITopic
+) -> dict[str, cloudwatch.Alarm]:
+    """Alarms on lag, errors, the failure queue and the nightly job, all publishing to ``topic``."""
+    near_limit_ms = int(config.stream_max_record_age_seconds * 1000 * ITERATOR_AGE_ALARM_FRACTION)
+    iterator_age = watched.consumer.metric("IteratorAge", statistic="Maximum", period=FIVE_MINUTES)
+    nightly_failures = cloudwatch.MathExpression(
+        expression="failed + timedOut + aborted",
+        using_metrics={
+            "failed": watched.nightly.metric_failed(period=FIVE_MINUTES),
+            "timedOut": watched.nightly.metric_timed_out(period=FIVE_MINUTES),
+            "aborted": watched.nightly.metric_aborted(period=FIVE_MINUTES),
+        },
+        label="nightly executions not succeeded",
+        period=FIVE_MINUTES,
+    )
+    server_error_rate = cloudwatch.MathExpression(
+        expression="100 * errors / MAX([errors, requests])",
+        using_metrics={
+            "errors": watched.api.metric_server_error(period=FIVE_MINUTES, statistic="Sum"),
+            "requests": watched.api.metric_count(period=FIVE_MINUTES, statistic="Sum"),
+        },
+        label="API 5xx %",
+        period=FIVE_MINUTES,
+    )
+    specs: dict[str, tuple[cloudwatch.IMetric, float, int, str]] = {
+        "StreamIteratorAgeNearLimit": (
+            iterator_age,
+            near_limit_ms,
+            1,
+            f"Stream consumer lag is {ITERATOR_AGE_ALARM_FRACTION:.0%} of MaximumRecordAge "
+            f"({config.stream_max_record_age_hours} h): records will soon be sent to the failure queue.",
+        ),
+        "StreamConsumerLagging": (
+            iterator_age,
+            LAG_WARNING.to_milliseconds(),
+            3,
+            "Stream consumer has been more than 10 minutes behind for 15 minutes.",
+        ),
+        "StreamConsumerErrors": (
+            watched.consumer.metric_errors(period=FIVE_MINUTES, statistic="Sum"),
+            1,
+            3,
+            "Stream consumer invocations have failed for 15 minutes; batches are being retried.",
+        ),
+        "StreamFailuresQueued": (
+            watched.failures.metric_approximate_number_of_messages_visible(
+                period=FIVE_MINUTES, statistic="Maximum"
+            ),
+            1,
+            1,
+            "Stream batches exhausted their retries: replay them from the stream within 24 h "
+            "of their writes.",
+        ),
+        "ApiFunctionErrors": (
+            watched.api_function.metric_errors(period=FIVE_MINUTES, statistic="Sum"),
+            5,
+            1,
+            "The write path's Lambda function is failing (timeouts, crashes).",
+        ),
+        "ApiFunctionThrottles": (
+            watched.api_function.metric_throttles(period=FIVE_MINUTES, statistic="Sum"),
+            1,
+            1,
+            "The write path hit its Lambda concurrency limit.",
+        ),
+        "ApiServerErrorRate": (
+            server_error_rate,
+            API_SERVER_ERROR_PERCENT,
+            1,
+            f"More than {API_SERVER_ERROR_PERCENT}% of API requests answered 5xx.",
+        ),
+        "NightlyReconciliationFailed": (
+            nightly_failures,
+            1,
+            1,
+            "The nightly snapshot/compaction/reconciliation failed or found discrepancies; "
+            "see the findings message.",
+        ),
+    }
+    alarms: dict[str, cloudwatch.Alarm] = {}
+    for name, (metric, threshold, periods, description) in specs.items():
+        alarm = cloudwatch.Alarm(
+            scope,
+            f"{name}Alarm",
+            metric=metric,
+            threshold=threshold,
+            evaluation_periods=periods,
+            datapoints_to_alarm=periods,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description=description,
+        )
+        alarm.add_alarm_action(actions.SnsAction(topic))
+        alarms[name] = alarm
+    return alarms
+
+
+def build_dashboard(
+    scope: Construct, watched: Monitored, alarms: dict[str, cloudwatch.Alarm]
+) -> cloudwatch.Dashboard:
+    """One page: API → table → stream consumer → lake/nightly, plus every alarm's state."""
+    table_name = watched.table.table_name
+    dashboard = cloudwatch.Dashboard(scope, "Dashboard", default_interval=Duration.hours(3))
+    graph = _graph
+    dashboard.add_widgets(
+        cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(alarms.values()), width=24, height=3)
+    )
+    dashboard.add_widgets(
+        graph("API requests", [watched.api.metric_count(statistic="Sum")]),
+        graph(
+            "API errors",
+            [
+                watched.api.metric_client_error(statistic="Sum"),
+                watched.api.metric_server_error(statistic="Sum"),
+            ],
+        ),
+        graph("API latency p99 (ms)", [watched.api.metric_latency(statistic="p99")]),
+        graph(
+            "API function",
+            [
+                watched.api_function.metric_duration(statistic="p99"),
+                watched.api_function.metric_throttles(statistic="Sum"),
+                watched.api_function.metric("ConcurrentExecutions", statistic="Maximum"),
+            ],
+        ),
+    )
+    dashboard.add_widgets(
+        graph(
+            "Table capacity consumed",
+            [
+                watched.table.metric_consumed_write_capacity_units(statistic="Sum"),
+                watched.table.metric_consumed_read_capacity_units(statistic="Sum"),
+            ],
+        ),
+        graph(
+            "Table throttles and conflicts",
+            [
+                _dynamodb("WriteThrottleEvents", table_name),
+                _dynamodb("ReadThrottleEvents", table_name),
+                _dynamodb("TransactionConflict", table_name),
+            ],
+        ),
+        graph(
+            "Stream consumer lag (ms)",
+            [watched.consumer.metric("IteratorAge", statistic="Maximum")],
+        ),
+        graph(
+            "Stream consumer",
+            [
+                watched.consumer.metric_invocations(statistic="Sum"),
+                watched.consumer.metric_errors(statistic="Sum"),
+                watched.failures.metric_approximate_number_of_messages_visible(statistic="Maximum"),
+            ],
+        ),
+    )
+    dashboard.add_widgets(
+        graph(
+            "Stream records (Powertools metrics)",
+            [
+                cloudwatch.Metric(
+                    namespace="walletlake",
+                    metric_name=name,
+                    dimensions_map={"service": "stream-consumer"},
+                    statistic="Sum",
+                )
+                for name in CONSUMER_METRICS
+            ],
+            width=12,
+        ),
+        graph(
+            "Nightly job",
+            [
+                watched.nightly.metric_succeeded(statistic="Sum"),
+                watched.nightly.metric_failed(statistic="Sum"),
+                watched.nightly_function.metric_duration(statistic="Maximum"),
+            ],
+        ),
+        graph(
+            "Athena bytes scanned",
+            [
+                cloudwatch.Metric(
+                    namespace="AWS/Athena",
+                    metric_name="ProcessedBytes",
+                    dimensions_map={"WorkGroup": watched.athena_workgroup},
+                    statistic="Sum",
+                )
+            ],
+        ),
+    )
+    return dashboard
+
+
+def _graph(title: str, metrics: list[cloudwatch.IMetric], width: int = 6) -> cloudwatch.GraphWidget:
+    return cloudwatch.GraphWidget(title=title, left=metrics, width=width, height=6)
+
+
+def _dynamodb(metric_name: str, table_name: str) -> cloudwatch.Metric:
+    return cloudwatch.Metric(
+        namespace="AWS/DynamoDB",
+        metric_name=metric_name,
+        dimensions_map={"TableName": table_name},
+        statistic="Sum",
+    )

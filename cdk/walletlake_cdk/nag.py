@@ -1,0 +1,144 @@
+"""Findings of the template checkers that were reviewed and accepted, each with its reason.
+
+cdk-nag 2.x runs ``AwsSolutionsChecks`` as an Aspect; every suppression is scoped to one construct
+and, for the IAM wildcard rule, to the exact wildcard it accepts (``appliesTo``), so a new
+wildcard anywhere still fails synthesis. cfn-lint reads per-resource ignores from the resource's
+``Metadata``; the only one is for a pattern CDK itself generates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+
+from aws_cdk import CfnResource
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from cdk_nag import NagPackSuppression, NagSuppressions
+from constructs import IConstruct
+
+from walletlake_cdk.storage import ATHENA_RESULTS_PREFIX
+
+_KMS_FAMILY_REASON = (
+    "kms:GenerateDataKey* and kms:ReEncrypt* are the action families CDK grants for a customer-managed "
+    "key used by DynamoDB and SQS; the statement's resource is the one data key, nothing else."
+)
+_LAKE_OBJECTS_REASON = (
+    "Lake objects are named per batch and day at run time (lake/{table}/dt=YYYY-MM-DD/…); the "
+    "wildcard is limited to the lake prefix of this one bucket."
+)
+_ATHENA_RESULTS_REASON = (
+    "Athena writes one result object per query under the workgroup's own results prefix; the wildcard "
+    "is limited to that prefix."
+)
+_PYTHON_RUNTIME_REASON = (
+    "The project targets Python 3.11 (pyproject requires-python) and the AWS-published layers it runs "
+    "on (SDK for pandas, Powertools) are pinned for python3.11; a runtime bump is a project-wide change."
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReviewedConstructs:
+    """The constructs whose findings were reviewed."""
+
+    lake_prefix: str
+    api_role: iam.IRole
+    consumer_role: iam.IRole
+    nightly_role: iam.IRole
+    state_machine: sfn.StateMachine
+    analyst_policy: iam.ManagedPolicy
+    failure_queue: sqs.Queue
+    functions: tuple[lambda_.Function, ...]
+    glue_database: str
+
+
+def suppress_reviewed_findings(reviewed: ReviewedConstructs) -> None:
+    """Attach each accepted finding, with its reason, to the construct it was found on."""
+    lake_objects = _bucket_objects(reviewed.lake_prefix + "/")
+    athena_results = _bucket_objects(ATHENA_RESULTS_PREFIX)
+    kms_families = ["Action::kms:GenerateDataKey*", "Action::kms:ReEncrypt*"]
+
+    _iam5(reviewed.api_role, _KMS_FAMILY_REASON, kms_families)
+    _iam5(reviewed.consumer_role, _KMS_FAMILY_REASON, kms_families)
+    _iam5(reviewed.consumer_role, _LAKE_OBJECTS_REASON, [lake_objects])
+    _iam5(
+        reviewed.consumer_role,
+        "dynamodb:ListStreams, which the DynamoDB event source mapping needs, supports no resource-level "
+        "permission (Service Authorization Reference), so its resource must be '*'.",
+        ["Resource::*"],
+    )
+    _iam5(reviewed.nightly_role, _KMS_FAMILY_REASON, kms_families)
+    _iam5(reviewed.nightly_role, _LAKE_OBJECTS_REASON, [lake_objects])
+    _iam5(reviewed.nightly_role, _ATHENA_RESULTS_REASON, [athena_results])
+    _iam5(
+        reviewed.nightly_role,
+        "awswrangler's Athena reads create and drop temporary Glue tables named temp_table_<uuid>; the "
+        "wildcard is limited to that name prefix in the walletlake database.",
+        [
+            {
+                "regex": (
+                    "/^Resource::arn:<AWS::Partition>:glue:<AWS::Region>:<AWS::AccountId>:table\\/"
+                    f"{re.escape(reviewed.glue_database)}\\/temp_table_\\*$/"
+                )
+            }
+        ],
+    )
+    _iam5(reviewed.analyst_policy, _LAKE_OBJECTS_REASON, [lake_objects])
+    _iam5(reviewed.analyst_policy, _ATHENA_RESULTS_REASON, [athena_results])
+    state_machine_role = reviewed.state_machine.role
+    _iam5(
+        state_machine_role,
+        "X-Ray tracing (required by AwsSolutions-SF2): xray:PutTraceSegments and related actions support no "
+        "resource-level permission.",
+        ["Resource::*"],
+    )
+    _iam5(
+        state_machine_role,
+        "CDK's LambdaInvoke grants lambda:InvokeFunction on the nightly function and its versions "
+        "(<arn>:*); it is that one function.",
+        [{"regex": "/^Resource::<NightlyFunction[0-9A-F]+\\.Arn>:\\*$/"}],
+    )
+    NagSuppressions.add_resource_suppressions(
+        reviewed.failure_queue,
+        [
+            NagPackSuppression(
+                id="AwsSolutions-SQS3",
+                reason="This queue is itself the dead-letter destination (OnFailure) of the stream event "
+                "source mapping; a DLQ of the DLQ would only move the same metadata again.",
+            )
+        ],
+    )
+    for function in reviewed.functions:
+        NagSuppressions.add_resource_suppressions(
+            function, [NagPackSuppression(id="AwsSolutions-L1", reason=_PYTHON_RUNTIME_REASON)]
+        )
+    # W3005 "dependency already enforced by GetAtt": CDK adds DependsOn on a function's (or state
+    # machine's) role policy next to the GetAtt of the role, so the policy exists before the first
+    # invocation; the redundant half of that pair is CDK's, and harmless.
+    for construct in (*reviewed.functions, reviewed.state_machine):
+        ignore_lint_checks(construct, "W3005")
+
+
+def ignore_lint_checks(construct: IConstruct, *checks: str) -> None:
+    """Tell cfn-lint to skip ``checks`` on the construct's CloudFormation resource."""
+    resource = construct.node.default_child
+    if not isinstance(resource, CfnResource):
+        raise TypeError(f"{construct.node.path} has no CloudFormation resource")
+    resource.add_metadata("cfn-lint", {"config": {"ignore_checks": list(checks)}})
+
+
+def _bucket_objects(prefix: str) -> dict[str, str]:
+    """``appliesTo`` matcher for ``<LakeBucket….Arn>/{prefix}*`` (the bucket's logical id has a hash)."""
+    escaped = re.escape(prefix).replace("/", "\\/")
+    return {"regex": f"/^Resource::<LakeBucket[0-9A-F]+\\.Arn>\\/{escaped}\\*$/"}
+
+
+def _iam5(construct: IConstruct, reason: str, applies_to: Sequence[str | dict[str, str]]) -> None:
+    NagSuppressions.add_resource_suppressions(
+        construct,
+        [NagPackSuppression(id="AwsSolutions-IAM5", reason=reason, applies_to=applies_to)],
+        apply_to_children=True,
+    )

@@ -1,0 +1,109 @@
+"""The whole pipeline in one stack: table → API → stream consumer → lake → catalog → nightly job.
+
+One stack because every part references the others (the table's stream, the lake bucket, the
+key, the topic) and they are deployed and versioned together; each part lives in its own module.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, Environment, Fn, Stack
+from constructs import Construct
+
+from walletlake_cdk.analyst_access import build_analyst_policy
+from walletlake_cdk.catalog import build_catalog
+from walletlake_cdk.config import DeploymentConfig
+from walletlake_cdk.functions import build_function_assets, settings_environment
+from walletlake_cdk.ledger_table import build_ledger_table
+from walletlake_cdk.monitoring import Monitored, build_alarms, build_alerts_topic, build_dashboard
+from walletlake_cdk.nag import ReviewedConstructs, suppress_reviewed_findings
+from walletlake_cdk.nightly import build_nightly_job
+from walletlake_cdk.storage import build_storage
+from walletlake_cdk.stream_consumer import build_stream_consumer
+from walletlake_cdk.write_api import build_write_api
+
+
+class WalletLakeStack(Stack):
+    """Every AWS resource walletlake runs on (the embedded stack's production counterpart)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: DeploymentConfig,
+        env: Environment | None = None,
+    ) -> None:
+        super().__init__(
+            scope, construct_id, description="walletlake: wallet ledger on DynamoDB and its S3 lake", env=env
+        )
+        self.config = config
+        storage = build_storage(self, config)
+        table = build_ledger_table(self, config, storage.data_key)
+        environment = settings_environment(config.settings, storage.bucket_name)
+        assets = build_function_assets(self, config)
+        api = build_write_api(self, config, assets, table, environment)
+        consumer = build_stream_consumer(self, config, assets, table, storage, environment)
+        catalog = build_catalog(self, config, storage)
+        topic = build_alerts_topic(self, config)
+        nightly = build_nightly_job(self, config, assets, table, storage, catalog, topic, environment)
+        analyst_policy = build_analyst_policy(self, config, storage)
+        watched = Monitored(
+            api=api.api,
+            api_function=api.handler.function,
+            table=table,
+            consumer=consumer.handler.function,
+            failures=consumer.failures,
+            nightly_function=nightly.handler.function,
+            nightly=nightly.state_machine,
+            athena_workgroup=config.settings.athena_workgroup,
+        )
+        alarms = build_alarms(self, config, watched, topic)
+        build_dashboard(self, watched, alarms)
+        suppress_reviewed_findings(
+            ReviewedConstructs(
+                lake_prefix=storage.lake_prefix,
+                api_role=api.handler.role,
+                consumer_role=consumer.handler.role,
+                nightly_role=nightly.handler.role,
+                state_machine=nightly.state_machine,
+                analyst_policy=analyst_policy,
+                failure_queue=consumer.failures,
+                functions=(api.handler.function, consumer.handler.function, nightly.handler.function),
+                glue_database=config.settings.glue_database,
+            )
+        )
+
+        self.table = table
+        self.storage = storage
+        self.api = api
+        self.consumer = consumer
+        self.catalog = catalog
+        self.nightly = nightly
+        self.topic = topic
+        self.alarms = alarms
+
+        outputs = {
+            "ApiUrl": api.stage.url,
+            "TableName": table.table_name,
+            "LakeBucketName": storage.bucket_name,
+            "GlueDatabaseName": config.settings.glue_database,
+            "AthenaWorkgroupName": config.settings.athena_workgroup,
+            "AlertsTopicArn": topic.topic_arn,
+            "NightlyStateMachineArn": nightly.state_machine.state_machine_arn,
+            "StreamFailureQueueUrl": consumer.failures.queue_url,
+            "AnalystPolicyArn": analyst_policy.managed_policy_arn,
+        }
+        for name, value in outputs.items():
+            CfnOutput(self, name, value=value)
+        # What `walletlake` (CLI and notebooks) needs to talk to this stack, ready for `eval`.
+        CfnOutput(
+            self,
+            "CliEnvironment",
+            value=Fn.join(
+                " ",
+                [
+                    f"export AWS_DEFAULT_REGION={self.region}",
+                    *(f"{name}={value}" for name, value in environment.items()),
+                ],
+            ),
+        )

@@ -1,0 +1,143 @@
+"""Encryption keys and the lake's S3 buckets.
+
+Server-side encryption of the lake: **SSE-KMS with a customer-managed key and S3 Bucket Keys**.
+The lake holds every wallet's money movements; with KMS, reading an object needs both
+``s3:GetObject`` and ``kms:Decrypt`` on this key, so the key policy is a second, auditable gate
+(every use is in CloudTrail) and disabling the key makes the whole lake unreadable at once.
+Bucket Keys let S3 reuse a bucket-level data key, which cuts KMS requests (and their cost) by
+orders of magnitude for the many small landing objects the consumer writes. SSE-S3 would be
+free but gives no separate access control.
+
+The server access log bucket uses SSE-S3: S3 log delivery cannot write to a bucket whose default
+encryption is SSE-KMS.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from aws_cdk import Aws, Duration, RemovalPolicy
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from walletlake_cdk.config import DeploymentConfig
+
+#: Key prefix of Athena query results inside the lake bucket (never under the lake prefix).
+ATHENA_RESULTS_PREFIX = "athena-results/"
+
+
+@dataclasses.dataclass(frozen=True)
+class Storage:
+    """What the rest of the stack uses from this module."""
+
+    data_key: kms.Key
+    lake_bucket: s3.Bucket
+    log_bucket: s3.Bucket
+    lake_prefix: str
+    #: The bucket's name as given (a plain string when configured, so the Glue locations, the
+    #: functions' settings and the outputs read as text), or the same tokens the bucket uses.
+    bucket_name: str
+
+    @property
+    def lake_objects_arn(self) -> str:
+        """ARN pattern of every object under the lake prefix."""
+        return self.lake_bucket.arn_for_objects(f"{self.lake_prefix}/*")
+
+    @property
+    def athena_results_arn(self) -> str:
+        """ARN pattern of every Athena result object."""
+        return self.lake_bucket.arn_for_objects(f"{ATHENA_RESULTS_PREFIX}*")
+
+    @property
+    def athena_results_uri(self) -> str:
+        """``s3://`` location the workgroup writes results to."""
+        return f"s3://{self.bucket_name}/{ATHENA_RESULTS_PREFIX}"
+
+
+def build_storage(scope: Construct, config: DeploymentConfig) -> Storage:
+    """The data key, the lake bucket and its access-log bucket; all retained on stack deletion."""
+    data_key = kms.Key(
+        scope,
+        "DataKey",
+        description="walletlake: DynamoDB table, lake bucket, Athena results and the stream DLQ",
+        enable_key_rotation=True,
+        removal_policy=RemovalPolicy.RETAIN,
+    )
+    log_bucket = s3.Bucket(
+        scope,
+        "AccessLogBucket",
+        encryption=s3.BucketEncryption.S3_MANAGED,
+        block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+        enforce_ssl=True,
+        minimum_tls_version=1.2,
+        object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+        lifecycle_rules=[
+            s3.LifecycleRule(id="expire-access-logs", expiration=Duration.days(config.access_log_days)),
+        ],
+        removal_policy=RemovalPolicy.RETAIN,
+    )
+    prefix = config.settings.lake_prefix
+    bucket_name = config.bucket_name or f"{config.settings.bucket}-{Aws.ACCOUNT_ID}-{Aws.REGION}"
+    lake_bucket = s3.Bucket(
+        scope,
+        "LakeBucket",
+        bucket_name=bucket_name,
+        encryption=s3.BucketEncryption.KMS,
+        encryption_key=data_key,
+        bucket_key_enabled=True,
+        block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+        enforce_ssl=True,
+        minimum_tls_version=1.2,
+        object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+        versioned=True,
+        server_access_logs_bucket=log_bucket,
+        server_access_logs_prefix="lake-bucket/",
+        lifecycle_rules=_lake_lifecycle(config, prefix),
+        removal_policy=RemovalPolicy.RETAIN,
+    )
+    return Storage(
+        data_key=data_key,
+        lake_bucket=lake_bucket,
+        log_bucket=log_bucket,
+        lake_prefix=prefix,
+        bucket_name=bucket_name,
+    )
+
+
+def _lake_lifecycle(config: DeploymentConfig, prefix: str) -> list[s3.LifecycleRule]:
+    """Old partitions to cheaper storage; superseded versions and stale uploads expire.
+
+    Objects are written on (or, after compaction, just after) their ``dt`` day, so an object's
+    age is its partition's age. Intelligent-Tiering moves compacted days that nobody queries to
+    its infrequent tiers with no retrieval fee; after a year, Glacier Instant Retrieval is the
+    cheapest class Athena still reads directly. Compaction deletes landing files: with
+    versioning they become non-current and expire after ``noncurrent_version_days``.
+    """
+    return [
+        s3.LifecycleRule(
+            id="lake-tiering",
+            prefix=f"{prefix}/",
+            transitions=[
+                s3.Transition(
+                    storage_class=s3.StorageClass.INTELLIGENT_TIERING,
+                    transition_after=Duration.days(config.lake_intelligent_tiering_days),
+                ),
+                s3.Transition(
+                    storage_class=s3.StorageClass.GLACIER_INSTANT_RETRIEVAL,
+                    transition_after=Duration.days(config.lake_glacier_ir_days),
+                ),
+            ],
+        ),
+        s3.LifecycleRule(
+            id="expire-noncurrent-versions",
+            noncurrent_version_expiration=Duration.days(config.noncurrent_version_days),
+            expired_object_delete_marker=True,
+            abort_incomplete_multipart_upload_after=Duration.days(7),
+        ),
+        s3.LifecycleRule(
+            id="expire-athena-results",
+            prefix=ATHENA_RESULTS_PREFIX,
+            expiration=Duration.days(config.athena_results_days),
+        ),
+    ]

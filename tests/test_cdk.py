@@ -1,0 +1,449 @@
+"""The CDK app, synthesized once per module with no Docker, no network and no AWS credentials.
+
+Assertions read the synthesized CloudFormation template and compare it with the project's own
+definitions (``wallet.table``, ``lake.glue``, ``walletlake.settings``, ``queries/sql``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# jsii unpacks its packages under JSII_RUNTIME_PACKAGE_CACHE_ROOT; keep it in the project (the
+# Makefile exports the same path) and silence the node end-of-life banner on this machine.
+os.environ.setdefault("JSII_RUNTIME_PACKAGE_CACHE_ROOT", str(ROOT / ".cache" / "jsii"))
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+sys.path.insert(0, str(ROOT / "cdk"))
+
+from aws_cdk import assertions  # noqa: E402
+from cfnlint.api import lint_file  # noqa: E402
+from walletlake_cdk import layers  # noqa: E402
+from walletlake_cdk.assembly import build_app, error_messages  # noqa: E402
+from walletlake_cdk.catalog import sql_files  # noqa: E402
+from walletlake_cdk.monitoring import ITERATOR_AGE_ALARM_FRACTION  # noqa: E402
+from walletlake_cdk.nightly import NIGHTLY_HANDLER  # noqa: E402
+from walletlake_cdk.storage import ATHENA_RESULTS_PREFIX  # noqa: E402
+from walletlake_cdk.stream_consumer import CONSUMER_HANDLER  # noqa: E402
+from walletlake_cdk.write_api import API_HANDLER, TABLE_ACTIONS  # noqa: E402
+
+from lake.glue import table_input  # noqa: E402
+from lake.schemas import TABLES  # noqa: E402
+from wallet.table import WALLETS_TABLE  # noqa: E402
+from walletlake.settings import Settings  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+BUCKET = "walletlake-lake-test"
+CONTEXT = {"lambda_deps": "skip", "bucket_name": BUCKET, "alarm_email": "oncall@example.com"}
+SETTINGS = Settings()
+
+
+class Synthesized:
+    """The synthesized app: its template as a dict and as an assertions object, and its files."""
+
+    def __init__(self, outdir: Path) -> None:
+        with mock.patch.dict(os.environ):
+            for name in ("CDK_OUTDIR", "CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION", "CDK_CONTEXT_JSON"):
+                os.environ.pop(name, None)
+            app, self.stack = build_app(CONTEXT, outdir=str(outdir))
+            self.assembly = app.synth()
+        self.directory = Path(self.assembly.directory)
+        self.template_path = (
+            self.directory / self.assembly.get_stack_by_name(self.stack.stack_name).template_file
+        )
+        self.template: dict[str, Any] = json.loads(self.template_path.read_text())
+        self.assertions = assertions.Template.from_json(self.template)
+
+    def resources(self, resource_type: str) -> dict[str, dict[str, Any]]:
+        return dict(self.assertions.find_resources(resource_type))  # type: ignore[arg-type]
+
+    def only(self, resource_type: str) -> tuple[str, dict[str, Any]]:
+        found = self.resources(resource_type)
+        assert len(found) == 1, f"expected one {resource_type}, found {sorted(found)}"
+        return next(iter(found.items()))
+
+    def logical_id(self, resource_type: str, path_part: str) -> str:
+        """The logical id of the one resource of a type whose construct path contains ``path_part``."""
+        matches = [
+            logical_id
+            for logical_id, resource in self.resources(resource_type).items()
+            if path_part in resource.get("Metadata", {}).get("aws:cdk:path", logical_id)
+        ]
+        if not matches:
+            matches = [
+                logical_id for logical_id in self.resources(resource_type) if logical_id.startswith(path_part)
+            ]
+        assert len(matches) == 1, f"{path_part}: {matches}"
+        return matches[0]
+
+
+@pytest.fixture(scope="module")
+def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    return Synthesized(tmp_path_factory.mktemp("cdk.out"))
+
+
+def functions_by_handler(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
+    return {
+        resource["Properties"]["Handler"]: resource["Properties"]
+        for resource in synthesized.resources("AWS::Lambda::Function").values()
+    }
+
+
+def policy_statements(synthesized: Synthesized, role_logical_id: str) -> list[dict[str, Any]]:
+    statements: list[dict[str, Any]] = []
+    for policy in synthesized.resources("AWS::IAM::Policy").values():
+        if {"Ref": role_logical_id} in policy["Properties"]["Roles"]:
+            statements.extend(policy["Properties"]["PolicyDocument"]["Statement"])
+    return statements
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+# --- checkers -------------------------------------------------------------------------------
+
+
+def test_cdk_nag_leaves_no_unsuppressed_error_and_every_suppression_has_a_reason(
+    synthesized: Synthesized,
+) -> None:
+    # GIVEN the app synthesized with AwsSolutionsChecks applied as an Aspect
+    # WHEN its annotations and the cdk-nag report are read
+    report = next(synthesized.directory.glob("AwsSolutions-*NagReport.csv"))
+    rows = list(csv.DictReader(report.open()))
+    # THEN no error annotation is left, the checks ran, and each suppression says why
+    assert error_messages(synthesized.assembly) == []
+    assert len(rows) > 20
+    assert {row["Compliance"] for row in rows} <= {"Compliant", "Suppressed"}
+    suppressed = [row for row in rows if row["Compliance"] == "Suppressed"]
+    assert suppressed
+    assert all(len(row["Exception Reason"]) >= 40 for row in suppressed)
+
+
+def test_cfn_lint_finds_nothing_in_the_template(synthesized: Synthesized) -> None:
+    # GIVEN the synthesized template
+    # WHEN cfn-lint checks it (its default rules: errors, warnings and informational)
+    matches = lint_file(synthesized.template_path)
+    # THEN it reports nothing
+    assert [str(match) for match in matches] == []
+
+
+# --- DynamoDB -------------------------------------------------------------------------------
+
+
+def test_table_is_the_wallets_contract_with_stream_ttl_pitr_and_protection(synthesized: Synthesized) -> None:
+    # GIVEN the table definition in wallet.table
+    # WHEN the synthesized table is read
+    _, table = synthesized.only("AWS::DynamoDB::Table")
+    properties = table["Properties"]
+    # THEN key, stream and TTL are the contract's, and the table is protected and encrypted
+    assert properties["TableName"] == SETTINGS.table
+    assert properties["KeySchema"] == [{"AttributeName": WALLETS_TABLE.partition_key, "KeyType": "HASH"}]
+    assert properties["AttributeDefinitions"] == [
+        {"AttributeName": WALLETS_TABLE.partition_key, "AttributeType": "S"}
+    ]
+    assert properties["StreamSpecification"] == {"StreamViewType": WALLETS_TABLE.stream_view_type}
+    assert properties["TimeToLiveSpecification"] == {
+        "AttributeName": WALLETS_TABLE.ttl_attribute,
+        "Enabled": True,
+    }
+    assert properties["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert properties["DeletionProtectionEnabled"] is True
+    assert properties["BillingMode"] == "PAY_PER_REQUEST"
+    assert properties["SSESpecification"]["SSEEnabled"] is True
+    assert properties["SSESpecification"]["SSEType"] == "KMS"
+    assert table["DeletionPolicy"] == "Retain"
+
+
+# --- stream consumer ------------------------------------------------------------------------
+
+
+def test_event_source_mapping_is_bounded_ordered_and_reports_item_failures(synthesized: Synthesized) -> None:
+    # GIVEN the consumer's event source mapping
+    _, mapping = synthesized.only("AWS::Lambda::EventSourceMapping")
+    properties = mapping["Properties"]
+    queue_id, queue = synthesized.only("AWS::SQS::Queue")
+    table_id, _ = synthesized.only("AWS::DynamoDB::Table")
+    # THEN it reads the table's stream from the oldest record, reports item failures, gives up
+    # within the stream's retention, keeps order, and hands exhausted batches to the queue
+    assert properties["EventSourceArn"] == {"Fn::GetAtt": [table_id, "StreamArn"]}
+    assert properties["StartingPosition"] == "TRIM_HORIZON"
+    assert properties["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert properties["BatchSize"] == 1000
+    assert properties["MaximumBatchingWindowInSeconds"] == 5
+    assert properties["ParallelizationFactor"] == 2
+    assert properties["MaximumRetryAttempts"] == 10
+    assert properties["MaximumRecordAgeInSeconds"] == 12 * 3600
+    assert properties["MaximumRecordAgeInSeconds"] < 24 * 3600
+    assert properties["BisectBatchOnFunctionError"] is False
+    assert "FilterCriteria" not in properties  # TTL deletions reach the handler, which counts them
+    assert properties["DestinationConfig"] == {
+        "OnFailure": {"Destination": {"Fn::GetAtt": [queue_id, "Arn"]}}
+    }
+    assert "KmsMasterKeyId" in queue["Properties"]
+    function_id = properties["FunctionName"]["Ref"]
+    consumer = synthesized.resources("AWS::Lambda::Function")[function_id]
+    assert consumer["Properties"]["Handler"] == CONSUMER_HANDLER
+
+
+def test_consumer_role_may_only_put_objects_under_the_lake_prefix(synthesized: Synthesized) -> None:
+    # GIVEN the consumer function's role
+    consumer = functions_by_handler(synthesized)[CONSUMER_HANDLER]
+    role_id = consumer["Role"]["Fn::GetAtt"][0]
+    statements = policy_statements(synthesized, role_id)
+    # WHEN its S3 statements are collected
+    s3_statements = [s for s in statements if any(a.startswith("s3:") for a in as_list(s["Action"]))]
+    # THEN it can write objects, only under the lake prefix, and nothing else in S3
+    assert len(s3_statements) == 1
+    assert s3_statements[0]["Action"] == "s3:PutObject"
+    assert s3_statements[0]["Resource"]["Fn::Join"][1][-1] == f"/{SETTINGS.lake_prefix}/*"
+    assert not any(
+        a.startswith("dynamodb:") and "Item" in a for s in statements for a in as_list(s["Action"])
+    )
+
+
+# --- write path -----------------------------------------------------------------------------
+
+
+def test_api_requires_iam_is_throttled_and_logs_every_request(synthesized: Synthesized) -> None:
+    # GIVEN the HTTP API's route and stage
+    _, route = synthesized.only("AWS::ApiGatewayV2::Route")
+    _, stage = synthesized.only("AWS::ApiGatewayV2::Stage")
+    log_group_id = synthesized.logical_id("AWS::Logs::LogGroup", "ApiAccessLogs")
+    # THEN every request needs SigV4, bursts are throttled and each request is logged
+    assert route["Properties"]["RouteKey"] == "$default"
+    assert route["Properties"]["AuthorizationType"] == "AWS_IAM"
+    throttle = stage["Properties"]["DefaultRouteSettings"]
+    assert throttle["ThrottlingRateLimit"] == 22_000
+    assert throttle["ThrottlingBurstLimit"] == 5_000
+    access = stage["Properties"]["AccessLogSettings"]
+    assert access["DestinationArn"] == {"Fn::GetAtt": [log_group_id, "Arn"]}
+    assert "$context.requestId" in access["Format"]
+
+
+def test_api_role_holds_exactly_the_write_path_actions_on_the_table(synthesized: Synthesized) -> None:
+    # GIVEN the API function and its role
+    api = functions_by_handler(synthesized)[API_HANDLER]
+    table_id, _ = synthesized.only("AWS::DynamoDB::Table")
+    statements = policy_statements(synthesized, api["Role"]["Fn::GetAtt"][0])
+    # WHEN the DynamoDB statements are collected
+    dynamodb = [s for s in statements if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
+    # THEN there is one, with the write path's actions, on the table only
+    assert len(dynamodb) == 1
+    assert sorted(as_list(dynamodb[0]["Action"])) == sorted(TABLE_ACTIONS)
+    assert dynamodb[0]["Resource"] == {"Fn::GetAtt": [table_id, "Arn"]}
+    assert not any(a.startswith("s3:") for s in statements for a in as_list(s["Action"]))
+
+
+def test_functions_use_published_layers_and_name_the_deployed_resources(synthesized: Synthesized) -> None:
+    # GIVEN the three functions
+    functions = functions_by_handler(synthesized)
+    # THEN their handlers are the modules' entry points on Python 3.11
+    assert set(functions) == {API_HANDLER, CONSUMER_HANDLER, NIGHTLY_HANDLER}
+    for properties in functions.values():
+        assert properties["Runtime"] == "python3.11"
+        assert properties["Architectures"] == ["x86_64"]
+        # AND their environment makes Settings.from_env name what was deployed
+        environment = properties["Environment"]["Variables"]
+        settings = Settings.from_env(
+            {name: value for name, value in environment.items() if isinstance(value, str)}
+        )
+        assert settings == SETTINGS.replace(bucket=BUCKET, query_engine="athena")
+    # AND the pipeline functions get the SDK for pandas layer from the region mapping
+    # (environment-agnostic stack), plus the Powertools layer built from the region
+    mapping = synthesized.template["Mappings"]
+    pandas_mapping = next(iter(mapping.values()))
+    assert {region: entry["arn"] for region, entry in pandas_mapping.items()} == layers.PANDAS_LAYER_ARNS
+    consumer_layers = functions[CONSUMER_HANDLER]["Layers"]
+    assert any("Fn::FindInMap" in layer for layer in consumer_layers)
+    powertools = [
+        json.dumps(layer) for layer in consumer_layers if "AWSLambdaPowertoolsPythonV3" in json.dumps(layer)
+    ]
+    assert len(powertools) == 1
+    assert "AWS::Region" in powertools[0]
+    assert not any("Fn::FindInMap" in layer for layer in functions[API_HANDLER]["Layers"])
+
+
+# --- lake bucket ----------------------------------------------------------------------------
+
+
+def test_lake_bucket_is_private_encrypted_versioned_tiered_and_logged(synthesized: Synthesized) -> None:
+    # GIVEN the lake bucket
+    buckets = synthesized.resources("AWS::S3::Bucket")
+    lake_id = synthesized.logical_id("AWS::S3::Bucket", "LakeBucket")
+    log_id = synthesized.logical_id("AWS::S3::Bucket", "AccessLogBucket")
+    lake = buckets[lake_id]["Properties"]
+    # THEN it blocks public access, uses SSE-KMS with bucket keys, keeps versions, logs access
+    assert lake["BucketName"] == BUCKET
+    assert lake["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
+    }
+    encryption = lake["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
+    assert encryption["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms"
+    assert encryption["BucketKeyEnabled"] is True
+    assert lake["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert lake["LoggingConfiguration"]["DestinationBucketName"] == {"Ref": log_id}
+    rules = {rule["Id"]: rule for rule in lake["LifecycleConfiguration"]["Rules"]}
+    assert rules["expire-noncurrent-versions"]["NoncurrentVersionExpiration"] == {"NoncurrentDays": 30}
+    assert rules["lake-tiering"]["Prefix"] == f"{SETTINGS.lake_prefix}/"
+    assert [t["StorageClass"] for t in rules["lake-tiering"]["Transitions"]] == [
+        "INTELLIGENT_TIERING",
+        "GLACIER_IR",
+    ]
+    assert rules["expire-athena-results"]["Prefix"] == ATHENA_RESULTS_PREFIX
+    assert buckets[log_id]["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"][0][
+        "ServerSideEncryptionByDefault"
+    ] == {"SSEAlgorithm": "AES256"}
+
+
+def test_bucket_policies_deny_plain_http_and_old_tls(synthesized: Synthesized) -> None:
+    # GIVEN both bucket policies
+    policies = synthesized.resources("AWS::S3::BucketPolicy")
+    # THEN each denies requests without TLS and with TLS older than 1.2
+    assert len(policies) == 2
+    for policy in policies.values():
+        denies = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"]
+        conditions = [s["Condition"] for s in denies]
+        assert {"Bool": {"aws:SecureTransport": "false"}} in conditions
+        assert {"NumericLessThan": {"s3:TlsVersion": 1.2}} in conditions
+        assert all(s["Principal"] == {"AWS": "*"} and s["Action"] == "s3:*" for s in denies)
+
+
+# --- catalog --------------------------------------------------------------------------------
+
+
+def test_glue_tables_are_lake_glue_table_inputs_verbatim(synthesized: Synthesized) -> None:
+    # GIVEN the Glue tables of the template
+    tables = {
+        resource["Properties"]["TableInput"]["Name"]: resource["Properties"]
+        for resource in synthesized.resources("AWS::Glue::Table").values()
+    }
+    _, database = synthesized.only("AWS::Glue::Database")
+    # THEN there is one per lake table, each exactly lake.glue.table_input (columns from
+    # lake.schemas, partition projection on dt), in the settings' database
+    assert set(tables) == set(TABLES)
+    assert database["Properties"]["DatabaseInput"]["Name"] == SETTINGS.glue_database
+    for name, properties in tables.items():
+        assert properties["TableInput"] == table_input(name, BUCKET, SETTINGS.lake_prefix)
+        assert properties["DatabaseName"] == SETTINGS.glue_database
+
+
+def test_athena_workgroup_enforces_encrypted_results_and_a_scan_cutoff(synthesized: Synthesized) -> None:
+    # GIVEN the workgroup
+    _, workgroup = synthesized.only("AWS::Athena::WorkGroup")
+    properties = workgroup["Properties"]
+    configuration = properties["WorkGroupConfiguration"]
+    # THEN clients cannot override it, results are KMS-encrypted under their own prefix, and
+    # a query scanning more than the cutoff is cancelled
+    assert properties["Name"] == SETTINGS.athena_workgroup
+    assert configuration["EnforceWorkGroupConfiguration"] is True
+    assert configuration["BytesScannedCutoffPerQuery"] == 200 * 1024**3
+    result = configuration["ResultConfiguration"]
+    assert result["OutputLocation"] == f"s3://{BUCKET}/{ATHENA_RESULTS_PREFIX}"
+    assert result["EncryptionConfiguration"]["EncryptionOption"] == "SSE_KMS"
+
+
+def test_every_sql_file_is_a_named_query_in_the_workgroup(synthesized: Synthesized) -> None:
+    # GIVEN the .sql files present at synth time
+    files = sql_files()
+    # WHEN the named queries are read
+    queries = {
+        resource["Properties"]["Name"]: resource["Properties"]
+        for resource in synthesized.resources("AWS::Athena::NamedQuery").values()
+    }
+    workgroup_id, _ = synthesized.only("AWS::Athena::WorkGroup")
+    # THEN each file is one query with its exact text, in the workgroup and database
+    assert set(queries) == set(files)
+    for name, path in files.items():
+        assert queries[name]["QueryString"] == path.read_text()
+        assert queries[name]["WorkGroup"] == {"Ref": workgroup_id}
+        assert queries[name]["Database"] == SETTINGS.glue_database
+
+
+# --- nightly job and alarms -----------------------------------------------------------------
+
+
+def test_nightly_schedule_starts_the_state_machine_that_runs_the_job_and_reports(
+    synthesized: Synthesized,
+) -> None:
+    # GIVEN the schedule and the state machine
+    _, rule = synthesized.only("AWS::Events::Rule")
+    machine_id, machine = synthesized.only("AWS::StepFunctions::StateMachine")
+    topic_id, _ = synthesized.only("AWS::SNS::Topic")
+    nightly_id = next(
+        logical_id
+        for logical_id, resource in synthesized.resources("AWS::Lambda::Function").items()
+        if resource["Properties"]["Handler"] == NIGHTLY_HANDLER
+    )
+    definition = json.dumps(machine["Properties"]["DefinitionString"])
+    # THEN it runs daily at 01:30 UTC, starting the state machine, which invokes the nightly
+    # function and publishes to the alerts topic whatever the outcome
+    assert rule["Properties"]["ScheduleExpression"] == "cron(30 1 * * ? *)"
+    assert rule["Properties"]["Targets"][0]["Arn"] == {"Ref": machine_id}
+    assert nightly_id in definition
+    assert definition.count(topic_id) == 3  # reconciled, findings, job failed
+    assert '\\"Next\\":\\"ReportError\\"' in definition
+    assert machine["Properties"]["TracingConfiguration"] == {"Enabled": True}
+    assert machine["Properties"]["LoggingConfiguration"]["Level"] == "ALL"
+
+
+def test_alarms_cover_lag_errors_failures_and_reconciliation_and_publish_to_the_topic(
+    synthesized: Synthesized,
+) -> None:
+    # GIVEN the alarms and the alerts topic
+    alarms = synthesized.resources("AWS::CloudWatch::Alarm")
+    topic_id, _ = synthesized.only("AWS::SNS::Topic")
+    by_name = {
+        logical_id.split("Alarm")[0]: resource["Properties"] for logical_id, resource in alarms.items()
+    }
+    # THEN every alarm notifies the topic
+    assert all(properties["AlarmActions"] == [{"Ref": topic_id}] for properties in by_name.values())
+    assert {
+        "StreamIteratorAgeNearLimit",
+        "StreamConsumerErrors",
+        "StreamFailuresQueued",
+        "ApiFunctionErrors",
+        "ApiServerErrorRate",
+        "NightlyReconciliationFailed",
+    } <= set(by_name)
+    # AND lag is caught before records age out of the consumer's reach
+    near_limit = by_name["StreamIteratorAgeNearLimit"]
+    assert near_limit["MetricName"] == "IteratorAge"
+    assert near_limit["Threshold"] == 12 * 3600 * 1000 * ITERATOR_AGE_ALARM_FRACTION
+    queue_id, _ = synthesized.only("AWS::SQS::Queue")
+    failures = by_name["StreamFailuresQueued"]
+    assert failures["MetricName"] == "ApproximateNumberOfMessagesVisible"
+    assert failures["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}]
+    machine_id, _ = synthesized.only("AWS::StepFunctions::StateMachine")
+    assert machine_id in json.dumps(by_name["NightlyReconciliationFailed"]["Metrics"])
+    # AND the topic is encrypted and has the on-call subscription
+    _, subscription = synthesized.only("AWS::SNS::Subscription")
+    assert subscription["Properties"]["Endpoint"] == "oncall@example.com"
+    assert synthesized.only("AWS::CloudWatch::Dashboard")
+
+
+def test_outputs_give_the_cli_its_environment(synthesized: Synthesized) -> None:
+    # GIVEN the stack outputs
+    outputs = synthesized.template["Outputs"]
+    # THEN the CLI environment names the deployed table, bucket, database and workgroup
+    cli = json.dumps(outputs["CliEnvironment"]["Value"])
+    for fragment in (
+        f"WALLETLAKE_TABLE={SETTINGS.table}",
+        f"WALLETLAKE_BUCKET={BUCKET}",
+        f"WALLETLAKE_GLUE_DATABASE={SETTINGS.glue_database}",
+        f"WALLETLAKE_ATHENA_WORKGROUP={SETTINGS.athena_workgroup}",
+        "WALLETLAKE_QUERY_ENGINE=athena",
+    ):
+        assert fragment in cli
+    assert {"ApiUrl", "TableName", "LakeBucketName", "AlertsTopicArn", "AnalystPolicyArn"} <= set(outputs)

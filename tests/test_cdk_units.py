@@ -1,0 +1,251 @@
+"""The CDK app's pure parts (context parsing, layer ARNs, code assets) and its context variants.
+
+The variants (JWT authorizer, provisioned capacity) build only the construct they change in a
+bare stack, which takes a second instead of a full synthesis.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("JSII_RUNTIME_PACKAGE_CACHE_ROOT", str(ROOT / ".cache" / "jsii"))
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+sys.path.insert(0, str(ROOT / "cdk"))
+
+import aws_cdk as cdk  # noqa: E402
+from aws_cdk import aws_dynamodb as dynamodb  # noqa: E402
+from aws_cdk import aws_kms as kms  # noqa: E402
+from aws_cdk.assertions import Match, Template  # noqa: E402
+from walletlake_cdk import lambda_code, layers  # noqa: E402
+from walletlake_cdk.assembly import cdk_json_context  # noqa: E402
+from walletlake_cdk.catalog import query_description, sql_files  # noqa: E402
+from walletlake_cdk.config import DeploymentConfig, DeploymentConfigError  # noqa: E402
+from walletlake_cdk.functions import build_function_assets, log_retention, settings_environment  # noqa: E402
+from walletlake_cdk.ledger_table import build_ledger_table  # noqa: E402
+from walletlake_cdk.write_api import build_write_api  # noqa: E402
+
+from walletlake.settings import ENVIRONMENT_VARIABLES, Settings  # noqa: E402
+
+# --- context --------------------------------------------------------------------------------
+
+
+def test_context_strings_become_typed_settings_and_names() -> None:
+    # GIVEN context as the CDK CLI passes it (-c key=value gives strings)
+    context = {
+        "stream_batch_size": "500",
+        "stream_max_record_age_hours": "6",
+        "api_auth": "jwt",
+        "jwt_issuer": "https://issuer.example.com/",
+        "jwt_audience": "wallet-api, backoffice",
+        "table_name": "wallets-staging",
+        "lake_prefix": "/lake-staging/",
+    }
+    # WHEN the config is built
+    config = DeploymentConfig.from_context(context.get)
+    # THEN numbers are numbers, lists are split, names go into the shared settings
+    assert config.stream_batch_size == 500
+    assert config.stream_max_record_age_seconds == 6 * 3600
+    assert config.jwt_audience == ("wallet-api", "backoffice")
+    assert config.settings == Settings().replace(
+        table="wallets-staging", lake_prefix="lake-staging", query_engine="athena"
+    )
+
+
+def test_defaults_are_the_documented_ones() -> None:
+    # GIVEN no context at all
+    config = DeploymentConfig.from_context(lambda key: None)
+    # THEN the deployment is on-demand, IAM-authorized, and the consumer gives up well within 24 h
+    assert config.billing_mode == "on_demand"
+    assert config.api_auth == "iam"
+    assert config.stream_max_record_age_hours < 24
+    assert config.settings.table == Settings().table
+    assert config.lambda_deps == "install"
+
+
+@pytest.mark.parametrize(
+    ("context", "message"),
+    [
+        ({"api_auth": "jwt"}, "jwt_issuer"),
+        ({"stream_max_record_age_hours": "24"}, "24-hour retention"),
+        ({"stream_batch_size": "lots"}, "stream_batch_size must be an integer"),
+        ({"billing_mode": "reserved"}, "billing_mode"),
+        ({"lambda_deps": "docker"}, "lambda_deps"),
+        ({"stream_parallelization": "11"}, "stream_parallelization"),
+    ],
+)
+def test_unusable_context_is_refused_naming_the_key(context: dict[str, str], message: str) -> None:
+    # GIVEN a context value the app cannot deploy with
+    # WHEN the config is built THEN it fails, naming what is wrong
+    with pytest.raises(DeploymentConfigError, match=message):
+        DeploymentConfig.from_context(context.get)
+
+
+def test_function_environment_round_trips_through_settings() -> None:
+    # GIVEN deployment settings with every name changed
+    settings = Settings().replace(
+        table="t", lake_prefix="p", glue_database="g", athena_workgroup="w", hot_ttl_seconds=60
+    )
+    # WHEN the functions' environment is built and read back the way the code reads it
+    environment = settings_environment(settings, "b")
+    # THEN the code sees exactly the deployed names, and only documented variables are used
+    assert set(environment) <= set(ENVIRONMENT_VARIABLES)
+    assert Settings.from_env(environment) == settings.replace(bucket="b", query_engine="athena")
+
+
+# --- layers ---------------------------------------------------------------------------------
+
+
+def test_layer_arns_follow_the_documented_formats() -> None:
+    # GIVEN regions served by the commercial and the opt-in publishing accounts
+    # THEN the ARNs follow each project's documented format
+    assert layers.pandas_layer_arn("us-east-1") == (
+        "arn:aws:lambda:us-east-1:336392948345:layer:AWSSDKPandas-Python311:33"
+    )
+    assert layers.pandas_layer_arn("ap-east-1") == (
+        "arn:aws:lambda:ap-east-1:839552336658:layer:AWSSDKPandas-Python311:32"
+    )
+    assert layers.powertools_layer_arn("eu-west-1") == (
+        "arn:aws:lambda:eu-west-1:017000801446:layer:AWSLambdaPowertoolsPythonV3-python311-x86_64:27"
+    )
+    assert all(f":lambda:{region}:" in arn for region, arn in layers.PANDAS_LAYER_ARNS.items())
+
+
+def test_a_region_without_the_pandas_layer_is_refused_with_the_override_named() -> None:
+    with pytest.raises(ValueError, match="pandas_layer_arn"):
+        layers.pandas_layer_arn("mars-north-1")
+
+
+def test_a_concrete_region_resolves_the_pandas_layer_at_synth_time() -> None:
+    # GIVEN a stack deployed to a known region, with the app's feature flags
+    app = cdk.App(context=cdk_json_context())
+    stack = cdk.Stack(app, "Layers", env=cdk.Environment(account="123456789012", region="eu-central-1"))
+    # WHEN the function assets are built (placeholder dependency layers)
+    assets = build_function_assets(stack, DeploymentConfig(lambda_deps="skip"))
+    # THEN the pandas layer is the region's published ARN, with no mapping in the template
+    assert assets.pandas.layer_version_arn == layers.pandas_layer_arn("eu-central-1")
+    assert assets.powertools.layer_version_arn == layers.powertools_layer_arn("eu-central-1")
+    assert "Mappings" not in Template.from_stack(stack).to_json()
+
+
+# --- code assets ----------------------------------------------------------------------------
+
+
+def test_project_code_asset_holds_the_packages_and_is_content_addressed(tmp_path: Path) -> None:
+    # GIVEN the project's sources
+    # WHEN the code folder is built twice
+    first = lambda_code.project_code_dir(cache_root=tmp_path)
+    second = lambda_code.project_code_dir(cache_root=tmp_path)
+    # THEN it is reused, holds every package (SQL files included) and no bytecode caches
+    assert first == second
+    assert sorted(path.name for path in first.iterdir()) == sorted(lambda_code.PROJECT_PACKAGES)
+    assert (first / "wallet" / "table.py").read_text() == (ROOT / "wallet" / "table.py").read_text()
+    assert {path.name for path in (first / "queries" / "sql").glob("*.sql")} == {
+        path.name for path in sql_files().values()
+    }
+    assert not list(first.rglob("__pycache__"))
+
+
+def test_dependency_layers_come_from_the_cache_without_pip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN pip must not run (no network in tests)
+    def no_pip(*args: object) -> None:
+        raise AssertionError("pip was run")
+
+    monkeypatch.setattr(lambda_code, "_pip_install", no_pip)
+    # WHEN the placeholder is asked for THEN it is a layer folder with no packages
+    placeholder = lambda_code.dependency_layer_dir(lambda_code.API_DEPENDENCIES, "skip", cache_root=tmp_path)
+    assert [path.name for path in (placeholder / "python").iterdir()] == ["README.txt"]
+    # WHEN a populated cache exists for the same requirements THEN it is used as it is
+    cached = lambda_code.dependency_cache_dir(lambda_code.API_DEPENDENCIES, cache_root=tmp_path)
+    (cached / "python" / "fastapi").mkdir(parents=True)
+    assert (
+        lambda_code.dependency_layer_dir(lambda_code.API_DEPENDENCIES, "install", cache_root=tmp_path)
+        == cached
+    )
+
+
+def test_dependency_pins_are_the_tested_versions() -> None:
+    # GIVEN the API's third-party distributions, installed in this environment
+    from importlib.metadata import version
+
+    # THEN the layer installs exactly those versions
+    assert f"fastapi=={version('fastapi')}" in lambda_code.API_DEPENDENCIES.requirements()
+    assert "duckdb" not in " ".join(lambda_code.PIPELINE_DEPENDENCIES.requirements())
+
+
+# --- small pure helpers ---------------------------------------------------------------------
+
+
+def test_query_description_is_the_leading_comment() -> None:
+    assert query_description("-- Balances per wallet at a day's close\nSELECT 1", "b") == (
+        "Balances per wallet at a day's close"
+    )
+    assert query_description("SELECT 1", "b") == "walletlake query b"
+
+
+@pytest.mark.parametrize(("days", "expected"), [(90, "THREE_MONTHS"), (100, "THREE_MONTHS"), (0, "ONE_DAY")])
+def test_log_retention_rounds_down_to_an_allowed_value(days: int, expected: str) -> None:
+    assert log_retention(days) == cdk.aws_logs.RetentionDays[expected]
+
+
+# --- context variants -----------------------------------------------------------------------
+
+
+def test_provisioned_mode_scales_capacity_between_the_bounds() -> None:
+    # GIVEN provisioned billing from context
+    config = DeploymentConfig.from_context(
+        {"billing_mode": "provisioned", "write_capacity": "1000", "max_write_capacity": "5000"}.get
+    )
+    stack = cdk.Stack(cdk.App(), "Provisioned")
+    # WHEN the table is built
+    build_ledger_table(stack, config, kms.Key(stack, "Key"))
+    template = Template.from_stack(stack)
+    # THEN it has provisioned throughput with target-tracking auto scaling up to the maximum
+    template.has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {
+            "BillingMode": Match.absent(),
+            "ProvisionedThroughput": {"ReadCapacityUnits": 2000, "WriteCapacityUnits": 1000},
+        },
+    )
+    template.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalableTarget",
+        {"ScalableDimension": "dynamodb:table:WriteCapacityUnits", "MinCapacity": 1000, "MaxCapacity": 5000},
+    )
+    template.resource_count_is("AWS::ApplicationAutoScaling::ScalingPolicy", 2)
+
+
+def test_jwt_context_swaps_the_iam_authorizer_for_a_jwt_one() -> None:
+    # GIVEN api_auth=jwt with an issuer and an audience
+    config = DeploymentConfig.from_context(
+        {
+            "api_auth": "jwt",
+            "jwt_issuer": "https://issuer.example.com/",
+            "jwt_audience": "wallet-api",
+            "lambda_deps": "skip",
+        }.get
+    )
+    stack = cdk.Stack(cdk.App(), "Jwt")
+    table = dynamodb.Table(
+        stack, "Table", partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING)
+    )
+    # WHEN the API is built
+    build_write_api(stack, config, build_function_assets(stack, config), table, {})
+    template = Template.from_stack(stack)
+    # THEN the route requires a JWT from that issuer for that audience
+    template.has_resource_properties(
+        "AWS::ApiGatewayV2::Route", {"RouteKey": "$default", "AuthorizationType": "JWT"}
+    )
+    template.has_resource_properties(
+        "AWS::ApiGatewayV2::Authorizer",
+        {
+            "AuthorizerType": "JWT",
+            "JwtConfiguration": {"Issuer": "https://issuer.example.com/", "Audience": ["wallet-api"]},
+        },
+    )
