@@ -55,7 +55,8 @@ def jupyter_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "JUPYTER_PLATFORM_DIRS": "1",
         "IPYTHONDIR": str(root / "ipython"),
         "MPLCONFIGDIR": str(root / "matplotlib"),
-        "MPLBACKEND": "Agg",
+        # Jupyter's inline backend: Agg rendering, no display, figures kept as PNG outputs.
+        "MPLBACKEND": "module://matplotlib_inline.backend_inline",
     }
 
 
@@ -99,7 +100,8 @@ def _kernel_env(stack: EmbeddedStack, settings: Settings, jupyter_env: dict[str,
     return env
 
 
-def _execute(path: Path, env: dict[str, str]) -> nbformat.NotebookNode:
+def _execute(path: Path, env: dict[str, str], keep: Path) -> nbformat.NotebookNode:
+    """Run the notebook; the executed copy (outputs, plots) is kept in ``keep`` to look at."""
     notebook = nbformat.read(path, as_version=4)
     client = NotebookClient(
         notebook,
@@ -107,7 +109,10 @@ def _execute(path: Path, env: dict[str, str]) -> nbformat.NotebookNode:
         kernel_name="python3",
         resources={"metadata": {"path": str(path.parent)}},
     )
-    client.execute(env=env)
+    try:
+        client.execute(env=env)
+    finally:
+        nbformat.write(notebook, keep / path.name)
     return notebook
 
 
@@ -148,10 +153,13 @@ def test_ledger_analytics_runs_against_the_embedded_stack(
     jupyter_env: dict[str, str],
     jupyter_environ: None,
     project_root: Path,
+    tmp_path: Path,
 ) -> None:
     # GIVEN a known lake, WHEN the notebook runs headless with only the analyst's environment
     notebook = _execute(
-        project_root / "notebooks" / "ledger_analytics.ipynb", _kernel_env(stack, settings, jupyter_env)
+        project_root / "notebooks" / "ledger_analytics.ipynb",
+        _kernel_env(stack, settings, jupyter_env),
+        tmp_path,
     )
     text = _text_of(notebook)
     # THEN it found the lake's days by itself and reported them
@@ -172,9 +180,12 @@ def test_reconciliation_runs_against_the_embedded_stack(
     jupyter_env: dict[str, str],
     jupyter_environ: None,
     project_root: Path,
+    tmp_path: Path,
 ) -> None:
     notebook = _execute(
-        project_root / "notebooks" / "reconciliation.ipynb", _kernel_env(stack, settings, jupyter_env)
+        project_root / "notebooks" / "reconciliation.ipynb",
+        _kernel_env(stack, settings, jupyter_env),
+        tmp_path,
     )
     text = _text_of(notebook)
     # THEN it picked the latest run (all ok), not the earlier failed one

@@ -73,12 +73,17 @@ DEFAULT_PLOTS: Final[dict[str, PlotSpec]] = {
     "daily_volume": PlotSpec(
         x="day", y=("deposit_amount", "transfer_amount"), title="Daily volume (USD)", money=True
     ),
-    "daily_mix": PlotSpec(x="day", y=("deposits", "transfers"), title="Deposits and transfers per day"),
     "top_wallets": PlotSpec(x="wallet_id", y=("total_amount",), kind="barh", title="Top wallets", money=True),
+    "wallet_statement": PlotSpec(
+        x="wallet_version",
+        y=("balance_after",),
+        kind="line",
+        title="Balance after each entry (USD)",
+        money=True,
+    ),
     "balance_distribution": PlotSpec(
         x="bucket", y=("wallets",), title="Wallets by balance (USD bucket)", kind="bar"
     ),
-    "transaction_mix": PlotSpec(x="txn_type", y=("transactions",), kind="pie", title="Transaction mix"),
     "ingest_lag": PlotSpec(
         x="day", y=("p50_lag_seconds", "p99_lag_seconds", "max_lag_seconds"), kind="line", title="Ingest lag"
     ),
@@ -241,9 +246,12 @@ def plot_png(frame: pd.DataFrame, spec: PlotSpec) -> bytes:
         axes.pie(first, labels=labels, autopct="%1.0f%%", startangle=90, counterclock=False)
         axes.set_aspect("equal")
     elif spec.kind == "line":
+        positions = list(range(len(labels)))
         for column, series in values.items():
-            axes.plot(labels, series, marker="o", label=column)
-        _tilt(axes, labels)
+            axes.plot(positions, series, marker="o" if len(labels) <= 60 else "", label=column)
+        shown = _thinned(positions)
+        axes.set_xticks(shown, [_shorten(labels[index]) for index in shown])
+        _tilt(axes, [labels[index] for index in shown])
     elif spec.kind == "barh":
         rows = list(reversed(labels))
         for offset, (column, series) in enumerate(values.items()):
@@ -255,11 +263,12 @@ def plot_png(frame: pd.DataFrame, spec: PlotSpec) -> bytes:
         for offset, (column, series) in enumerate(values.items()):
             positions = [index + offset * width for index in range(len(labels))]
             axes.bar(positions, series, width=width, label=column)
+        shown = _thinned(list(range(len(labels))))
         axes.set_xticks(
-            [index + width * (len(values) - 1) / 2 for index in range(len(labels))],
-            [_shorten(label) for label in labels],
+            [index + width * (len(values) - 1) / 2 for index in shown],
+            [_shorten(labels[index]) for index in shown],
         )
-        _tilt(axes, labels)
+        _tilt(axes, [labels[index] for index in shown])
     if spec.kind != "pie":
         unit = "USD" if spec.money else ""
         (axes.set_xlabel if spec.kind == "barh" else axes.set_ylabel)(unit)
@@ -277,6 +286,12 @@ def _number(value: Any) -> float:
     if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return 0.0
     return float(value)
+
+
+def _thinned(positions: list[int], most: int = 16) -> list[int]:
+    """At most ``most`` evenly spaced tick positions, so long series keep readable axes."""
+    step = max(1, math.ceil(len(positions) / most))
+    return positions[::step]
 
 
 def _shorten(label: str, keep: int = 14) -> str:
