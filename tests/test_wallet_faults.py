@@ -1,0 +1,264 @@
+"""DynamoDB misbehaving: throttling, failures, lost answers, lost races and an unreachable endpoint.
+
+A small HTTP proxy stands between the API and DynamoDB Local (the API finds it through the SDK's
+``AWS_ENDPOINT_URL_DYNAMODB``, as it would find AWS). It forwards every call unless a test tells it
+to answer for DynamoDB, to forward and then lose the answer, or to run something first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import http.client
+import http.server
+import threading
+import urllib.parse
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import orjson
+import pytest
+from wallet_http import Api, error_of, serve
+from wallet_table import assert_chain
+
+from wallet.store import RetryPolicy, WalletStore
+from wallet.table import Attr
+from walletlake.local import free_port
+from walletlake.settings import Settings
+
+pytestmark = pytest.mark.stack
+
+FAST_RETRIES = RetryPolicy(conflict_attempts=3, transient_attempts=3, base_delay=0.001, max_delay=0.01)
+
+
+@dataclasses.dataclass
+class Fault:
+    """What the proxy does with one call instead of plainly forwarding it."""
+
+    status: int | None = None  # answer with this status and DynamoDB error type ...
+    error_type: str = ""
+    forward_first: bool = False  # ... after forwarding the call (DynamoDB did it; the answer is lost)
+    drop_connection: bool = False  # close the connection instead of answering
+    before: Callable[[], None] | None = None  # run this, then forward
+
+
+Rule = Callable[[str, dict[str, Any]], Fault | None]
+
+
+class FaultyDynamoDB:
+    """A loopback HTTP proxy to DynamoDB Local whose behaviour per call is decided by ``rule``."""
+
+    def __init__(self, upstream: str) -> None:
+        parsed = urllib.parse.urlsplit(upstream)
+        self.upstream = (parsed.hostname or "127.0.0.1", parsed.port or 80)
+        self.rule: Rule = lambda operation, payload: None
+        self.calls: list[str] = []
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def _handler(self) -> type[http.server.BaseHTTPRequestHandler]:
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                operation = self.headers["X-Amz-Target"].rpartition(".")[2]
+                proxy.calls.append(operation)
+                fault = proxy.rule(operation, orjson.loads(body))
+                if fault is not None and fault.before is not None:
+                    fault.before()
+                if fault is None or fault.before is not None or fault.forward_first:
+                    status, answer = proxy.forward(body, dict(self.headers))
+                if fault is not None and fault.drop_connection:
+                    self.close_connection = True
+                    return
+                if fault is not None and fault.status is not None:
+                    status = fault.status
+                    answer = orjson.dumps({"__type": f"com.amazonaws.dynamodb.v20120810#{fault.error_type}"})
+                self.send_response(status)
+                self.send_header("Content-Type", "application/x-amz-json-1.0")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        return Handler
+
+    def forward(self, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        connection = http.client.HTTPConnection(*self.upstream, timeout=30)
+        try:
+            connection.request("POST", "/", body=body, headers=headers)
+            response = connection.getresponse()
+            return response.status, response.read()
+        finally:
+            connection.close()
+
+    def __enter__(self) -> FaultyDynamoDB:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture
+def proxy(stack: Any) -> Iterator[FaultyDynamoDB]:
+    with FaultyDynamoDB(stack.environment()["AWS_ENDPOINT_URL_DYNAMODB"]) as faulty:
+        yield faulty
+
+
+@pytest.fixture
+def api(settings: Settings, proxy: FaultyDynamoDB, monkeypatch: pytest.MonkeyPatch) -> Iterator[Api]:
+    """The API whose DynamoDB endpoint (from the SDK's standard variable) is the proxy."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", proxy.url)
+    store = WalletStore(settings, retry=FAST_RETRIES)
+    monkeypatch.undo()
+    with serve(settings, store) as client:
+        yield client
+
+
+def on(operation: str, fault: Fault, times: int | None = None, nonce: str | None = None) -> Rule:
+    """A rule applying ``fault`` to ``operation`` (optionally only for one nonce, only ``times`` times)."""
+    remaining = [times]
+
+    def rule(called: str, payload: dict[str, Any]) -> Fault | None:
+        if called != operation or (
+            nonce is not None and f"_{nonce}#transaction" not in orjson.dumps(payload).decode()
+        ):
+            return None
+        if remaining[0] is not None:
+            if remaining[0] == 0:
+                return None
+            remaining[0] -= 1
+        return fault
+
+    return rule
+
+
+def metrics(api: Api) -> dict[str, Any]:
+    return dict(api.http.get("/metrics").json())
+
+
+def test_throttled_writes_answer_429_with_retry_after_and_write_nothing(
+    api: Api, proxy: FaultyDynamoDB
+) -> None:
+    # GIVEN a funded wallet  WHEN DynamoDB throttles the next transaction
+    wallet_id = api.create()
+    api.deposit(wallet_id, 10, "fund")
+    before = api.table()
+    proxy.rule = on("TransactWriteItems", Fault(status=400, error_type="ThrottlingException"))
+    response = api.deposit(wallet_id, 5, "n")
+    # THEN 429 with Retry-After, nothing written, the throttle counted
+    assert error_of(response) == (429, "throttled")
+    assert response.headers["Retry-After"] == "1"
+    assert api.table() == before
+    assert metrics(api)["dynamodb_throttles"] == 1
+
+
+def test_throttled_reads_answer_429(api: Api, proxy: FaultyDynamoDB) -> None:
+    wallet_id = api.create()
+    proxy.rule = on("GetItem", Fault(status=400, error_type="ProvisionedThroughputExceededException"))
+    assert error_of(api.balance(wallet_id)) == (429, "throttled")
+    assert error_of(api.deposit(wallet_id, 5, "n")) == (429, "throttled")
+
+
+def test_dynamodb_failures_answer_503_after_bounded_retries_and_write_nothing(
+    api: Api, proxy: FaultyDynamoDB
+) -> None:
+    # GIVEN a wallet  WHEN every transaction fails inside DynamoDB
+    wallet_id = api.create()
+    before = api.table()
+    proxy.rule = on("TransactWriteItems", Fault(status=500, error_type="InternalServerError"))
+    proxy.calls.clear()
+    response = api.deposit(wallet_id, 5, "n")
+    # THEN 503 with Retry-After after exactly the bounded number of tries, nothing written
+    assert error_of(response) == (503, "unavailable")
+    assert response.headers["Retry-After"] == "1"
+    assert proxy.calls.count("TransactWriteItems") == FAST_RETRIES.transient_attempts
+    assert api.table() == before
+    assert metrics(api)["dynamodb_internal_errors"] == FAST_RETRIES.transient_attempts
+
+
+def test_a_lost_answer_of_a_committed_transfer_is_retried_as_a_replay(
+    api: Api, proxy: FaultyDynamoDB
+) -> None:
+    # GIVEN two wallets  WHEN DynamoDB commits a transfer but its answer is lost (500), once
+    payer, payee = api.create(), api.create()
+    api.deposit(payer, 100, "fund")
+    proxy.rule = on(
+        "TransactWriteItems", Fault(status=500, error_type="InternalServerError", forward_first=True), times=1
+    )
+    response = api.transfer(payer, payee, 30, "t")
+    # THEN the client still gets 204 and the money moved exactly once
+    assert response.status_code == 204
+    table = api.table()
+    assert (table.wallets[payer][Attr.BALANCE], table.wallets[payee][Attr.BALANCE]) == (70, 30)
+    assert len(table.transactions) == 2
+    assert metrics(api)["idempotent_replays"] == 1
+
+
+def test_a_dropped_connection_after_commit_is_retried_as_a_replay(api: Api, proxy: FaultyDynamoDB) -> None:
+    wallet_id = api.create()
+    proxy.rule = on("TransactWriteItems", Fault(forward_first=True, drop_connection=True), times=1)
+    assert api.deposit(wallet_id, 9, "n").status_code == 204
+    table = api.table()
+    assert table.wallets[wallet_id][Attr.BALANCE] == 9
+    assert len(table.transactions) == 1
+
+
+def test_a_lost_race_is_retried_on_fresh_reads(api: Api, proxy: FaultyDynamoDB) -> None:
+    # GIVEN a funded payer  WHEN another deposit lands between the transfer's read and its write
+    payer, payee = api.create(), api.create()
+    api.deposit(payer, 100, "fund")
+    proxy.rule = on(
+        "TransactWriteItems", Fault(before=lambda: api.deposit(payer, 1, "racer")), times=1, nonce="t"
+    )
+    response = api.transfer(payer, payee, 60, "t")
+    # THEN the transfer is retried on the new version and both entries are numbered in order
+    assert response.status_code == 204
+    table = api.table()
+    assert table.wallets[payer][Attr.BALANCE] == 41
+    assert table.wallets[payer][Attr.VERSION] == 3
+    for wallet_id in (payer, payee):
+        assert_chain(table, wallet_id)
+    assert metrics(api)["dynamodb_version_conflicts"] == 1
+
+
+def test_a_wallet_that_keeps_changing_gives_up_with_503_and_writes_nothing_of_its_own(
+    api: Api, proxy: FaultyDynamoDB
+) -> None:
+    # GIVEN a payer that another client deposits into before every attempt of our transfer
+    payer, payee = api.create(), api.create()
+    api.deposit(payer, 100, "fund")
+    counter = iter(range(100))
+    proxy.rule = on(
+        "TransactWriteItems",
+        Fault(before=lambda: api.deposit(payer, 1, f"racer-{next(counter)}")),
+        nonce="lost",
+    )
+    response = api.transfer(payer, payee, 60, "lost")
+    # THEN 503 contention after the bounded attempts; only the racers' deposits exist
+    assert error_of(response) == (503, "contention")
+    table = api.table()
+    assert {txn[Attr.NONCE] for txn in table.transactions} == {"fund", "racer-0", "racer-1", "racer-2"}
+    assert table.wallets[payee][Attr.VERSION] == 0
+    assert_chain(table, payer)
+    assert metrics(api)["contention_exhausted"] == 1
+
+
+def test_an_unreachable_dynamodb_answers_503(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN an API whose DynamoDB endpoint has nobody listening
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", f"http://127.0.0.1:{free_port()}")
+    store = WalletStore(settings, retry=FAST_RETRIES)
+    monkeypatch.undo()
+    with serve(settings, store) as api:
+        # WHEN a client asks anything that needs DynamoDB  THEN 503 unavailable, with Retry-After
+        response = api.balance("00000000-0000-4000-8000-000000000001")
+        assert error_of(response) == (503, "unavailable")
+        assert metrics(api)["dynamodb_network_errors"] == FAST_RETRIES.transient_attempts
