@@ -27,8 +27,12 @@ from aws_cdk import assertions  # noqa: E402
 from cfnlint.api import lint_file  # noqa: E402
 from walletlake_cdk import layers  # noqa: E402
 from walletlake_cdk.assembly import build_app, error_messages  # noqa: E402
-from walletlake_cdk.catalog import sql_files  # noqa: E402
-from walletlake_cdk.monitoring import ITERATOR_AGE_ALARM_FRACTION  # noqa: E402
+from walletlake_cdk.monitoring import (  # noqa: E402
+    CONSUMER_METRICS,
+    CONSUMER_METRICS_NAMESPACE,
+    CONSUMER_SERVICE,
+    ITERATOR_AGE_ALARM_FRACTION,
+)
 from walletlake_cdk.nightly import NIGHTLY_HANDLER  # noqa: E402
 from walletlake_cdk.storage import ATHENA_RESULTS_PREFIX  # noqa: E402
 from walletlake_cdk.stream_consumer import CONSUMER_HANDLER  # noqa: E402
@@ -36,6 +40,7 @@ from walletlake_cdk.write_api import API_HANDLER, TABLE_ACTIONS  # noqa: E402
 
 from lake.glue import table_input  # noqa: E402
 from lake.schemas import TABLES  # noqa: E402
+from queries import list_queries  # noqa: E402
 from wallet.table import WALLETS_TABLE  # noqa: E402
 from walletlake.settings import Settings  # noqa: E402
 
@@ -355,18 +360,20 @@ def test_athena_workgroup_enforces_encrypted_results_and_a_scan_cutoff(synthesiz
 
 
 def test_every_sql_file_is_a_named_query_in_the_workgroup(synthesized: Synthesized) -> None:
-    # GIVEN the .sql files present at synth time
-    files = sql_files()
+    # GIVEN the .sql files present at synth time, as the queries catalogue reads them
+    files = {path.stem for path in (ROOT / "queries" / "sql").glob("*.sql")}
+    catalogue = {query.name: query for query in list_queries()}
     # WHEN the named queries are read
     queries = {
         resource["Properties"]["Name"]: resource["Properties"]
         for resource in synthesized.resources("AWS::Athena::NamedQuery").values()
     }
     workgroup_id, _ = synthesized.only("AWS::Athena::WorkGroup")
-    # THEN each file is one query with its exact text, in the workgroup and database
-    assert set(queries) == set(files)
-    for name, path in files.items():
-        assert queries[name]["QueryString"] == path.read_text()
+    # THEN each file is one query with its exact text and description, in the workgroup and database
+    assert set(queries) == set(catalogue) == files
+    for name, query in catalogue.items():
+        assert queries[name]["QueryString"] == query.sql
+        assert queries[name]["Description"] == query.description[:1024]
         assert queries[name]["WorkGroup"] == {"Ref": workgroup_id}
         assert queries[name]["Database"] == SETTINGS.glue_database
 
@@ -447,3 +454,37 @@ def test_outputs_give_the_cli_its_environment(synthesized: Synthesized) -> None:
     ):
         assert fragment in cli
     assert {"ApiUrl", "TableName", "LakeBucketName", "AlertsTopicArn", "AnalystPolicyArn"} <= set(outputs)
+
+
+def test_a_stack_with_a_concrete_environment_also_passes_cdk_nag(tmp_path: Path) -> None:
+    # GIVEN the environment the CDK CLI passes when it has credentials (account and region known)
+    with mock.patch.dict(
+        os.environ, {"CDK_DEFAULT_ACCOUNT": "123456789012", "CDK_DEFAULT_REGION": "eu-west-1"}
+    ):
+        os.environ.pop("CDK_OUTDIR", None)
+        app, stack = build_app({**CONTEXT, "stack_name": "WalletLakeEuWest1"}, outdir=str(tmp_path))
+        # WHEN it is synthesized (literal partition and region in ARNs)
+        assembly = app.synth()
+    template = json.loads((Path(assembly.directory) / f"{stack.stack_name}.template.json").read_text())
+    # THEN cdk-nag still finds nothing unsuppressed, and the region's published layers are used
+    assert error_messages(assembly) == []
+    assert "Mappings" not in template
+    text = json.dumps(template)
+    assert layers.pandas_layer_arn("eu-west-1") in text
+    assert layers.powertools_layer_arn("eu-west-1") in text
+
+
+def test_dashboard_graphs_the_metrics_the_consumer_publishes(synthesized: Synthesized) -> None:
+    # GIVEN the stream consumer's handler module, which publishes its counters with Powertools
+    import inspect
+
+    from stream_processor import handler
+
+    source = inspect.getsource(handler)
+    # THEN the dashboard reads the same namespace and service, and each metric it graphs exists
+    assert handler.METRICS_NAMESPACE == CONSUMER_METRICS_NAMESPACE
+    assert handler.SERVICE == CONSUMER_SERVICE
+    assert all(f'"{name}"' in source for name in CONSUMER_METRICS)
+    _, dashboard = synthesized.only("AWS::CloudWatch::Dashboard")
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    assert all(name in body for name in CONSUMER_METRICS)

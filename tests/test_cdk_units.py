@@ -23,7 +23,6 @@ from aws_cdk import aws_kms as kms  # noqa: E402
 from aws_cdk.assertions import Match, Template  # noqa: E402
 from walletlake_cdk import lambda_code, layers  # noqa: E402
 from walletlake_cdk.assembly import cdk_json_context  # noqa: E402
-from walletlake_cdk.catalog import query_description, sql_files  # noqa: E402
 from walletlake_cdk.config import DeploymentConfig, DeploymentConfigError  # noqa: E402
 from walletlake_cdk.functions import build_function_assets, log_retention, settings_environment  # noqa: E402
 from walletlake_cdk.ledger_table import build_ledger_table  # noqa: E402
@@ -145,7 +144,7 @@ def test_project_code_asset_holds_the_packages_and_is_content_addressed(tmp_path
     assert sorted(path.name for path in first.iterdir()) == sorted(lambda_code.PROJECT_PACKAGES)
     assert (first / "wallet" / "table.py").read_text() == (ROOT / "wallet" / "table.py").read_text()
     assert {path.name for path in (first / "queries" / "sql").glob("*.sql")} == {
-        path.name for path in sql_files().values()
+        path.name for path in (ROOT / "queries" / "sql").glob("*.sql")
     }
     assert not list(first.rglob("__pycache__"))
 
@@ -180,13 +179,6 @@ def test_dependency_pins_are_the_tested_versions() -> None:
 
 
 # --- small pure helpers ---------------------------------------------------------------------
-
-
-def test_query_description_is_the_leading_comment() -> None:
-    assert query_description("-- Balances per wallet at a day's close\nSELECT 1", "b") == (
-        "Balances per wallet at a day's close"
-    )
-    assert query_description("SELECT 1", "b") == "walletlake query b"
 
 
 @pytest.mark.parametrize(("days", "expected"), [(90, "THREE_MONTHS"), (100, "THREE_MONTHS"), (0, "ONE_DAY")])

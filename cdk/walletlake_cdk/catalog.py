@@ -3,14 +3,13 @@
 The Glue tables are :func:`lake.glue.table_input` verbatim (columns from ``lake.schemas``, partition
 projection on ``dt``), written into the template as a property override so nothing is re-typed
 through CDK's structs. The Athena workgroup enforces its settings (clients cannot turn off result
-encryption or the scan cutoff), and every ``queries/sql/*.sql`` file becomes a named query.
+encryption or the scan cutoff), and every ``queries/sql/*.sql`` file becomes a named query, read
+through the ``queries`` catalogue (the same names and descriptions as ``walletlake query --list``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-from pathlib import Path
 from typing import Final
 
 from aws_cdk import Aws, Stack
@@ -20,6 +19,7 @@ from constructs import Construct
 
 from lake.glue import table_input
 from lake.schemas import TABLES
+from queries import list_queries
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.storage import Storage
 
@@ -36,25 +36,8 @@ class Catalog:
     named_queries: dict[str, athena.CfnNamedQuery]
 
 
-def sql_files(directory: Path | None = None) -> dict[str, Path]:
-    """Every ``.sql`` file of the ``queries`` package by query name (its stem), found without importing it."""
-    if directory is None:
-        spec = importlib.util.find_spec("queries")
-        if spec is None or not spec.submodule_search_locations:
-            return {}
-        directory = Path(next(iter(spec.submodule_search_locations))) / "sql"
-    return {path.stem: path for path in sorted(directory.glob("*.sql"))}
-
-
-def query_description(sql: str, name: str) -> str:
-    """The first ``--`` comment line of a query, or its name (Athena allows 1,024 characters)."""
-    for line in sql.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("--") and stripped.strip("- "):
-            return stripped.lstrip("- ").strip()[:1024]
-        if stripped:
-            break
-    return f"walletlake query {name}"
+#: Athena's limit on a named query's description.
+DESCRIPTION_LIMIT: Final = 1024
 
 
 def build_catalog(scope: Construct, config: DeploymentConfig, storage: Storage) -> Catalog:
@@ -107,19 +90,18 @@ def build_catalog(scope: Construct, config: DeploymentConfig, storage: Storage) 
         ),
     )
     named_queries: dict[str, athena.CfnNamedQuery] = {}
-    for name, path in sql_files().items():
-        sql = path.read_text()
-        query = athena.CfnNamedQuery(
+    for query in list_queries():
+        named = athena.CfnNamedQuery(
             scope,
-            f"NamedQuery{_pascal(name)}",
-            name=name,
+            f"NamedQuery{_pascal(query.name)}",
+            name=query.name,
             database=settings.glue_database,
             work_group=workgroup.ref,
-            query_string=sql,
-            description=query_description(sql, name),
+            query_string=query.sql,
+            description=query.description[:DESCRIPTION_LIMIT] or f"walletlake query {query.name}",
         )
-        query.node.add_dependency(database)
-        named_queries[name] = query
+        named.node.add_dependency(database)
+        named_queries[query.name] = named
     return Catalog(database=database, tables=tables, workgroup=workgroup, named_queries=named_queries)
 
 

@@ -34,8 +34,20 @@ ITERATOR_AGE_ALARM_FRACTION: Final = 0.75
 #: Sustained lag worth a look long before the limit.
 LAG_WARNING: Final = Duration.minutes(10)
 API_SERVER_ERROR_PERCENT: Final = 1
-#: Metrics the stream consumer publishes with Powertools (its run summary's counters).
-CONSUMER_METRICS: Final = ("records", "ledger_rows", "wallets", "ttl_expired", "ignored", "quarantined")
+#: Where the stream consumer's Powertools metrics (EMF) land: stream_processor/handler.py's
+#: METRICS_NAMESPACE and SERVICE, and the per-batch counters it publishes.
+CONSUMER_METRICS_NAMESPACE: Final = "walletlake"
+CONSUMER_SERVICE: Final = "stream_processor"
+CONSUMER_METRICS: Final = (
+    "RecordsIn",
+    "LedgerRows",
+    "WalletRows",
+    "TtlExpired",
+    "Ignored",
+    "Quarantined",
+    "FilesWritten",
+    "BatchWriteFailures",
+)
 
 
 def build_alerts_topic(scope: Construct, config: DeploymentConfig) -> sns.Topic:
@@ -238,9 +250,9 @@ def build_dashboard(
             "Stream records (Powertools metrics)",
             [
                 cloudwatch.Metric(
-                    namespace="walletlake",
+                    namespace=CONSUMER_METRICS_NAMESPACE,
                     metric_name=name,
-                    dimensions_map={"service": "stream-consumer"},
+                    dimensions_map={"service": CONSUMER_SERVICE},
                     statistic="Sum",
                 )
                 for name in CONSUMER_METRICS

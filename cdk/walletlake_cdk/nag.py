@@ -52,7 +52,6 @@ class ReviewedConstructs:
     analyst_policy: iam.ManagedPolicy
     failure_queue: sqs.Queue
     functions: tuple[lambda_.Function, ...]
-    glue_database: str
 
 
 def suppress_reviewed_findings(reviewed: ReviewedConstructs) -> None:
@@ -73,19 +72,6 @@ def suppress_reviewed_findings(reviewed: ReviewedConstructs) -> None:
     _iam5(reviewed.nightly_role, _KMS_FAMILY_REASON, kms_families)
     _iam5(reviewed.nightly_role, _LAKE_OBJECTS_REASON, [lake_objects])
     _iam5(reviewed.nightly_role, _ATHENA_RESULTS_REASON, [athena_results])
-    _iam5(
-        reviewed.nightly_role,
-        "awswrangler's Athena reads create and drop temporary Glue tables named temp_table_<uuid>; the "
-        "wildcard is limited to that name prefix in the walletlake database.",
-        [
-            {
-                "regex": (
-                    "/^Resource::arn:<AWS::Partition>:glue:<AWS::Region>:<AWS::AccountId>:table\\/"
-                    f"{re.escape(reviewed.glue_database)}\\/temp_table_\\*$/"
-                )
-            }
-        ],
-    )
     _iam5(reviewed.analyst_policy, _LAKE_OBJECTS_REASON, [lake_objects])
     _iam5(reviewed.analyst_policy, _ATHENA_RESULTS_REASON, [athena_results])
     state_machine_role = reviewed.state_machine.role

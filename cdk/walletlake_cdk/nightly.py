@@ -52,10 +52,9 @@ ATHENA_ACTIONS: Final = (
     "athena:StopQueryExecution",
     "athena:GetWorkGroup",
 )
-#: Glue reads of the lake tables, plus the temporary tables awswrangler's CTAS reads create
-#: (named ``temp_table_…``) and drop.
+#: Glue reads of the lake tables. Nothing creates tables: the Athena engine reads with
+#: ``ctas_approach=False`` (queries/_athena.py), so no temporary Glue tables.
 GLUE_READ_ACTIONS: Final = ("glue:GetDatabase", "glue:GetTable", "glue:GetTables", "glue:GetPartitions")
-GLUE_TEMP_TABLE_ACTIONS: Final = ("glue:CreateTable", "glue:DeleteTable", "glue:GetTable")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,13 +209,5 @@ def _grant_nightly(
     role.add_to_principal_policy(
         iam.PolicyStatement(
             actions=list(GLUE_READ_ACTIONS), resources=[catalog_arn, database_arn, *table_arns]
-        )
-    )
-    temp_tables_arn = stack.format_arn(
-        service="glue", resource="table", resource_name=f"{settings.glue_database}/temp_table_*"
-    )
-    role.add_to_principal_policy(
-        iam.PolicyStatement(
-            actions=list(GLUE_TEMP_TABLE_ACTIONS), resources=[catalog_arn, database_arn, temp_tables_arn]
         )
     )

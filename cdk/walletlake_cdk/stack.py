@@ -69,7 +69,6 @@ class WalletLakeStack(Stack):
                 analyst_policy=analyst_policy,
                 failure_queue=consumer.failures,
                 functions=(api.handler.function, consumer.handler.function, nightly.handler.function),
-                glue_database=config.settings.glue_database,
             )
         )
 

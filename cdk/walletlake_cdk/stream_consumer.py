@@ -78,7 +78,7 @@ def build_stream_consumer(
         environment=environment,
         memory_mb=config.consumer_memory_mb,
         timeout=Duration.minutes(2),
-        service="stream-consumer",
+        service="stream_processor",
     )
     # Landing files and quarantined records: writes under the lake prefix only.
     handler.role.add_to_principal_policy(
