@@ -465,8 +465,8 @@ class _ShardReader:
             _logger.info("shard %s: closed and read to its end", self.shard.shard_id)
 
     def _out_of_time(self) -> bool:
-        if time.monotonic() < self.consumer.deadline:
-            return False
+        if time.monotonic() < self.consumer.deadline or self.replay_through is not None:
+            return False  # an interrupted batch is always completed: cut shorter, it would land twice
         in_backlog = (
             self.last_stamp is not None and self.last_stamp < self.consumer.began_at - BACKLOG_MARGIN_SECONDS
         )
