@@ -16,6 +16,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from stream_records import TableWriter, assert_exact_ledger, lake_keys, poll_until, read_lake_table
 
 from stream_processor.checkpoints import CheckpointConflictError, CheckpointStore
@@ -290,3 +291,60 @@ def test_shards_are_read_parents_first() -> None:
     assert [s.shard_id for s in ready_shards(shards, finished=set())] == ["root", "orphan"]
     assert [s.shard_id for s in ready_shards(shards, finished={"root", "orphan"})] == ["right", "left"]
     assert [s.shard_id for s in lineage_order(shards)] == ["root", "orphan", "right", "left", "grand"]
+
+
+class StreamsWithFaults:
+    """A real dynamodbstreams client that fails chosen calls once, as the service can (fault injection)."""
+
+    def __init__(self, client: Any, faults: dict[tuple[str, int], str]) -> None:
+        self._client = client
+        self._faults = dict(faults)  # (operation, nth call) -> error code
+        self._calls: dict[str, int] = {}
+
+    def _call(self, operation: str, **kwargs: Any) -> Any:
+        self._calls[operation] = self._calls.get(operation, 0) + 1
+        code = self._faults.pop((operation, self._calls[operation]), None)
+        if code is not None:
+            raise ClientError({"Error": {"Code": code, "Message": "injected"}}, operation)
+        return getattr(self._client, operation)(**kwargs)
+
+    def get_records(self, **kwargs: Any) -> Any:
+        return self._call("get_records", **kwargs)
+
+    def get_shard_iterator(self, **kwargs: Any) -> Any:
+        return self._call("get_shard_iterator", **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+class SessionWithFaults:
+    def __init__(self, settings: Settings, faults: dict[tuple[str, int], str]) -> None:
+        self._session = boto3.Session(region_name=settings.region)
+        self._faults = faults
+
+    def client(self, service: str) -> Any:
+        client = self._session.client(service)  # type: ignore[call-overload]
+        return StreamsWithFaults(client, self._faults) if service == "dynamodbstreams" else client
+
+
+def test_expired_iterators_and_trimmed_reads_neither_skip_nor_double(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    # GIVEN a committed history, and a stream that expires the reader's iterator on its 2nd page and
+    # reports trimmed data on its 4th (DynamoDB Local never trims: the records are all still there)
+    writer = TableWriter(settings.table)
+    writer.workload(wallets=3, deposits=6, transfers=12)
+    faults = {
+        ("get_records", 2): "ExpiredIteratorException",
+        ("get_records", 4): "TrimmedDataAccessException",
+    }
+
+    # WHEN the stream is drained in small batches
+    summary = drain(settings, batch_size=6, session=SessionWithFaults(settings, faults))  # type: ignore[arg-type]
+
+    # THEN the trimmed shard is reported loudly, and rereading from the trim horizon doubled nothing
+    assert summary.trimmed_shards == [summary.as_dict()["trimmed_shards"][0]]
+    assert any("trimmed from the stream" in r.getMessage() and r.levelname == "ERROR" for r in caplog.records)
+    assert summary.records == records_of(3, 6, 12)
+    assert_exact_ledger(read_lake_table(settings, "ledger"), writer.model.entries)
