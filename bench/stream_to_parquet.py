@@ -112,7 +112,7 @@ class StreamGenerator:
             "wallet_id": {"S": payer.wallet_id},
             "amount": {"N": str(amount)},
             "nonce": {"S": nonce},
-            "request_hash": {"S": "%064x" % self.rng.getrandbits(256)},
+            "request_hash": {"S": f"{self.rng.getrandbits(256):064x}"},
             "created_at": {"N": str(self.clock)},
             "expires_at": {"N": str(self.clock // 1000 + 28_800)},
         }
@@ -297,30 +297,27 @@ def main() -> int:
     args = parser.parse_args()
 
     generator = StreamGenerator(args.seed)
-    print(
-        f"load average before: {os.getloadavg()[0]:.2f} (2 shared cores; figures are the best of {args.repeat} passes)"
-    )
-    print(
-        f"{'event size':>10} | {'path':<10} | {'records/s':>10} | {'us/record':>9} | {'ledger rows':>11} | {'B/ledger row':>12}"
-    )
+    load = os.getloadavg()[0]
+    print(f"load average before: {load:.2f} (2 shared cores; each figure is the best of its passes)")
+    print(f"{'event size':>10} | {'path':<10} | {'records/s':>10} | {'us/record':>9} |", end="")
+    print(f" {'ledger rows':>11} | {'B/ledger row':>12}")
     verdicts = []
     for size in (1_000, 10_000):
         events = [generator.event(size) for _ in range(max(1, args.records // size))]
         ours = measure(walletlake_path, events, args.repeat)
         naive = measure(naive_path, events, max(1, args.repeat // 2))
         for label, figure in (("walletlake", ours), ("naive", naive)):
+            per_row = figure.parquet_bytes / max(1, figure.ledger_rows)
             print(
-                f"{size:>10,} | {label:<10} | {figure.records_per_second:>10,.0f} | {figure.microseconds_per_record:>9.2f} |"
-                f" {figure.ledger_rows:>11,} | {figure.parquet_bytes / max(1, figure.ledger_rows):>12.1f}"
+                f"{size:>10,} | {label:<10} | {figure.records_per_second:>10,.0f} |"
+                f" {figure.microseconds_per_record:>9.2f} | {figure.ledger_rows:>11,} | {per_row:>12.1f}"
             )
         ratio = ours.records_per_second / naive.records_per_second
         print(f"{size:>10,} | ratio      | {ratio:>9.1f}x faster than the naive way")
         if size == 10_000:
+            speed = f"{ours.records_per_second:,.0f} records/s for 10,000-record events"
             verdicts.append(
-                (
-                    ours.records_per_second >= TARGET_RECORDS_PER_SECOND,
-                    f"{ours.records_per_second:,.0f} records/s for 10,000-record events (target >= {TARGET_RECORDS_PER_SECOND:,})",
-                )
+                (ours.records_per_second >= TARGET_RECORDS_PER_SECOND, f"{speed} (target >= 200,000)")
             )
             verdicts.append(
                 (ratio >= TARGET_SPEEDUP, f"{ratio:.1f}x the naive way (target >= {TARGET_SPEEDUP:.0f}x)")
