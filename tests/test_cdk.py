@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -456,18 +457,29 @@ def test_outputs_give_the_cli_its_environment(synthesized: Synthesized) -> None:
     assert {"ApiUrl", "TableName", "LakeBucketName", "AlertsTopicArn", "AnalystPolicyArn"} <= set(outputs)
 
 
-def test_a_stack_with_a_concrete_environment_also_passes_cdk_nag(tmp_path: Path) -> None:
-    # GIVEN the environment the CDK CLI passes when it has credentials (account and region known)
-    with mock.patch.dict(
-        os.environ, {"CDK_DEFAULT_ACCOUNT": "123456789012", "CDK_DEFAULT_REGION": "eu-west-1"}
-    ):
-        os.environ.pop("CDK_OUTDIR", None)
-        app, stack = build_app({**CONTEXT, "stack_name": "WalletLakeEuWest1"}, outdir=str(tmp_path))
-        # WHEN it is synthesized (literal partition and region in ARNs)
-        assembly = app.synth()
-    template = json.loads((Path(assembly.directory) / f"{stack.stack_name}.template.json").read_text())
-    # THEN cdk-nag still finds nothing unsuppressed, and the region's published layers are used
-    assert error_messages(assembly) == []
+def test_cdk_app_py_synthesizes_as_the_cdk_cli_runs_it(tmp_path: Path) -> None:
+    # GIVEN the environment the CDK CLI gives `python app.py` (cdk.json's "app") when it has
+    # credentials: an output directory, the context, and a concrete account and region
+    environment = {
+        **os.environ,
+        "CDK_OUTDIR": str(tmp_path),
+        "CDK_CONTEXT_JSON": json.dumps({**CONTEXT, "stack_name": "WalletLakeEuWest1"}),
+        "CDK_DEFAULT_ACCOUNT": "123456789012",
+        "CDK_DEFAULT_REGION": "eu-west-1",
+    }
+    # WHEN the entry point runs in its own process
+    completed = subprocess.run(
+        [sys.executable, str(ROOT / "cdk" / "app.py")],
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    # THEN it succeeds into that directory: cdk-nag found nothing unsuppressed with literal
+    # partition and region in the ARNs, and the region's published layers are used directly
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert f"synthesized WalletLakeEuWest1 into {tmp_path}" in completed.stdout
+    template = json.loads((tmp_path / "WalletLakeEuWest1.template.json").read_text())
     assert "Mappings" not in template
     text = json.dumps(template)
     assert layers.pandas_layer_arn("eu-west-1") in text

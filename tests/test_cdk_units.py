@@ -6,6 +6,7 @@ bare stack, which takes a second instead of a full synthesis.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -22,7 +23,7 @@ from aws_cdk import aws_dynamodb as dynamodb  # noqa: E402
 from aws_cdk import aws_kms as kms  # noqa: E402
 from aws_cdk.assertions import Match, Template  # noqa: E402
 from walletlake_cdk import lambda_code, layers  # noqa: E402
-from walletlake_cdk.assembly import cdk_json_context  # noqa: E402
+from walletlake_cdk.assembly import cdk_json_context, validation_failures  # noqa: E402
 from walletlake_cdk.config import DeploymentConfig, DeploymentConfigError  # noqa: E402
 from walletlake_cdk.functions import build_function_assets, log_retention, settings_environment  # noqa: E402
 from walletlake_cdk.ledger_table import build_ledger_table  # noqa: E402
@@ -241,3 +242,40 @@ def test_jwt_context_swaps_the_iam_authorizer_for_a_jwt_one() -> None:
             "JwtConfiguration": {"Issuer": "https://issuer.example.com/", "Audience": ["wallet-api"]},
         },
     )
+
+
+def test_warm_throughput_is_set_only_when_asked_for() -> None:
+    # GIVEN an on-demand table pre-warmed for the seed's load
+    config = DeploymentConfig.from_context({"warm_write_units_per_second": "120000"}.get)
+    stack = cdk.Stack(cdk.App(), "Warm")
+    # WHEN the table is built
+    build_ledger_table(stack, config, kms.Key(stack, "Key"))
+    # THEN its warm throughput is the requested writes, reads left to the default
+    Template.from_stack(stack).has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {"BillingMode": "PAY_PER_REQUEST", "WarmThroughput": {"WriteUnitsPerSecond": 120000}},
+    )
+
+
+def test_a_refused_synthesis_is_reported_one_line_per_construct(tmp_path: Path) -> None:
+    # GIVEN CDK's validation report of a synthesis refused over an unsuppressed finding
+    report = tmp_path / "validation-report.json"
+    report.write_text(
+        json.dumps(
+            {
+                "pluginReports": [
+                    {
+                        "violations": [
+                            {
+                                "ruleName": "Annotation::error-annotation",
+                                "description": "AwsSolutions-S1: The S3 Bucket has no server access logs.",
+                                "violatingConstructs": [{"constructPath": "WalletLake/Bucket/Resource"}],
+                            }
+                        ]
+                    }
+                ]
+            }
+        )
+    )
+    # WHEN it is summarized THEN each violation names its construct and rule
+    assert validation_failures(report) == ["WalletLake/Bucket/Resource: AwsSolutions-S1"]

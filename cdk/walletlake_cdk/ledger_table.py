@@ -45,6 +45,7 @@ def build_ledger_table(
         encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED,
         encryption_key=key,
         removal_policy=RemovalPolicy.RETAIN,
+        warm_throughput=_warm_throughput(config),
     )
     if provisioned:
         table.auto_scale_read_capacity(
@@ -54,3 +55,13 @@ def build_ledger_table(
             min_capacity=config.write_capacity, max_capacity=config.max_write_capacity
         ).scale_on_utilization(target_utilization_percent=AUTO_SCALING_TARGET_PERCENT)
     return table
+
+
+def _warm_throughput(config: DeploymentConfig) -> dynamodb.WarmThroughput | None:
+    """Pre-warmed capacity when asked for, so launch-day traffic at full load is not throttled."""
+    if not (config.warm_write_units_per_second or config.warm_read_units_per_second):
+        return None
+    return dynamodb.WarmThroughput(
+        write_units_per_second=config.warm_write_units_per_second or None,
+        read_units_per_second=config.warm_read_units_per_second or None,
+    )
