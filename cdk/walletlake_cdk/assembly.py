@@ -77,19 +77,19 @@ def main() -> int:
     app, _ = build_app()
     try:
         assembly = app.synth()
-    except RuntimeError as error:
+    except RuntimeError as refused:
         # With the app's feature flags, error annotations (unsuppressed cdk-nag findings) make
         # synth refuse to write the assembly; it leaves a validation report instead.
         report = Path(app.outdir) / "validation-report.json"
-        if "ValidationFailed" not in str(error) or not report.is_file():
+        if "ValidationFailed" not in str(refused) or not report.is_file():
             raise
         for line in validation_failures(report):
             print(f"error: {line}", file=sys.stderr)
         print(f"synthesis refused; full report: {report}", file=sys.stderr)
         return 1
     errors = error_messages(assembly)
-    for error in errors:
-        print(f"error: {error}", file=sys.stderr)
+    for message in errors:
+        print(f"error: {message}", file=sys.stderr)
     if errors:
         print(f"{len(errors)} error annotation(s); see above", file=sys.stderr)
         return 1
