@@ -26,17 +26,16 @@ Errors are JSON ``{"error": "<code>", "detail": "..."}`` with precedence 422 > 4
 ``idempotency_key_reused`` > 409 ``insufficient_funds``; 429 and 503 carry ``Retry-After``.
 
 Speed: bodies are parsed with orjson and checked by :mod:`wallet.validation` instead of per-request
-pydantic models (the models below only describe the API in ``/openapi.json``), and the blocking
-DynamoDB calls run in the thread pool, one hop per request.
+pydantic models (the schemas below only describe the API in ``/openapi.json``), routes skip
+FastAPI's per-request dependency solving (:class:`LeanRoute`), and DynamoDB is called from the event
+loop itself (:mod:`wallet.dynamodb`), with no thread-pool hop.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
-from typing import Annotated, Any, Final, TypeVar
+from typing import Annotated, Any, Final
 
 import orjson
 from fastapi import FastAPI, Path, Request
@@ -79,10 +78,6 @@ ERROR_STATUS: Final[dict[type[WalletError], int]] = {
 
 _JSON: Final = "application/json"
 _PREFIX: Final = "/api/v1/wallets"
-#: Threads running blocking DynamoDB calls; each in-flight request holds one for ~2 round trips.
-_DYNAMODB_THREADS: Final = 64
-
-_T = TypeVar("_T")
 
 # Path parameters as documented; LeanRoute passes them through as strings and wallet.validation
 # checks them (422 with the API's own error body rather than FastAPI's).
@@ -139,12 +134,6 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
     settings = settings or Settings.from_env()
     store = store or WalletStore(settings)
     telemetry = store.telemetry
-    executor = ThreadPoolExecutor(_DYNAMODB_THREADS, thread_name_prefix="dynamodb")
-
-    async def blocking(function: Callable[[Any], _T], argument: Any) -> _T:
-        # loop.run_in_executor costs ~40 us less per request than anyio's to_thread here.
-        return await asyncio.get_running_loop().run_in_executor(executor, function, argument)
-
     app = FastAPI(
         title="walletlake wallet API",
         version="1.0.0",
@@ -195,7 +184,7 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
     )
     async def create_wallet(request: Request) -> Response:
         command = validation.parse_create_wallet(await _json_body(request))
-        wallet_id, created = await blocking(store.create_wallet, command)
+        wallet_id, created = await store.create_wallet(command)
         status = 201 if created else 200
         telemetry.response(status)
         return Response(orjson.dumps({"id": wallet_id}), status_code=status, media_type=_JSON)
@@ -232,7 +221,7 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
     )
     async def deposit(request: Request, wallet_id: _WalletId) -> Response:
         command = validation.parse_deposit(wallet_id, await _json_body(request))
-        outcome = await blocking(store.execute, command)
+        outcome = await store.execute(command)
         return _no_content(telemetry, outcome)
 
     @app.put(
@@ -259,7 +248,7 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
     )
     async def transfer(request: Request, wallet_id: _WalletId, target_wallet_id: _TargetId) -> Response:
         command = validation.parse_transfer(wallet_id, target_wallet_id, await _json_body(request))
-        outcome = await blocking(store.execute, command)
+        outcome = await store.execute(command)
         return _no_content(telemetry, outcome)
 
     @app.get(
@@ -274,7 +263,7 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
     )
     async def balance(request: Request, wallet_id: _WalletId) -> Response:
         wallet = validation.parse_uuid(wallet_id, "wallet_id")
-        amount = await blocking(store.balance, wallet)
+        amount = await store.balance(wallet)
         telemetry.response(200)
         return Response(orjson.dumps({"balance": str(amount)}), media_type=_JSON)
 

@@ -24,12 +24,13 @@ new request: clients must not reuse a nonce they used more than 8 hours ago.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import enum
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from wallet import telemetry as metrics
@@ -105,7 +106,10 @@ def _now_ms() -> int:
 
 
 class WalletStore:
-    """Wallet operations against the ``wallets`` table; safe to share between threads.
+    """Wallet operations against the ``wallets`` table, as coroutines on the server's event loop.
+
+    DynamoDB is called without leaving the event loop (see :mod:`wallet.dynamodb`): no thread hop,
+    no GIL hand-off per request. One store serves every concurrent request of a process.
 
     Parameters
     ----------
@@ -127,7 +131,7 @@ class WalletStore:
         telemetry: Telemetry | None = None,
         retry: RetryPolicy | None = None,
         clock_ms: Callable[[], int] = _now_ms,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.settings = settings
         self.table = settings.table
@@ -139,7 +143,7 @@ class WalletStore:
 
     # ------------------------------------------------------------------ wallets
 
-    def create_wallet(self, command: CreateWallet) -> tuple[str, bool]:
+    async def create_wallet(self, command: CreateWallet) -> tuple[str, bool]:
         """Open the user's wallet; returns ``(wallet_id, created)``.
 
         One transaction puts the wallet (version 0, balance 0) and the user claim
@@ -170,14 +174,14 @@ class WalletStore:
             ]
         }
         try:
-            self._call("TransactWriteItems", payload)
+            await self._call("TransactWriteItems", payload)
         except DynamoDBError as error:
             if error.type != _CANCELLED:
                 raise self._unavailable("TransactWriteItems", error) from error
             claim = (_reasons(error) or [{}])[0]
             if claim.get("Code") != _CHECK_FAILED:
                 raise self._cancelled_otherwise(error, command.user_id) from error
-            existing = claim.get("Item") or self._get(user_key(command.user_id), None) or {}
+            existing = claim.get("Item") or await self._get(user_key(command.user_id), None) or {}
             if Attr.WALLET_ID not in existing:
                 raise self._cancelled_otherwise(error, command.user_id) from error
             existing_id = existing[Attr.WALLET_ID]["S"]
@@ -185,24 +189,24 @@ class WalletStore:
             return existing_id, existing_id == wallet_id
         return wallet_id, True
 
-    def balance(self, wallet_id: str) -> int:
+    async def balance(self, wallet_id: str) -> int:
         """The wallet's balance in micro-USD, read strongly consistently."""
-        item = self._get(wallet_key(wallet_id), "#b", {"#b": Attr.BALANCE})
+        item = await self._get(wallet_key(wallet_id), "#b", {"#b": Attr.BALANCE})
         if item is None:
             raise WalletNotFoundError(wallet_id)
         return int(item[Attr.BALANCE]["N"])
 
     # ---------------------------------------------------------------- movements
 
-    def deposit(self, command: Deposit) -> Outcome:
+    async def deposit(self, command: Deposit) -> Outcome:
         """Credit a wallet once per nonce (see :meth:`execute`)."""
-        return self.execute(command)
+        return await self.execute(command)
 
-    def transfer(self, command: Transfer) -> Outcome:
+    async def transfer(self, command: Transfer) -> Outcome:
         """Move money between two wallets once per nonce (see :meth:`execute`)."""
-        return self.execute(command)
+        return await self.execute(command)
 
-    def execute(self, command: Movement) -> Outcome:
+    async def execute(self, command: Movement) -> Outcome:
         """Run a deposit or transfer to completion: applied, replayed, or refused with a domain error.
 
         Raises
@@ -217,7 +221,7 @@ class WalletStore:
         fingerprint = request_hash(command)
         txn_id = str(uuid.uuid4())  # one per request execution, kept across conflict retries
         for attempt in range(self.retry.conflict_attempts):
-            wallet, to_wallet = self._read_wallets(command)
+            wallet, to_wallet = await self._read_wallets(command)
             try:
                 posting = post(
                     command,
@@ -231,22 +235,22 @@ class WalletStore:
             except (InsufficientFundsError, BalanceLimitExceededError):
                 # The nonce is judged before funds: a replay of a transfer that emptied the wallet
                 # must still answer like the original.
-                existing = self._get(
+                existing = await self._get(
                     transaction_key(command.wallet_id, command.nonce), "#h", {"#h": Attr.REQUEST_HASH}
                 )
                 if existing is not None:
                     return self._replay(command, existing, fingerprint)
                 raise
             try:
-                self._call("TransactWriteItems", _transaction(self.table, posting))
+                await self._call("TransactWriteItems", _transaction(self.table, posting))
             except DynamoDBError as error:
                 if error.type != _CANCELLED:
                     raise self._unavailable("TransactWriteItems", error) from error
-                outcome = self._judge(error, posting)
+                outcome = await self._judge(error, posting)
                 if outcome is not None:
                     return outcome
                 self.telemetry.count(metrics.RETRIES)
-                self._sleep(self.retry.delay(attempt))
+                await self._sleep(self.retry.delay(attempt))
                 continue
             return Outcome.APPLIED
         self.telemetry.event(
@@ -257,13 +261,13 @@ class WalletStore:
             "nothing was written, repeat the request with the same nonce"
         )
 
-    def _read_wallets(self, command: Movement) -> tuple[WalletState, WalletState | None]:
+    async def _read_wallets(self, command: Movement) -> tuple[WalletState, WalletState | None]:
         if isinstance(command, Deposit):
-            item = self._get(wallet_key(command.wallet_id), _WALLET_PROJECTION, _WALLET_NAMES)
+            item = await self._get(wallet_key(command.wallet_id), _WALLET_PROJECTION, _WALLET_NAMES)
             if item is None:
                 raise WalletNotFoundError(command.wallet_id)
             return _state(command.wallet_id, item), None
-        items = self._batch_get([wallet_key(command.wallet_id), wallet_key(command.to_wallet_id)])
+        items = await self._batch_get([wallet_key(command.wallet_id), wallet_key(command.to_wallet_id)])
         payer = items.get(wallet_key(command.wallet_id))
         if payer is None:
             raise WalletNotFoundError(command.wallet_id)
@@ -272,14 +276,14 @@ class WalletStore:
             raise WalletNotFoundError(command.to_wallet_id)
         return _state(command.wallet_id, payer), _state(command.to_wallet_id, payee)
 
-    def _judge(self, error: DynamoDBError, posting: Posting) -> Outcome | None:
+    async def _judge(self, error: DynamoDBError, posting: Posting) -> Outcome | None:
         """Interpret a cancelled movement: an outcome, a refusal (raised), or None to retry."""
         reasons = _reasons(error)
         codes = [reason.get("Code", "None") for reason in reasons]
         txn_index = len(codes) - 1  # the transaction item is the last one (see _transaction)
         command = posting.command
         if codes and codes[txn_index] == _CHECK_FAILED:
-            existing = reasons[txn_index].get("Item") or self._get(
+            existing = reasons[txn_index].get("Item") or await self._get(
                 transaction_key(command.wallet_id, command.nonce), "#h", {"#h": Attr.REQUEST_HASH}
             )
             if existing:
@@ -324,7 +328,7 @@ class WalletStore:
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
 
-    def _get(
+    async def _get(
         self, key: str, projection: str | None, names: dict[str, str] | None = None
     ) -> dict[str, Any] | None:
         payload: dict[str, Any] = {
@@ -335,10 +339,11 @@ class WalletStore:
         if projection:
             payload["ProjectionExpression"] = projection
             payload["ExpressionAttributeNames"] = names or {}
-        item: dict[str, Any] | None = self._call("GetItem", payload).get("Item")
+        answer = await self._call("GetItem", payload)
+        item: dict[str, Any] | None = answer.get("Item")
         return item or None
 
-    def _batch_get(self, keys: list[str]) -> dict[str, dict[str, Any]]:
+    async def _batch_get(self, keys: list[str]) -> dict[str, dict[str, Any]]:
         """Consistent BatchGetItem of wallet items by key; unprocessed keys are asked again."""
         pending: list[dict[str, Any]] = [{Attr.PK: _s(key)} for key in keys]
         found: dict[str, dict[str, Any]] = {}
@@ -351,17 +356,17 @@ class WalletStore:
                     "ExpressionAttributeNames": _WALLET_NAMES_PK,
                 }
             }
-            answer = self._call("BatchGetItem", {"RequestItems": request})
+            answer = await self._call("BatchGetItem", {"RequestItems": request})
             for item in answer.get("Responses", {}).get(self.table, []):
                 found[item[Attr.PK]["S"]] = item
             pending = answer.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
             if not pending:
                 return found
-            self._sleep(self.retry.delay(attempt))
+            await self._sleep(self.retry.delay(attempt))
         self.telemetry.event(metrics.THROTTLES, operation="BatchGetItem", unprocessed=len(pending))
         raise ThrottledError("DynamoDB left reads unprocessed; retry later")
 
-    def _call(self, operation: str, payload: dict[str, Any]) -> dict[str, Any]:
+    async def _call(self, operation: str, payload: dict[str, Any]) -> dict[str, Any]:
         """One DynamoDB call; 5xx and network failures retried, throttling raised as 429.
 
         Every write this store sends is conditional on the nonce or on ``attribute_not_exists``,
@@ -370,7 +375,7 @@ class WalletStore:
         attempts = self.retry.transient_attempts
         for attempt in range(attempts):
             try:
-                return self.client.call(operation, payload)
+                return await self.client.call(operation, payload)
             except DynamoDBError as error:
                 if error.throttled:
                     self.telemetry.event(metrics.THROTTLES, operation=operation, error=error.type)
@@ -387,7 +392,7 @@ class WalletStore:
                         f"DynamoDB unreachable for {operation}; retry later"
                     ) from error
             self.telemetry.count(metrics.RETRIES)
-            self._sleep(self.retry.delay(attempt))
+            await self._sleep(self.retry.delay(attempt))
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _unavailable(self, operation: str, error: DynamoDBError) -> StoreUnavailableError:
