@@ -13,7 +13,8 @@ size it times, in the same run and on the same events:
   ``to_parquet`` (zstd), the way a first version usually looks.
 
 Each figure is the best of ``--repeat`` passes (the machine is shared; the best pass is the one
-least disturbed). Targets (issue 3): >= 200,000 records/s for 10,000-record events, and >= 6x the
+least disturbed); ``records/s`` is wall clock (what the verdicts use), ``CPU rec/s`` counts only
+this process's CPU time, which shows what the code costs when other work shares the cores. Targets (issue 3): >= 200,000 records/s for 10,000-record events, and >= 6x the
 naive way. The S3 PUT is not timed: it is I/O, the same for both, and overlapped by Lambda.
 
     .venv/bin/python bench/stream_to_parquet.py [--repeat 5] [--seed 3]
@@ -258,8 +259,14 @@ def naive_path(records: list[dict[str, Any]]) -> tuple[int, int]:
 class Figure:
     records: int
     seconds: float
+    cpu_seconds: float
     ledger_rows: int
     parquet_bytes: int
+
+    @property
+    def cpu_records_per_second(self) -> float:
+        """Records per second of this process's own CPU time: what the code costs on a busy machine."""
+        return self.records / self.cpu_seconds
 
     @property
     def records_per_second(self) -> float:
@@ -273,18 +280,19 @@ class Figure:
 def measure(
     path: Callable[[list[dict[str, Any]]], tuple[int, int]], events: list[dict[str, Any]], repeat: int
 ) -> Figure:
-    """Best of ``repeat`` passes over every event."""
-    best = float("inf")
+    """Best of ``repeat`` passes over every event (wall clock and CPU time, each its best)."""
+    best = best_cpu = float("inf")
     rows = size = 0
     for _ in range(repeat):
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         rows = size = 0
         for event in events:
             ledger_rows, written = path(event["Records"])
             rows += ledger_rows
             size += written
         best = min(best, time.perf_counter() - started)
-    return Figure(sum(len(e["Records"]) for e in events), best, rows, size)
+        best_cpu = min(best_cpu, time.process_time() - started_cpu)
+    return Figure(sum(len(e["Records"]) for e in events), best, best_cpu, rows, size)
 
 
 def main() -> int:
@@ -300,7 +308,7 @@ def main() -> int:
     load = os.getloadavg()[0]
     print(f"load average before: {load:.2f} (2 shared cores; each figure is the best of its passes)")
     print(f"{'event size':>10} | {'path':<10} | {'records/s':>10} | {'us/record':>9} |", end="")
-    print(f" {'ledger rows':>11} | {'B/ledger row':>12}")
+    print(f" {'CPU rec/s':>10} | {'ledger rows':>11} | {'B/ledger row':>12}")
     verdicts = []
     for size in (1_000, 10_000):
         events = [generator.event(size) for _ in range(max(1, args.records // size))]
@@ -310,7 +318,8 @@ def main() -> int:
             per_row = figure.parquet_bytes / max(1, figure.ledger_rows)
             print(
                 f"{size:>10,} | {label:<10} | {figure.records_per_second:>10,.0f} |"
-                f" {figure.microseconds_per_record:>9.2f} | {figure.ledger_rows:>11,} | {per_row:>12.1f}"
+                f" {figure.microseconds_per_record:>9.2f} | {figure.cpu_records_per_second:>10,.0f} |"
+                f" {figure.ledger_rows:>11,} | {per_row:>12.1f}"
             )
         ratio = ours.records_per_second / naive.records_per_second
         print(f"{size:>10,} | ratio      | {ratio:>9.1f}x faster than the naive way")
