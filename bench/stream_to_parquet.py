@@ -14,8 +14,9 @@ size it times, in the same run and on the same events:
 
 Each figure is the best of ``--repeat`` passes (the machine is shared; the best pass is the one
 least disturbed); ``records/s`` is wall clock (what the verdicts use), ``CPU rec/s`` counts only
-this process's CPU time, which shows what the code costs when other work shares the cores. Targets (issue 3): >= 200,000 records/s for 10,000-record events, and >= 6x the
-naive way. The S3 PUT is not timed: it is I/O, the same for both, and overlapped by Lambda.
+this process's CPU time, which shows what the code costs when other work shares the cores.
+Targets (issue 3): >= 200,000 records/s for 10,000-record events, and >= 6x the naive way. The S3
+PUT is not timed: it is I/O, the same for both ways.
 
     .venv/bin/python bench/stream_to_parquet.py [--repeat 5] [--seed 3]
 """
