@@ -95,7 +95,8 @@ def _readable(values: dict[str, Any], settings: Settings) -> str:
     lines = [
         f"stream      {values['stream_arn']}",
         f"lake        s3://{settings.bucket}/{settings.lake_prefix}/",
-        f"records     {values['records']:,} in {values['batches']:,} batches from {values['shards']} shards"
+        f"records     {values['records']:,} in {_count(values['batches'], 'batch', 'batches')}"
+        f" from {_count(values['shards'], 'shard', 'shards')}"
         f" ({values['seconds']:.1f} s, {values['records_per_second']:,} records/s)",
         f"ledger      {values['ledger_rows']:,} rows",
         f"wallets     {values['wallets']:,} rows",
@@ -122,6 +123,10 @@ def _readable(values: dict[str, Any], settings: Settings) -> str:
             + ", ".join(values["trimmed_shards"])
         )
     return "\n".join(lines)
+
+
+def _count(number: int, one: str, many: str) -> str:
+    return f"{number:,} {one if number == 1 else many}"
 
 
 def _positive_int(text: str) -> int:
