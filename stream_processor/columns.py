@@ -1,11 +1,11 @@
 """Columns of one decoded batch, and the validated Arrow tables they become.
 
-The decoder (:mod:`stream_processor.decoder`) only copies typed attribute values into plain lists,
-one list per column, as fast as Python allows. Everything that is cheaper done on a whole column at
-once happens here, in Arrow: parsing DynamoDB numbers into int64, range checks on money and
-versions, and double entry (a deposit becomes one credit; a transfer a debit of the payer and a
-credit of the payee). A row that fails a check leaves the batch as a quarantine entry with its
-reason; it never fails the batch.
+The decoder (:mod:`stream_processor.decoder`) only copies typed attribute values into plain lists
+(one flat list per record kind, a row per record), as fast as Python allows. Everything that is
+cheaper done on a whole column at once happens here, in Arrow: parsing DynamoDB numbers into
+int64, range checks on money and versions, and double entry (a deposit becomes one credit; a
+transfer a debit of the payer and a credit of the payee). A row that fails a check leaves the
+batch as a quarantine entry with its reason; it never fails the batch.
 """
 
 from __future__ import annotations
