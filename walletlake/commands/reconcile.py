@@ -1,16 +1,76 @@
-"""``walletlake reconcile``: placeholder until its issue lands."""
+"""``walletlake reconcile``: the lake against the latest snapshot, per wallet; exit 1 unless clean."""
 
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
+
+from queries.reconciliation import DEFAULT_MAX_LAG_SECONDS, OK, ReconciliationReport, reconcile
+from walletlake.nightly import parse_day, yesterday
+from walletlake.settings import Settings
+
+_SHOWN_FINDINGS = 20
 
 
 def register(subparsers: Any) -> None:
     """Add the sub-command's parser."""
-    parser = subparsers.add_parser("reconcile", help="(not built yet)")
+    parser = subparsers.add_parser(
+        "reconcile",
+        help="reconcile one UTC day of the lake with the latest balance snapshot (exit 1 unless clean)",
+        description=(
+            "Computes the day's closing balances and versions from the day before's and the day's "
+            "ledger, checks every wallet's versions, running balance and copies, compares with the "
+            "latest snapshot, and writes daily_balances, reconciliation rows and a JSON summary for the "
+            "day. Exits 0 when every wallet is ok or lagging, 1 otherwise."
+        ),
+    )
+    parser.add_argument("--date", type=parse_day, default=None, help="the UTC day (default: yesterday)")
+    parser.add_argument(
+        "--max-lag-seconds",
+        type=int,
+        default=DEFAULT_MAX_LAG_SECONDS,
+        help=f"delivery bound separating lagging from missing (default {DEFAULT_MAX_LAG_SECONDS})",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
     parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    raise NotImplementedError("walletlake reconcile is not built yet")
+    day = args.date or yesterday()
+    report = reconcile(Settings.from_env(), day, max_lag_seconds=args.max_lag_seconds)
+    if args.json:
+        print(json.dumps(report.to_dict()))
+    else:
+        print(describe(report))
+    return report.exit_code
+
+
+def describe(report: ReconciliationReport) -> str:
+    """A readable summary: verdict, counts, checks and the first findings."""
+    lines = []
+    for earlier in report.earlier:
+        lines.append(
+            f"(reconciled first) {earlier.day}: {'clean' if earlier.ok else 'FAILED'} {_counts(earlier)}"
+        )
+    verdict = "CLEAN" if report.ok else "FAILED"
+    lines.append(f"reconciliation of {report.day}: {verdict}")
+    summary = report.to_dict()
+    lines.append(
+        f"  {report.wallets:,} wallets, {report.ledger_rows:,} ledger rows; "
+        f"snapshot {summary['snapshot_at']}; {report.seconds:.1f} s"
+    )
+    lines.append(f"  {_counts(report)}")
+    for name, outcome in report.checks.items():
+        lines.append(f"  check {name}: {outcome}")
+    for finding in report.findings[:_SHOWN_FINDINGS]:
+        who = finding.wallet_id or "(global)"
+        lines.append(f"  {finding.status:<19} {who}: {finding.detail}")
+    if len(report.findings) > _SHOWN_FINDINGS:
+        lines.append(f"  ... and {len(report.findings) - _SHOWN_FINDINGS} more findings (see --json)")
+    return "\n".join(lines)
+
+
+def _counts(report: ReconciliationReport) -> str:
+    shown = {status: count for status, count in report.counts.items() if count or status == OK}
+    return ", ".join(f"{status} {count:,}" for status, count in shown.items())

@@ -1,0 +1,48 @@
+"""The Athena engine: the ``.sql`` files as they are, run by awswrangler in the project's workgroup.
+
+``ctas_approach=False`` keeps queries read-only (no temporary Glue tables, no extra permissions);
+results come back through the workgroup's result location. Parameters go to awswrangler in its
+``named`` style, which renders them client-side exactly as :mod:`queries._parameters` does for
+DuckDB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import boto3
+import pandas as pd
+
+from queries._parameters import QueryValue
+from walletlake.settings import Settings
+
+
+class AthenaEngine:
+    """Runs Trino SQL on Athena against the Glue database of the lake."""
+
+    name = "athena"
+
+    def __init__(self, settings: Settings, *, session: boto3.Session | None = None) -> None:
+        self.database = settings.glue_database
+        self.workgroup = settings.athena_workgroup
+        self._session = session or boto3.Session(region_name=settings.region)
+
+    def run(self, sql: str, params: Mapping[str, QueryValue]) -> pd.DataFrame:
+        """Run one query and return its rows (pandas nullable dtypes)."""
+        import awswrangler as wr  # imported on use: it is slow to import and only AWS runs need it
+
+        frame = wr.athena.read_sql_query(
+            sql,
+            database=self.database,
+            workgroup=self.workgroup,
+            ctas_approach=False,
+            params=dict(params),
+            paramstyle="named",
+            boto3_session=self._session,
+            dtype_backend="numpy_nullable",
+        )
+        assert isinstance(frame, pd.DataFrame)  # chunksize is not used, so never an iterator
+        return frame
+
+    def close(self) -> None:
+        """Nothing to release (each query is its own Athena execution)."""

@@ -1,0 +1,124 @@
+"""The ``.sql`` files under ``queries/sql/``: one question each, described by its header comment.
+
+A file's header is its leading ``--`` comment block::
+
+    -- A wallet's ledger entries between two instants, with the running balance.
+    -- @param wallet_id  string     the wallet
+    -- @param start      timestamp  ISO-8601 UTC, inclusive
+
+Lines without ``@param`` are the description; each ``@param`` line declares a parameter's name,
+type (see :mod:`queries._parameters`) and meaning. The query's name is the file's stem. The body is
+Athena (Trino) SQL with ``:name`` placeholders, and every query of a partitioned table must bound
+``dt`` so Athena reads only the partitions it needs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from collections.abc import Mapping
+from importlib import resources
+from typing import Final
+
+from queries._parameters import PARSERS, PLACEHOLDER, ParameterError, QueryValue, parse_value
+
+SQL_PACKAGE: Final = "queries"
+SQL_FOLDER: Final = "sql"
+_PARAM_LINE: Final = re.compile(r"@param\s+(\w+)\s+(\w+)\s*(.*)")
+_COMMENT: Final = re.compile(r"--[^\n]*")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueryParameter:
+    """One declared parameter of a query."""
+
+    name: str
+    type: str
+    description: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueryInfo:
+    """A named query: what it answers, what it takes, and its Trino SQL."""
+
+    name: str
+    description: str
+    parameters: tuple[QueryParameter, ...]
+    sql: str
+
+    def bind(self, params: Mapping[str, str]) -> dict[str, QueryValue]:
+        """Parse textual parameters into typed values; refuses missing and unknown names."""
+        declared = {parameter.name: parameter for parameter in self.parameters}
+        unknown = sorted(set(params) - set(declared))
+        if unknown:
+            raise ParameterError(
+                f"{self.name} takes no parameter {', '.join(unknown)} (it takes: {self.signature()})"
+            )
+        missing = [name for name in declared if name not in params]
+        if missing:
+            raise ParameterError(f"{self.name} needs {', '.join(missing)} (it takes: {self.signature()})")
+        values: dict[str, QueryValue] = {}
+        for name, parameter in declared.items():
+            try:
+                values[name] = parse_value(parameter.type, params[name])
+            except ParameterError as error:
+                raise ParameterError(f"{self.name}: {name}: {error}") from None
+        return values
+
+    def signature(self) -> str:
+        """``name type, …`` as ``query --list`` prints it."""
+        return ", ".join(f"{p.name} {p.type}" for p in self.parameters) or "no parameters"
+
+
+def parse_query(name: str, text: str) -> QueryInfo:
+    """Read a ``.sql`` file's header and check its placeholders against its declarations."""
+    description: list[str] = []
+    parameters: list[QueryParameter] = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if not stripped.startswith("--"):
+            break
+        comment = stripped[2:].strip()
+        match = _PARAM_LINE.match(comment)
+        if match:
+            parameter_name, parameter_type, meaning = match.groups()
+            if parameter_type not in PARSERS:
+                raise ValueError(f"{name}.sql: parameter {parameter_name} has unknown type {parameter_type}")
+            parameters.append(QueryParameter(parameter_name, parameter_type, meaning.strip()))
+        elif comment:
+            description.append(comment)
+    body = _COMMENT.sub("", text)
+    used = {match.group(1) for match in PLACEHOLDER.finditer(body) if not match.group(1)[0].isdigit()}
+    declared = {parameter.name for parameter in parameters}
+    if used != declared:
+        raise ValueError(
+            f"{name}.sql: placeholders {sorted(used)} do not match its @param lines {sorted(declared)}"
+        )
+    return QueryInfo(name, " ".join(description), tuple(parameters), text)
+
+
+@functools.cache
+def _catalog() -> dict[str, QueryInfo]:
+    folder = resources.files(SQL_PACKAGE) / SQL_FOLDER
+    queries = {}
+    for entry in folder.iterdir():
+        if entry.name.endswith(".sql"):
+            name = entry.name.removesuffix(".sql")
+            queries[name] = parse_query(name, entry.read_text(encoding="utf-8"))
+    return dict(sorted(queries.items()))
+
+
+def list_queries() -> list[QueryInfo]:
+    """Every named query, by name."""
+    return list(_catalog().values())
+
+
+def get_query(name: str) -> QueryInfo:
+    """The named query, or a ``KeyError`` naming the ones that exist."""
+    try:
+        return _catalog()[name]
+    except KeyError:
+        raise KeyError(f"no query named {name!r}; known: {', '.join(_catalog())}") from None

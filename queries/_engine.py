@@ -1,0 +1,62 @@
+"""One interface over both engines, and the entry point that runs a named query."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+import pandas as pd
+
+from queries._catalog import get_query
+from queries._parameters import QueryValue
+from walletlake.settings import Settings
+
+
+class QueryEngine(Protocol):
+    """Runs Athena (Trino) SQL with ``:name`` parameters and returns a frame.
+
+    ``params`` hold typed values (see :mod:`queries._parameters`); integer columns come out as
+    pandas ``Int64`` (int64 with nulls), so money stays exact.
+    """
+
+    name: str
+
+    def run(self, sql: str, params: Mapping[str, QueryValue]) -> pd.DataFrame:
+        """Run one query."""
+        ...
+
+    def close(self) -> None:
+        """Release what the engine holds."""
+        ...
+
+
+def engine_for(settings: Settings) -> QueryEngine:
+    """The engine ``settings.query_engine`` names: DuckDB on the embedded stack, Athena on AWS."""
+    if settings.query_engine == "duckdb":
+        from queries._duckdb import DuckDBEngine
+
+        return DuckDBEngine(settings)
+    from queries._athena import AthenaEngine
+
+    return AthenaEngine(settings)
+
+
+def run_query(
+    name: str, params: Mapping[str, str], settings: Settings, engine: QueryEngine | None = None
+) -> pd.DataFrame:
+    """Run the named ``.sql`` file with textual parameters (parsed by their declared types).
+
+    Examples
+    --------
+    >>> run_query("daily_volume", {"start_date": "2026-11-01", "end_date": "2026-11-30"},
+    ...           Settings.from_env())  # doctest: +SKIP
+    """
+    query = get_query(name)
+    values = query.bind(params)
+    if engine is not None:
+        return engine.run(query.sql, values)
+    owned = engine_for(settings)
+    try:
+        return owned.run(query.sql, values)
+    finally:
+        owned.close()

@@ -1,0 +1,747 @@
+"""The nightly reconciliation: the lake against a snapshot of the table, per wallet, exactly.
+
+Incremental by construction: a day's closing balances and versions are the day before's
+(``daily_balances``, written by the previous run) plus the day's ledger, so a run reads one
+partition of ``daily_balances``, the ledger from the day through the snapshot's day (a day or
+two), and one snapshot: its cost follows a day or two of ledger plus the wallet count, never the
+history. The heavy lifting is two ``.sql`` files (``reconcile_wallets``, ``reconcile_transfers``)
+that run on Athena or DuckDB alike; what they return is classified here by pure functions.
+
+Per wallet (one finding per wallet and problem; a wallet with none is ``ok``):
+
+``duplicate``
+    the same entry is in the lake more than once (identical rows at one version).
+``chain_break``
+    the running balance does not follow: a version's balance before it (``balance_after -
+    delta``) is not the previous version's ``balance_after``, or the day's first entry does not
+    start from the previous day's reconciled close.
+``mismatch``
+    the lake contradicts itself or the table: different entries at one version, a delta that is
+    not ±amount, versions already closed on an earlier day, a wallet the lake has but the
+    snapshot lacks, or, with every version up to the snapshot's present, a ``balance_after`` at
+    the snapshot's version that is not the table's balance.
+``lagging`` / ``missing``
+    versions absent from the lake, up to the table's version (every wallet's entries are
+    versions 1..N). Each absent version has a latest possible commit time: the ``created_at`` of
+    the next version the lake has, or the wallet's ``updated_at`` in the snapshot for absences at
+    the end. When all of them are within ``max_lag_seconds`` of ``now`` the entries may still be
+    on their way (``lagging``); otherwise the stream should have delivered them (``missing``).
+
+Global checks: every transfer of the day has one debit and one credit that sum to zero
+(``transfer_unbalanced``), and money is conserved: the sum of closing balances equals the sum of
+opening balances plus the day's deposits (``not_conserved``) — by induction from an empty first
+day, the sum of all balances equals the sum of all deposits. Conservation is judged only when no
+version is absent (an entry in flight would make it fail for no fault).
+
+The run passes (``ok``, exit code 0) when every finding is ``lagging``. A day whose run had
+lagging wallets is reconciled again by the next day's run before it (its close may change when
+the late entries land), and so is any missing day before it.
+
+``max_lag_seconds`` defaults to :data:`DEFAULT_MAX_LAG_SECONDS`, one hour: far above the stream's
+normal delivery delay (Lambda reads DynamoDB Streams within a second; batching windows are at most
+5 minutes; retries of a failing batch add minutes), and far below the stream's 24-hour retention,
+after which an undelivered record is gone: an hour leaves a day to replay it from the table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Final
+
+import boto3
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lake import objects
+from lake.layout import PARQUET_SUFFIX, partition_prefix, table_prefix
+from lake.schemas import DAILY_BALANCES, RECONCILIATION
+from lake.snapshots import SnapshotRef, latest_snapshot
+from queries._catalog import get_query
+from queries._engine import QueryEngine, engine_for
+from walletlake.settings import Settings
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+_logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_LAG_SECONDS: Final = 3600
+
+OK: Final = "ok"
+LAGGING: Final = "lagging"
+MISSING: Final = "missing"
+DUPLICATE: Final = "duplicate"
+MISMATCH: Final = "mismatch"
+CHAIN_BREAK: Final = "chain_break"
+TRANSFER_UNBALANCED: Final = "transfer_unbalanced"
+NOT_CONSERVED: Final = "not_conserved"
+#: Every status, worst first.
+STATUSES: Final = (MISMATCH, CHAIN_BREAK, DUPLICATE, MISSING, TRANSFER_UNBALANCED, NOT_CONSERVED, LAGGING, OK)
+#: Statuses that do not fail the run (ARCHITECTURE.md, invariant 4).
+PASSING_STATUSES: Final = frozenset({OK, LAGGING})
+
+_REPORTS_FOLDER: Final = "_reports/reconciliation"
+_MAX_LISTED: Final = 20
+
+
+class ReconciliationError(RuntimeError):
+    """Reconciliation cannot run (no snapshot to compare with)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Finding:
+    """One problem: a wallet's (or, with ``wallet_id`` None, a global check's)."""
+
+    wallet_id: str | None
+    status: str
+    expected: int | None
+    actual: int | None
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready; integers as strings of digits, as money travels in JSON here."""
+        return {
+            "wallet_id": self.wallet_id,
+            "status": self.status,
+            "expected": None if self.expected is None else str(self.expected),
+            "actual": None if self.actual is None else str(self.actual),
+            "detail": self.detail,
+        }
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DayOutcome:
+    """The classified day: findings, checks and the day's closing balances (no I/O done)."""
+
+    findings: list[Finding]
+    checks: dict[str, str]
+    counts: dict[str, int]
+    wallets: int
+    daily_balances: pa.Table
+    totals: dict[str, int]
+    ledger_rows: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ReconciliationReport:
+    """The outcome of reconciling one day (and any earlier day it had to reconcile first)."""
+
+    day: dt.date
+    counts: dict[str, int]
+    findings: list[Finding]
+    checks: dict[str, str]
+    wallets: int
+    ledger_rows: int
+    totals: dict[str, int]
+    snapshot_at: dt.datetime
+    run_at: dt.datetime
+    max_lag_seconds: int
+    seconds: float
+    keys: tuple[str, ...] = ()
+    earlier: tuple[ReconciliationReport, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """True when every finding, here and in the earlier days reconciled first, is ok or lagging."""
+        return all(f.status in PASSING_STATUSES for f in self.findings) and all(r.ok for r in self.earlier)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when :attr:`ok`, else 1."""
+        return 0 if self.ok else 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (what the summary object in S3 and ``reconcile --json`` hold)."""
+        return {
+            "day": self.day.isoformat(),
+            "ok": self.ok,
+            "counts": dict(self.counts),
+            "wallets": self.wallets,
+            "ledger_rows": self.ledger_rows,
+            "checks": dict(self.checks),
+            "totals": {name: str(value) for name, value in self.totals.items()},
+            "snapshot_at": _iso(self.snapshot_at),
+            "run_at": _iso(self.run_at),
+            "max_lag_seconds": self.max_lag_seconds,
+            "seconds": round(self.seconds, 3),
+            "findings": [finding.to_dict() for finding in self.findings],
+            "keys": list(self.keys),
+            "earlier": [report.to_dict() for report in self.earlier],
+        }
+
+
+def reconcile(
+    settings: Settings,
+    day: dt.date,
+    *,
+    max_lag_seconds: int = DEFAULT_MAX_LAG_SECONDS,
+    now: dt.datetime | None = None,
+    engine: QueryEngine | None = None,
+    session: boto3.Session | None = None,
+) -> ReconciliationReport:
+    """Reconcile one UTC day against the latest complete snapshot taken on it or later.
+
+    Writes ``daily_balances`` and ``reconciliation`` for the day (fixed object names: a rerun
+    replaces them) and a JSON summary under ``{lake_prefix}/_reports/reconciliation/``. Days
+    before it whose run is missing or had lagging wallets are reconciled first, oldest first.
+
+    Raises :class:`ReconciliationError` when there is no snapshot to compare with.
+    """
+    now = now or dt.datetime.now(dt.UTC)
+    session = session or boto3.Session(region_name=settings.region)
+    client: S3Client = session.client("s3")
+    snapshot = latest_snapshot(client, settings, not_before=day)
+    if snapshot is None:
+        raise ReconciliationError(
+            f"no complete balance snapshot taken on {day} or later; run `walletlake snapshot` first"
+        )
+    owned = engine is None
+    engine = engine or engine_for(settings)
+    try:
+        earlier = [
+            _run_day(engine, client, settings, earlier_day, snapshot, now, max_lag_seconds, ())
+            for earlier_day in days_to_catch_up(client, settings, day)
+        ]
+        return _run_day(engine, client, settings, day, snapshot, now, max_lag_seconds, tuple(earlier))
+    finally:
+        if owned:
+            engine.close()
+
+
+def reconcile_day(
+    engine: QueryEngine, day: dt.date, snapshot: SnapshotRef, *, now: dt.datetime, max_lag_seconds: int
+) -> DayOutcome:
+    """Run the reconciliation queries for one day and classify what they return (no writes)."""
+    wallets_query, transfers_query = get_query("reconcile_wallets"), get_query("reconcile_transfers")
+    wallets = engine.run(
+        wallets_query.sql,
+        wallets_query.bind(
+            {
+                "date": day.isoformat(),
+                "previous_date": (day - dt.timedelta(days=1)).isoformat(),
+                "snapshot_date": snapshot.day.isoformat(),
+                "snapshot_at": _iso(snapshot.snapshot_at),
+            }
+        ),
+    )
+    transfers = engine.run(transfers_query.sql, transfers_query.bind({"date": day.isoformat()}))
+    cutoff = now - dt.timedelta(seconds=max_lag_seconds)
+    return classify(
+        wallets, transfers, snapshot_at=snapshot.snapshot_at, cutoff=cutoff, max_lag_seconds=max_lag_seconds
+    )
+
+
+def classify(
+    wallets: pd.DataFrame,
+    transfers: pd.DataFrame,
+    *,
+    snapshot_at: dt.datetime,
+    cutoff: dt.datetime,
+    max_lag_seconds: int = DEFAULT_MAX_LAG_SECONDS,
+) -> DayOutcome:
+    """Classify the per-wallet rows of ``reconcile_wallets`` and the rows of ``reconcile_transfers``.
+
+    Pure: no I/O, no clock. ``cutoff`` is ``now - max_lag_seconds``: an absent version that must
+    have been committed before it is ``missing``.
+    """
+    frame = _Columns(wallets)
+    findings, wallets_absent = _wallet_findings_of(frame, snapshot_at, _naive_utc(cutoff), max_lag_seconds)
+    checks: dict[str, str] = {}
+    transfer_findings = [
+        _transfer_finding({str(k): _scalar(v) for k, v in row.items()})
+        for row in transfers.to_dict("records")
+    ]
+    findings.extend(transfer_findings)
+    checks["transfers"] = (
+        "ok: every transfer's debit and credit sum to zero"
+        if not transfer_findings
+        else f"failed: {len(transfer_findings)} transfers do not sum to zero"
+    )
+    daily, totals = _close_day(frame)
+    expected_total = totals["opening_balance"] + totals["deposits"]
+    if wallets_absent:
+        checks["conservation"] = f"skipped: {wallets_absent} wallets have versions absent from the lake"
+    elif expected_total != totals["closing_balance"]:
+        checks["conservation"] = "failed"
+        findings.append(
+            Finding(
+                None,
+                NOT_CONSERVED,
+                expected_total,
+                totals["closing_balance"],
+                f"sum of closing balances {totals['closing_balance']} ≠ sum of opening balances "
+                f"{totals['opening_balance']} + deposits {totals['deposits']}",
+            )
+        )
+    else:
+        checks["conservation"] = "ok: sum of balances = previous sum + the day's deposits"
+    wallet_findings = [f for f in findings if f.wallet_id is not None]
+    checks["wallets"] = "ok" if all(f.status in PASSING_STATUSES for f in wallet_findings) else "failed"
+    counts = dict.fromkeys(STATUSES, 0)
+    counts.update(Counter(finding.status for finding in findings))
+    counts[OK] = len(frame) - len({f.wallet_id for f in wallet_findings})
+    return DayOutcome(
+        findings=sorted(findings, key=_finding_order),
+        checks=checks,
+        counts=counts,
+        wallets=len(frame),
+        daily_balances=daily,
+        totals=totals,
+        ledger_rows=int(frame.ints("day_rows").sum()),
+    )
+
+
+def _wallet_findings_of(
+    frame: _Columns, snapshot_at: dt.datetime, cutoff: dt.datetime, max_lag_seconds: int
+) -> tuple[list[Finding], int]:
+    """Per-wallet findings (vectorised masks pick the wallets; details only for those), and how
+    many wallets have absent versions."""
+    has_opening = frame.present("opening_version")
+    opening_version = frame.ints("opening_version")
+    opening_balance = frame.ints("opening_balance")
+    has_rows = frame.present("first_version")
+    first_version = frame.ints("first_version")
+    has_snapshot = frame.present("snapshot_version")
+    snapshot_version = frame.ints("snapshot_version")
+    top = np.where(has_rows, np.maximum(frame.ints("last_version"), opening_version), opening_version)
+
+    absent = (
+        (has_rows & (first_version > opening_version + 1))
+        | frame.present("gap_starts")
+        | (has_snapshot & (snapshot_version > top))
+    )
+    duplicate = frame.ints("copies") > 0
+    chain = frame.present("break_versions") | (
+        has_rows
+        & (first_version == opening_version + 1)
+        & (frame.ints("first_opening_balance") != opening_balance)
+    )
+    early = has_rows & has_opening & (first_version <= opening_version)
+    created_before = frame.times("earliest_created_at") < np.datetime64(_naive_utc(snapshot_at))
+    not_in_snapshot = ~has_snapshot & (has_opening | (has_rows & created_before))
+    behind = has_snapshot & (snapshot_version < opening_version)
+    at_opening = snapshot_version == opening_version
+    lake_balance = np.where(at_opening, opening_balance, frame.ints("balance_at_snapshot_version"))
+    balance_differs = (
+        has_snapshot
+        & ~absent
+        & ~behind
+        & (at_opening | frame.present("balance_at_snapshot_version"))
+        & (lake_balance != frame.ints("snapshot_balance"))
+    )
+    mismatch = (
+        frame.present("conflict_versions")
+        | frame.present("bad_amount_versions")
+        | early
+        | not_in_snapshot
+        | behind
+        | balance_differs
+    )
+    findings: list[Finding] = []
+    for index in np.flatnonzero(absent | duplicate | chain | mismatch):
+        findings.extend(
+            _wallet_findings(
+                frame.row(int(index)),
+                absent=bool(absent[index]),
+                duplicate=bool(duplicate[index]),
+                chain=bool(chain[index]),
+                early=bool(early[index]),
+                not_in_snapshot=bool(not_in_snapshot[index]),
+                behind=bool(behind[index]),
+                balance_differs=bool(balance_differs[index]),
+                lake_balance=int(lake_balance[index]),
+                cutoff=cutoff,
+                snapshot_at=snapshot_at,
+                max_lag_seconds=max_lag_seconds,
+            )
+        )
+    return findings, int(absent.sum())
+
+
+def _close_day(frame: _Columns) -> tuple[pa.Table, dict[str, int]]:
+    """The day's ``daily_balances`` (every wallet with a close: carried or moved) and its totals."""
+    has_opening = frame.present("opening_version")
+    day_rows = frame.ints("day_rows")
+    closes = has_opening | (day_rows > 0)
+    closing_version = np.where(day_rows > 0, frame.ints("day_last_version"), frame.ints("opening_version"))
+    closing_balance = np.where(day_rows > 0, frame.ints("day_last_balance"), frame.ints("opening_balance"))
+    totals = {
+        "opening_balance": _exact_sum(frame.ints("opening_balance")[closes]),
+        "deposits": _exact_sum(frame.ints("day_deposits")[closes]),
+        "closing_balance": _exact_sum(closing_balance[closes]),
+        "net_delta": _exact_sum(frame.ints("day_net_delta")[closes]),
+    }
+    return _daily_balances(frame, closes, closing_balance, closing_version), totals
+
+
+def days_to_catch_up(client: S3Client, settings: Settings, day: dt.date) -> list[dt.date]:
+    """Days before ``day`` to reconcile first: those with no run or a lagging one, oldest first.
+
+    Walks back from the day before while the run of that day is missing or had lagging wallets,
+    and stops at the lake's first ledger day: a few LIST and GET calls, whatever the history.
+    """
+    first = _first_ledger_day(client, settings)
+    if first is None:
+        return []
+    pending = []
+    current = day - dt.timedelta(days=1)
+    while current >= first:
+        summary = _read_summary(client, settings, current)
+        if summary is not None and not summary.get("counts", {}).get(LAGGING):
+            break
+        pending.append(current)
+        current -= dt.timedelta(days=1)
+    return sorted(pending)
+
+
+def summary_key(lake_prefix: str, day: dt.date) -> str:
+    """Where a day's JSON summary lives: beside the tables, outside any table's location."""
+    root = lake_prefix.strip("/")
+    return f"{root + '/' if root else ''}{_REPORTS_FOLDER}/dt={day.isoformat()}/summary.json"
+
+
+def findings_table(findings: Iterable[Finding], checks: dict[str, str], run_at: dt.datetime) -> pa.Table:
+    """The ``reconciliation`` rows of a run: one per finding, and one per passing global check."""
+    rows: list[dict[str, Any]] = [
+        {
+            "wallet_id": f.wallet_id,
+            "status": f.status,
+            "expected": f.expected,
+            "actual": f.actual,
+            "detail": f.detail,
+        }
+        for f in findings
+    ]
+    rows += [
+        {"wallet_id": None, "status": OK, "expected": None, "actual": None, "detail": f"{name}: {outcome}"}
+        for name, outcome in checks.items()
+        if outcome.startswith("ok")
+    ]
+    for row in rows:
+        row["run_at"] = run_at
+    return pa.Table.from_pylist(rows, schema=RECONCILIATION)
+
+
+def _run_day(
+    engine: QueryEngine,
+    client: S3Client,
+    settings: Settings,
+    day: dt.date,
+    snapshot: SnapshotRef,
+    now: dt.datetime,
+    max_lag_seconds: int,
+    earlier: tuple[ReconciliationReport, ...],
+) -> ReconciliationReport:
+    started = time.perf_counter()
+    outcome = reconcile_day(engine, day, snapshot, now=now, max_lag_seconds=max_lag_seconds)
+    run_at = now.astimezone(dt.UTC).replace(microsecond=now.microsecond // 1000 * 1000)
+    keys = _store(client, settings, day, outcome, run_at)
+    report = ReconciliationReport(
+        day=day,
+        counts=outcome.counts,
+        findings=outcome.findings,
+        checks=outcome.checks,
+        wallets=outcome.wallets,
+        ledger_rows=outcome.ledger_rows,
+        totals=outcome.totals,
+        snapshot_at=snapshot.snapshot_at,
+        run_at=run_at,
+        max_lag_seconds=max_lag_seconds,
+        seconds=time.perf_counter() - started,
+        keys=keys,
+        earlier=earlier,
+    )
+    client.put_object(
+        Bucket=settings.bucket,
+        Key=summary_key(settings.lake_prefix, day),
+        Body=json.dumps({**report.to_dict(), "earlier": [r.day.isoformat() for r in earlier]}).encode(),
+        ContentType="application/json",
+    )
+    _logger.info("reconciled %s: %s", day, {k: v for k, v in report.counts.items() if v})
+    return report
+
+
+def _store(
+    client: S3Client, settings: Settings, day: dt.date, outcome: DayOutcome, run_at: dt.datetime
+) -> tuple[str, ...]:
+    written = []
+    for table, name, rows in (
+        ("daily_balances", "daily_balances", outcome.daily_balances),
+        ("reconciliation", "reconciliation", findings_table(outcome.findings, outcome.checks, run_at)),
+    ):
+        key = partition_prefix(settings.lake_prefix, table, day) + name + PARQUET_SUFFIX
+        objects.put_table(client, settings.bucket, key, rows)
+        written.append(key)
+    return tuple(written)
+
+
+def _read_summary(client: S3Client, settings: Settings, day: dt.date) -> dict[str, Any] | None:
+    try:
+        body = client.get_object(Bucket=settings.bucket, Key=summary_key(settings.lake_prefix, day))["Body"]
+    except client.exceptions.NoSuchKey:
+        return None
+    value = json.loads(body.read())
+    return value if isinstance(value, dict) else None
+
+
+def _first_ledger_day(client: S3Client, settings: Settings) -> dt.date | None:
+    prefix = table_prefix(settings.lake_prefix, "ledger")
+    response = client.list_objects_v2(Bucket=settings.bucket, Prefix=prefix, Delimiter="/", MaxKeys=1)
+    for common in response.get("CommonPrefixes", []):
+        name = common["Prefix"][len(prefix) :].strip("/")
+        if name.startswith("dt="):
+            return dt.date.fromisoformat(name[3:])
+    return None
+
+
+def _wallet_findings(
+    row: dict[str, Any],
+    *,
+    absent: bool,
+    duplicate: bool,
+    chain: bool,
+    early: bool,
+    not_in_snapshot: bool,
+    behind: bool,
+    balance_differs: bool,
+    lake_balance: int,
+    cutoff: dt.datetime,
+    snapshot_at: dt.datetime,
+    max_lag_seconds: int,
+) -> list[Finding]:
+    wallet = str(row["wallet_id"])
+    opening_version = _int(row["opening_version"]) or 0
+    opening_balance = _int(row["opening_balance"]) or 0
+    snapshot_version = _int(row["snapshot_version"])
+    found = []
+    if absent:
+        found.append(_absence(row, wallet, opening_version, snapshot_version, cutoff, max_lag_seconds))
+    if duplicate:
+        rows = _int(row["observed_rows"]) or 0
+        copies = _int(row["copies"]) or 0
+        found.append(
+            Finding(
+                wallet,
+                DUPLICATE,
+                rows - copies,
+                rows,
+                f"{copies} extra {'copy' if copies == 1 else 'copies'} of the entries at versions "
+                f"{_listing(row['copy_versions'])}",
+            )
+        )
+    if chain:
+        found.append(_chain_break(row, wallet, opening_version, opening_balance))
+    reasons = []
+    expected: int | None = None
+    actual: int | None = None
+    if row["conflict_versions"] is not None:
+        reasons.append(f"different entries share versions {_listing(row['conflict_versions'])}")
+    if row["bad_amount_versions"] is not None:
+        reasons.append(f"delta is not ±amount at versions {_listing(row['bad_amount_versions'])}")
+    if early:
+        reasons.append(
+            f"versions from {_int(row['first_version'])} are again in the lake, though the previous "
+            f"day closed at version {opening_version}"
+        )
+    if not_in_snapshot:
+        reasons.append(f"not in the snapshot of {_iso(snapshot_at)}, though the lake has its entries")
+    if behind:
+        reasons.append(
+            f"the table is at version {snapshot_version}, behind the previous day's close at "
+            f"version {opening_version}"
+        )
+    if balance_differs:
+        expected, actual = _int(row["snapshot_balance"]), lake_balance
+        reasons.append(
+            f"balance at version {snapshot_version}: table {expected}, lake balance_after {actual}"
+        )
+    if reasons:
+        found.append(Finding(wallet, MISMATCH, expected, actual, "; ".join(reasons)))
+    return found
+
+
+def _absence(
+    row: dict[str, Any],
+    wallet: str,
+    opening_version: int,
+    snapshot_version: int | None,
+    cutoff: dt.datetime,
+    max_lag_seconds: int,
+) -> Finding:
+    ranges: list[tuple[int, int]] = []
+    bounds: list[dt.datetime] = []
+    first_version = _int(row["first_version"])
+    last_version = _int(row["last_version"])
+    if first_version is not None and first_version > opening_version + 1:
+        ranges.append((opening_version + 1, first_version - 1))
+        bounds.append(_timestamp(row["first_created_at"]))
+    if row["gap_starts"] is not None:
+        starts = [int(v) for v in str(row["gap_starts"]).split(",")]
+        ends = [int(v) for v in str(row["gap_ends"]).split(",")]
+        ranges.extend(zip(starts, ends, strict=True))
+        bounds.append(_timestamp(row["oldest_gap_bound"]))
+    top = max(last_version or 0, opening_version) if first_version is not None else opening_version
+    if snapshot_version is not None and snapshot_version > top:
+        ranges.append((top + 1, snapshot_version))
+        bounds.append(_timestamp(row["snapshot_updated_at"]))
+    ranges.sort()
+    overdue = any(bound < cutoff for bound in bounds)
+    status = MISSING if overdue else LAGGING
+    count = sum(high - low + 1 for low, high in ranges)
+    listed = ", ".join(f"{low}..{high}" if high > low else str(low) for low, high in ranges[:_MAX_LISTED])
+    if len(ranges) > _MAX_LISTED:
+        listed += f" and {len(ranges) - _MAX_LISTED} more ranges"
+    table_part = f"; the table is at version {snapshot_version}" if snapshot_version is not None else ""
+    if overdue:
+        why = f"committed before {_iso(cutoff)}, past the {max_lag_seconds} s delivery bound"
+    else:
+        why = f"committed within the last {max_lag_seconds} s, may still be in flight"
+    return Finding(
+        wallet,
+        status,
+        snapshot_version if snapshot_version is not None else last_version,
+        ranges[0][0] - 1,
+        f"{count} {'version' if count == 1 else 'versions'} absent from the lake: {listed}"
+        f"{table_part}; {why}",
+    )
+
+
+def _chain_break(row: dict[str, Any], wallet: str, opening_version: int, opening_balance: int) -> Finding:
+    parts = []
+    expected = actual = None
+    first_version = _int(row["first_version"])
+    first_opening = _int(row["first_opening_balance"])
+    if first_version == opening_version + 1 and first_opening != opening_balance:
+        expected, actual = opening_balance, first_opening
+        parts.append(
+            f"version {first_version} starts from {first_opening}, but the balance after version "
+            f"{opening_version} (the previous close) is {opening_balance}"
+        )
+    if row["break_versions"] is not None:
+        if expected is None:
+            expected, actual = _int(row["first_break_expected"]), _int(row["first_break_actual"])
+        parts.append(
+            f"balance_after does not follow the previous balance plus delta at versions "
+            f"{_listing(row['break_versions'])} (first: expected {_int(row['first_break_expected'])}, "
+            f"lake {_int(row['first_break_actual'])})"
+        )
+    return Finding(wallet, CHAIN_BREAK, expected, actual, "; ".join(parts))
+
+
+def _transfer_finding(row: dict[str, Any]) -> Finding:
+    debit, credit = _int(row["debit_delta"]), _int(row["credit_delta"])
+    debit_part = (
+        f"debit {debit} ({row['debit_wallet_id']} version {_int(row['debit_version'])})"
+        if debit is not None
+        else "no debit leg"
+    )
+    credit_part = (
+        f"credit {credit} ({row['credit_wallet_id']} version {_int(row['credit_version'])})"
+        if credit is not None
+        else "no credit leg"
+    )
+    total = None if debit is None or credit is None else debit + credit
+    summed = f" = {total}" if total is not None else ""
+    return Finding(
+        None, TRANSFER_UNBALANCED, 0, total, f"transfer {row['txn_id']}: {debit_part} + {credit_part}{summed}"
+    )
+
+
+def _daily_balances(
+    frame: _Columns, closes: np.ndarray, closing_balance: np.ndarray, closing_version: np.ndarray
+) -> pa.Table:
+    table = pa.table(
+        {
+            "wallet_id": pa.array(frame.strings("wallet_id")[closes], pa.string()),
+            "closing_balance": pa.array(closing_balance[closes], pa.int64()),
+            "closing_version": pa.array(closing_version[closes], pa.int64()),
+            "entries": pa.array(frame.ints("day_entries")[closes], pa.int64()),
+            "net_delta": pa.array(frame.ints("day_net_delta")[closes], pa.int64()),
+        },
+        schema=DAILY_BALANCES,
+    )
+    return table.take(pc.sort_indices(table, [("wallet_id", "ascending")]))
+
+
+class _Columns:
+    """Numpy views of the query result's columns: integers with nulls as 0 plus presence masks."""
+
+    def __init__(self, frame: pd.DataFrame) -> None:
+        self._frame = frame.reset_index(drop=True)
+
+    def __len__(self) -> int:
+        return len(self._frame)
+
+    def present(self, name: str) -> np.ndarray:
+        return self._frame[name].notna().to_numpy(dtype=bool)
+
+    def ints(self, name: str) -> np.ndarray:
+        return self._frame[name].astype("Int64").to_numpy(dtype=np.int64, na_value=0)
+
+    def strings(self, name: str) -> np.ndarray:
+        return self._frame[name].astype(object).to_numpy()
+
+    def times(self, name: str) -> np.ndarray:
+        values = pd.to_datetime(self._frame[name])
+        if getattr(values.dtype, "tz", None) is not None:
+            values = values.dt.tz_convert("UTC").dt.tz_localize(None)
+        return values.to_numpy(dtype="datetime64[us]", na_value=np.datetime64("NaT"))
+
+    def row(self, index: int) -> dict[str, Any]:
+        return {str(name): _scalar(value) for name, value in self._frame.iloc[index].items()}
+
+
+def _scalar(value: Any) -> Any:
+    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
+        return None
+    if value is pd.NaT:
+        return None
+    return value
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _timestamp(value: Any) -> dt.datetime:
+    moment = pd.Timestamp(value).to_pydatetime()
+    return (
+        moment.replace(tzinfo=None)
+        if moment.tzinfo is None
+        else moment.astimezone(dt.UTC).replace(tzinfo=None)
+    )
+
+
+def _naive_utc(moment: dt.datetime) -> dt.datetime:
+    if moment.tzinfo is None:
+        return moment
+    return moment.astimezone(dt.UTC).replace(tzinfo=None)
+
+
+def _listing(text: Any) -> str:
+    values = str(text).split(",")
+    shown = ", ".join(values[:_MAX_LISTED])
+    return shown + (f" and {len(values) - _MAX_LISTED} more" if len(values) > _MAX_LISTED else "")
+
+
+def _exact_sum(values: np.ndarray) -> int:
+    """Sum without int64 overflow (Python integers)."""
+    return int(values.astype(object).sum()) if len(values) else 0
+
+
+def _finding_order(finding: Finding) -> tuple[int, str, str]:
+    return (STATUSES.index(finding.status), finding.wallet_id or "", finding.detail)
+
+
+def _iso(moment: dt.datetime) -> str:
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return moment.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
