@@ -246,10 +246,10 @@ def plot_png(frame: pd.DataFrame, spec: PlotSpec) -> bytes:
         axes.pie(first, labels=labels, autopct="%1.0f%%", startangle=90, counterclock=False)
         axes.set_aspect("equal")
     elif spec.kind == "line":
-        positions = list(range(len(labels)))
+        points = list(range(len(labels)))
         for column, series in values.items():
-            axes.plot(positions, series, marker="o" if len(labels) <= 60 else "", label=column)
-        shown = _thinned(positions)
+            axes.plot(points, series, marker="o" if len(labels) <= 60 else "", label=column)
+        shown = _thinned(points)
         axes.set_xticks(shown, [_shorten(labels[index]) for index in shown])
         _tilt(axes, [labels[index] for index in shown])
     elif spec.kind == "barh":
