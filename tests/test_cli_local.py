@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -57,7 +58,16 @@ def local_up(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[str, 
     try:
         yield process, _read_exports(process), data_dir
     finally:
-        if process.poll() is None:
+        _stop(process)
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    """SIGTERM first so `local up` stops its servers; SIGKILL would orphan them."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
             process.kill()
             process.wait(10)
 
@@ -116,7 +126,7 @@ def test_restart_keeps_the_wallets_on_disk(tmp_path: Path) -> None:
         )
         return process, _read_exports(process)
 
-    def client(exports: dict[str, str]) -> object:
+    def client(exports: dict[str, str]) -> Any:
         return boto3.client(
             "dynamodb",
             endpoint_url=exports["AWS_ENDPOINT_URL_DYNAMODB"],
@@ -127,22 +137,24 @@ def test_restart_keeps_the_wallets_on_disk(tmp_path: Path) -> None:
 
     # GIVEN an item written to a first run
     first, exports = up()
+    stopped = False
     try:
-        client(exports).put_item(TableName="wallets", Item={"pk": {"S": "w1#wallet"}, "balance": {"N": "5"}})  # type: ignore[attr-defined]
-    finally:
+        client(exports).put_item(TableName="wallets", Item={"pk": {"S": "w1#wallet"}, "balance": {"N": "5"}})
         first.send_signal(signal.SIGTERM)
-        assert first.wait(30) == 0
+        stopped = first.wait(30) == 0
+    finally:
+        _stop(first)
+    assert stopped
     # WHEN the stack is started again on the same data dir
     second, exports = up()
     try:
         item = client(exports).get_item(
             TableName="wallets", Key={"pk": {"S": "w1#wallet"}}, ConsistentRead=True
-        )  # type: ignore[attr-defined]
-        # THEN the item is still there
-        assert item["Item"]["balance"] == {"N": "5"}
+        )
     finally:
-        second.send_signal(signal.SIGTERM)
-        assert second.wait(30) == 0
+        _stop(second)
+    # THEN the item is still there
+    assert item["Item"]["balance"] == {"N": "5"}
 
 
 def test_missing_java_is_a_one_line_error(tmp_path: Path) -> None:
