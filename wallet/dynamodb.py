@@ -344,10 +344,10 @@ class _Connection(asyncio.Protocol):
             timer.cancel()
 
     def close(self) -> None:
-        """Close the connection (idempotent)."""
-        if self._transport is not None:
-            self._transport.close()
-            self._transport = None
+        """Close the connection (idempotent; a no-op once its event loop is closed)."""
+        transport, self._transport = self._transport, None
+        if transport is not None and not self.loop.is_closed():
+            transport.close()
 
     # asyncio.Protocol
 
