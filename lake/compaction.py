@@ -211,7 +211,7 @@ def merge(table_name: str, parts: Sequence[pa.Table]) -> Merged:
     if rows_in == 0:
         return Merged(combined, 0, 0)
     sort_keys = [(name, "ascending") for name in dict.fromkeys((*layout.order, *layout.key, *layout.prefer))]
-    ordered = combined.take(pc.sort_indices(combined, sort_keys, null_placement="at_start"))
+    ordered = combined.take(pc.sort_indices(combined, sort_keys))
     repeat = _same_as_previous(ordered, layout.key)
     if repeat.any():
         stable = [name for name in schema.names if name not in layout.volatile]

@@ -8,6 +8,7 @@ leaves the lake as it was, and reconciliation still runs to name the wallets and
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import logging
 from typing import Any
@@ -35,6 +36,14 @@ def parse_day(text: str) -> dt.date:
         return dt.date.fromisoformat(text)
     except ValueError:
         raise ValueError(f"{text!r} is not a date (YYYY-MM-DD)") from None
+
+
+def day_argument(text: str) -> dt.date:
+    """``parse_day`` for argparse, whose error message it then shows as is."""
+    try:
+        return parse_day(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def run_nightly(settings: Settings, day: dt.date, *, now: dt.datetime | None = None) -> dict[str, Any]:

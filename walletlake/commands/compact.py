@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from lake.compaction import DEFAULT_ROW_GROUP_ROWS, DEFAULT_TARGET_FILE_BYTES, compact_day
-from walletlake.nightly import parse_day, yesterday
+from walletlake.nightly import day_argument, yesterday
 from walletlake.settings import Settings
 
 
@@ -22,7 +22,7 @@ def register(subparsers: Any) -> None:
             "a run killed half way loses nothing and the next run finishes it."
         ),
     )
-    parser.add_argument("--date", type=parse_day, default=None, help="the UTC day (default: yesterday)")
+    parser.add_argument("--date", type=day_argument, default=None, help="the UTC day (default: yesterday)")
     parser.add_argument(
         "--target-file-mb",
         type=int,

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from queries.reconciliation import DEFAULT_MAX_LAG_SECONDS, OK, ReconciliationReport, reconcile
-from walletlake.nightly import parse_day, yesterday
+from walletlake.nightly import day_argument, yesterday
 from walletlake.settings import Settings
 
 _SHOWN_FINDINGS = 20
@@ -25,7 +25,7 @@ def register(subparsers: Any) -> None:
             "day. Exits 0 when every wallet is ok or lagging, 1 otherwise."
         ),
     )
-    parser.add_argument("--date", type=parse_day, default=None, help="the UTC day (default: yesterday)")
+    parser.add_argument("--date", type=day_argument, default=None, help="the UTC day (default: yesterday)")
     parser.add_argument(
         "--max-lag-seconds",
         type=int,
