@@ -12,6 +12,7 @@ import http.client
 import http.server
 import threading
 import urllib.parse
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -262,3 +263,15 @@ def test_an_unreachable_dynamodb_answers_503(settings: Settings, monkeypatch: py
         response = api.balance("00000000-0000-4000-8000-000000000001")
         assert error_of(response) == (503, "unavailable")
         assert metrics(api)["dynamodb_network_errors"] == FAST_RETRIES.transient_attempts
+
+
+def test_an_unexpected_refusal_from_dynamodb_answers_503_and_is_counted(settings: Settings) -> None:
+    # GIVEN an API pointed at a table that does not exist
+    with serve(settings.replace(table=f"{settings.table}-missing")) as api:
+        # WHEN it needs DynamoDB  THEN 503 unavailable, and the unexpected error is counted
+        assert error_of(api.balance("00000000-0000-4000-8000-000000000001")) == (503, "unavailable")
+        assert error_of(api.call("POST", "/api/v1/wallets/", {"user_id": str(uuid.uuid4())})) == (
+            503,
+            "unavailable",
+        )
+        assert metrics(api)["dynamodb_unexpected_errors"] == 2

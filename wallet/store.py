@@ -175,9 +175,7 @@ class WalletStore:
         }
         try:
             await self._call("TransactWriteItems", payload)
-        except DynamoDBError as error:
-            if error.type != _CANCELLED:
-                raise self._unavailable("TransactWriteItems", error) from error
+        except DynamoDBError as error:  # cancelled (anything else is raised as a domain error)
             claim = (_reasons(error) or [{}])[0]
             if claim.get("Code") != _CHECK_FAILED:
                 raise self._cancelled_otherwise(error, command.user_id) from error
@@ -243,9 +241,7 @@ class WalletStore:
                 raise
             try:
                 await self._call("TransactWriteItems", _transaction(self.table, posting))
-            except DynamoDBError as error:
-                if error.type != _CANCELLED:
-                    raise self._unavailable("TransactWriteItems", error) from error
+            except DynamoDBError as error:  # cancelled (anything else is raised as a domain error)
                 outcome = await self._judge(error, posting)
                 if outcome is not None:
                     return outcome
@@ -380,8 +376,10 @@ class WalletStore:
                 if error.throttled:
                     self.telemetry.event(metrics.THROTTLES, operation=operation, error=error.type)
                     raise ThrottledError(f"DynamoDB is throttling ({error.type}); retry later") from error
+                if error.type == _CANCELLED:
+                    raise  # a cancelled transaction: the caller reads its reasons
                 if not error.server_side:
-                    raise
+                    raise self._unavailable(operation, error) from error
                 self.telemetry.event(metrics.INTERNAL_ERRORS, operation=operation, error=error.type)
                 if attempt == attempts - 1:
                     raise self._unavailable(operation, error) from error
@@ -396,8 +394,8 @@ class WalletStore:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _unavailable(self, operation: str, error: DynamoDBError) -> StoreUnavailableError:
-        if not error.server_side:
-            self.telemetry.event("dynamodb_unexpected_error", operation=operation, error=str(error))
+        if not error.server_side:  # a refusal we do not expect: a missing table, a bad request
+            self.telemetry.event(metrics.UNEXPECTED_ERRORS, operation=operation, error=str(error))
         return StoreUnavailableError(f"DynamoDB {operation} failed ({error.type}); retry later")
 
 

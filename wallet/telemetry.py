@@ -29,6 +29,7 @@ TRANSACTION_CONFLICTS: Final = "dynamodb_transaction_conflicts"
 THROTTLES: Final = "dynamodb_throttles"
 INTERNAL_ERRORS: Final = "dynamodb_internal_errors"
 NETWORK_ERRORS: Final = "dynamodb_network_errors"
+UNEXPECTED_ERRORS: Final = "dynamodb_unexpected_errors"
 RETRIES: Final = "dynamodb_retries"
 CONTENTION_EXHAUSTED: Final = "contention_exhausted"
 
@@ -77,6 +78,7 @@ class Telemetry:
             THROTTLES,
             INTERNAL_ERRORS,
             NETWORK_ERRORS,
+            UNEXPECTED_ERRORS,
             RETRIES,
             CONTENTION_EXHAUSTED,
         )
