@@ -58,7 +58,8 @@ from wallet.errors import (
     WalletError,
     WalletNotFoundError,
 )
-from wallet.store import Outcome, WalletStore
+from wallet.store import WalletStore
+from wallet.telemetry import Telemetry
 from walletlake.settings import Settings
 
 _logger = logging.getLogger(__name__)
@@ -193,8 +194,9 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         f"{_PREFIX}/me/",
         tags=["wallets"],
         summary="The caller's wallet (not implemented: the system has no authentication)",
+        status_code=501,
         response_class=Response,
-        responses={200: {"description": "never answered"}, **_errors(NotImplementedRouteError)},
+        responses=_errors(NotImplementedRouteError),
     )
     async def my_wallet(request: Request) -> Response:
         raise NotImplementedRouteError("the system has no authentication, so it cannot know who 'me' is")
@@ -221,8 +223,8 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
     )
     async def deposit(request: Request, wallet_id: _WalletId) -> Response:
         command = validation.parse_deposit(wallet_id, await _json_body(request))
-        outcome = await store.execute(command)
-        return _no_content(telemetry, outcome)
+        await store.execute(command)  # applied or replayed: both answer 204
+        return _no_content(telemetry)
 
     @app.put(
         f"{_PREFIX}/{{wallet_id}}/transfer/{{target_wallet_id}}/",
@@ -248,8 +250,8 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
     )
     async def transfer(request: Request, wallet_id: _WalletId, target_wallet_id: _TargetId) -> Response:
         command = validation.parse_transfer(wallet_id, target_wallet_id, await _json_body(request))
-        outcome = await store.execute(command)
-        return _no_content(telemetry, outcome)
+        await store.execute(command)  # applied or replayed: both answer 204
+        return _no_content(telemetry)
 
     @app.get(
         f"{_PREFIX}/{{wallet_id}}/balance",
@@ -298,7 +300,7 @@ async def _json_body(request: Request) -> Any:
         raise InvalidRequestError("the request body must be a JSON object") from None
 
 
-def _no_content(telemetry: Any, outcome: Outcome) -> Response:
+def _no_content(telemetry: Telemetry) -> Response:
     telemetry.response(204)
     return Response(status_code=204)
 

@@ -11,8 +11,8 @@ The rules (issue 2, ARCHITECTURE.md "Money"):
   leading zeros are refused: money never passes through a float, and one canonical spelling per
   value keeps ``"100"`` and ``100`` the same request without guessing what ``"0100"`` meant;
 - a **nonce** is 1..64 characters of ``[0-9A-Za-z_-]`` (a JSON string). It becomes part of the
-  transaction item's key, so the alphabet excludes the key's separators' ambiguity and anything
-  that needs escaping;
+  transaction item's key ``{wallet_id}_{nonce}#transaction``, so it may not contain the key's
+  ``#`` nor anything that needs escaping in keys, logs or the lake;
 - a **UUID** is the canonical 8-4-4-4-12 hexadecimal form, in either case; it is stored lower-case
   so ``6F9619FF-...`` and ``6f9619ff-...`` name the same user or wallet.
 """
