@@ -40,6 +40,7 @@ def test_bank_invariants_hold_under_concurrent_transfers(settings: Settings) -> 
 
     # THEN every request got a definite answer, and replays answered like their originals
     assert report.unresolved == 0
+    assert report.unexpected == 0
     assert report.replay_mismatches == 0
     assert report.replays > 0
     assert report.transfers_refused > 0

@@ -117,7 +117,8 @@ class WorkloadReport:
 
     ``expected_versions`` / ``expected_balances`` are per wallet: one version per committed deposit
     or transfer leg, and the money that moved. ``unresolved`` counts requests still without a
-    definite answer after every retry (their effect is unknown; a healthy run has 0).
+    definite answer after every retry (their effect is unknown), ``unexpected`` any other refusal
+    than insufficient funds (a bug in client or server); a healthy run has 0 of both.
     """
 
     wallet_ids: list[str]
@@ -135,6 +136,7 @@ class WorkloadReport:
     expected_balances: dict[str, int]
     replay_mismatches: int = 0
     unresolved: int = 0
+    unexpected: int = 0
     statuses: dict[int, int] = dataclasses.field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -160,6 +162,7 @@ class _Movement:
 class _Result:
     movement: _Movement
     status: int
+    error: str | None
     requests: int
     replay_status: int | None = None
 
@@ -283,10 +286,12 @@ def _summarise(results: list[_Result], wallet_ids: list[str]) -> WorkloadReport:
             if result.replay_status is not None:
                 report.replays += 1
                 report.replay_mismatches += result.replay_status != 204
-        elif result.status == 409 and movement.kind == "transfer":
+        elif result.error == "insufficient_funds":
             report.transfers_refused += 1
         elif result.status in RETRYABLE or result.status == 0:
             report.unresolved += 1
+        else:
+            report.unexpected += 1
     report.ledger_entries_expected = report.deposits_ok + 2 * report.transfers_ok
     report.expected_versions = {wallet_id: versions[wallet_id] for wallet_id in wallet_ids}
     report.expected_balances = {wallet_id: balances[wallet_id] for wallet_id in wallet_ids}
@@ -319,7 +324,8 @@ def _task(
             tally(again)
             requests += again.attempts
             replay_status = again.status
-        return _Result(movement, answer.status, requests, replay_status)
+        error = answer.body.get("error") if isinstance(answer.body, dict) else None
+        return _Result(movement, answer.status, error, requests, replay_status)
 
     return run
 
