@@ -32,30 +32,39 @@ Duplicates must agree
     compaction refuses (:class:`CompactionConflictError`) rather than pick one: reconciliation then
     names the wallet and versions.
 
-Memory
-    A day is merged in memory with Arrow (about 2.5 times its Parquet size). That covers tens of
-    millions of rows per day on the nightly job's machine; beyond that, compaction would move to
-    an engine that sorts out of core (Athena ``INSERT INTO``, or DuckDB with a spill directory).
+Memory and scale
+    The day's objects are downloaded to a scratch folder and merged by an in-memory DuckDB, which
+    sorts out of core: past ``memory_limit`` it spills to the scratch folder. Outputs are streamed
+    one file at a time, so memory stays near ``memory_limit`` plus one output file whatever the
+    day's size; the scratch folder needs about twice the day's Parquet size (Lambda's ``/tmp``
+    goes to 10 GB). Copies are found before anything is written: one pass groups the rows by key
+    and compares a hash of their stable columns (a 64-bit hash: two different copies collide with
+    probability 2^-64, and reconciliation would still see them), the sorted pass then drops the
+    later copies, which the sort has made neighbours.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
 import logging
 import math
 import re
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import boto3
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lake import objects
+from lake import objects, parquet
 from lake.layout import PARQUET_SUFFIX, partition_prefix
 from lake.schemas import TABLES
 from walletlake.settings import Settings
@@ -71,9 +80,11 @@ DEFAULT_TARGET_FILE_BYTES: Final = 256 * 2**20
 #: Rows per row group. A one-wallet statement reads the row groups whose ``wallet_id`` range holds
 #: the wallet: one, or two when its rows straddle a boundary. With 32,768-row groups a day of 10
 #: million rows costs at most 2 x 32,768 / 10,000,000 = 0.66 % of the day's bytes (the target is
-#: 1 %), while each group (about 2-3 MB compressed) stays large enough for Athena to read in one
+#: 1 %), while each group (about 3 MB compressed) stays large enough for Athena to read in one
 #: request per column.
 DEFAULT_ROW_GROUP_ROWS: Final = 32_768
+#: DuckDB's memory for the sort; beyond it, it spills to the scratch folder.
+DEFAULT_MEMORY_LIMIT: Final = "2GB"
 
 _COMPACTED: Final = re.compile(r"compacted-([0-9a-f]{16})-(\d{4})\.parquet$")
 
@@ -82,9 +93,9 @@ _COMPACTED: Final = re.compile(r"compacted-([0-9a-f]{16})-(\d{4})\.parquet$")
 class TableLayout:
     """How one landing table is compacted.
 
-    ``order`` sorts the rows (and makes copies of a row neighbours: ``key`` must be a prefix of
-    ``order`` or be determined by it); ``key`` identifies a row; ``volatile`` columns may differ
-    between copies (when and where they were ingested); ``prefer`` picks the copy kept.
+    Rows are sorted by ``order`` then ``prefer`` (the copy kept is the first: earliest ingested);
+    ``key`` identifies a row and is determined by ``order``, so the sort makes copies neighbours;
+    ``volatile`` columns may differ between copies (when and where a row was ingested).
     """
 
     key: tuple[str, ...]
@@ -117,7 +128,7 @@ class CompactionConflictError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Merged:
-    """A day of one table, deduplicated and sorted (the pure part of compaction)."""
+    """A day of one table, deduplicated and sorted (what :func:`merge` returns)."""
 
     table: pa.Table
     rows_in: int
@@ -168,7 +179,7 @@ class CompactionReport:
 
 #: Called with ``("wrote", key)`` after each output and ``("deleting", keys)`` before the inputs go:
 #: a seam to watch progress, and for tests to stop a run at a chosen step.
-StepHook = Callable[[str, object], None]
+StepHook = Callable[[str, Any], None]
 
 
 def compact_day(
@@ -178,6 +189,7 @@ def compact_day(
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
     row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
     tables: Sequence[str] = tuple(LAYOUTS),
+    memory_limit: str = DEFAULT_MEMORY_LIMIT,
     on_step: StepHook | None = None,
     session: boto3.Session | None = None,
 ) -> CompactionReport:
@@ -192,39 +204,32 @@ def compact_day(
         raise ValueError("target_file_bytes and row_group_rows must be positive")
     session = session or boto3.Session(region_name=settings.region)
     client: S3Client = session.client("s3")
-    done = {
-        table: _compact_table(client, settings, table, day, target_file_bytes, row_group_rows, on_step)
-        for table in tables
-    }
+    sizing = _Sizing(target_file_bytes, row_group_rows, memory_limit)
+    done = {table: _compact_table(client, settings, table, day, sizing, on_step) for table in tables}
     return CompactionReport(day=day, tables=done)
 
 
 def merge(table_name: str, parts: Sequence[pa.Table]) -> Merged:
-    """Concatenate a day's parts, keep one copy of each row, sort by the table's order.
+    """A day's parts as one table: one copy of each row (the first ingested), in the table's order.
 
-    Raises :class:`CompactionConflictError` when copies of a row differ outside its volatile columns.
+    The same kernel as :func:`compact_day`, over Arrow tables instead of downloaded objects.
+    Raises :class:`CompactionConflictError` when copies of a row differ outside its volatile
+    columns.
     """
-    layout = LAYOUTS[table_name]
     schema = TABLES[table_name]
-    combined = pa.concat_tables([part.cast(schema) for part in parts]) if parts else schema.empty_table()
-    rows_in = combined.num_rows
-    if rows_in == 0:
-        return Merged(combined, 0, 0)
-    sort_keys = [(name, "ascending") for name in dict.fromkeys((*layout.order, *layout.key, *layout.prefer))]
-    ordered = combined.take(pc.sort_indices(combined, sort_keys))
-    repeat = _same_as_previous(ordered, layout.key)
-    if repeat.any():
-        stable = [name for name in schema.names if name not in layout.volatile]
-        differs = repeat & ~_same_as_previous(ordered, tuple(stable))
-        if differs.any():
-            keys = ordered.select(list(layout.key)).filter(pa.array(differs)).to_pylist()[:5]
-            raise CompactionConflictError(f"{table_name}: copies of {keys} differ; left untouched")
-    kept = ordered.filter(pa.array(~repeat))
-    if pc.count_distinct(_key_column(kept, layout.key)).as_py() != kept.num_rows:
-        raise CompactionConflictError(
-            f"{table_name}: rows with one key sort apart (their ordering columns differ)"
-        )
-    return Merged(kept, rows_in, rows_in - kept.num_rows)
+    with _connection(DEFAULT_MEMORY_LIMIT) as connection:
+        names = []
+        for index, part in enumerate(parts):
+            name = f"part_{index}"
+            connection.register(name, part.cast(schema))
+            names.append(name)
+        if not names:
+            return Merged(schema.empty_table(), 0, 0)
+        source = "(" + " UNION ALL ".join(f"SELECT * FROM {name}" for name in names) + ")"
+        kernel = _Kernel(connection, table_name, source)
+        batches = list(kernel.batches(DEFAULT_ROW_GROUP_ROWS))
+    table = pa.concat_tables(batches) if batches else schema.empty_table()
+    return Merged(table, kernel.rows_in, kernel.duplicates)
 
 
 def rows_per_file(bytes_per_row: float, target_file_bytes: int, row_group_rows: int) -> int:
@@ -247,13 +252,138 @@ def is_compacted(keys: Sequence[str]) -> bool:
     return bool(keys) and len(generations) == 1 and all(_COMPACTED.search(key) for key in keys)
 
 
+def read_footer(client: S3Client, bucket: str, key: str) -> pq.FileMetaData:
+    """A Parquet object's metadata, fetched with two ranged GETs instead of the whole object."""
+    tail = client.get_object(Bucket=bucket, Key=key, Range="bytes=-8")["Body"].read()
+    if tail[-4:] != b"PAR1":
+        raise ValueError(f"{key} is not a Parquet object")
+    length = int.from_bytes(tail[:4], "little")
+    footer = client.get_object(Bucket=bucket, Key=key, Range=f"bytes=-{length + 8}")["Body"].read()
+    return pq.read_metadata(pa.BufferReader(b"PAR1" + footer))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Sizing:
+    target_file_bytes: int
+    row_group_rows: int
+    memory_limit: str
+
+
+class _Kernel:
+    """Deduplicate and sort one table's day in DuckDB, streaming the result in batches."""
+
+    def __init__(self, connection: duckdb.DuckDBPyConnection, table_name: str, source: str) -> None:
+        self._connection = connection
+        self._layout = LAYOUTS[table_name]
+        self._schema = TABLES[table_name]
+        self._source = source
+        self._table_name = table_name
+        self.rows_in = 0
+        self.duplicates = 0
+
+    def batches(self, batch_rows: int) -> Iterator[pa.Table]:
+        """Sorted rows, one copy of each, cast to the lake schema; checks the copies first."""
+        self._check_copies()
+        layout = self._layout
+        order = ", ".join(_identifier(name) for name in dict.fromkeys((*layout.order, *layout.prefer)))
+        columns = ", ".join(_identifier(name) for name in self._schema.names)
+        reader = self._connection.sql(
+            f"SELECT {columns} FROM {self._source} ORDER BY {order}"
+        ).to_arrow_reader(batch_rows)
+        previous: pa.Table | None = None
+        for batch in reader:
+            table = pa.Table.from_batches([batch]).cast(self._schema)
+            self.rows_in += table.num_rows
+            keys = table.select(list(layout.key))
+            joined = pa.concat_tables([previous, keys]) if previous is not None else keys
+            repeat = _same_as_previous(joined, layout.key)[joined.num_rows - keys.num_rows :]
+            previous = keys.slice(keys.num_rows - 1) if keys.num_rows else previous
+            self.duplicates += int(repeat.sum())
+            yield table.filter(pa.array(~repeat)) if repeat.any() else table
+
+    def _check_copies(self) -> None:
+        layout = self._layout
+        key = ", ".join(_identifier(name) for name in layout.key)
+        stable = ", ".join(_identifier(n) for n in self._schema.names if n not in layout.volatile)
+        rows = self._connection.sql(
+            f"SELECT {key}, count(*) AS copies, min(h) <> max(h) AS differ "
+            f"FROM (SELECT {key}, hash({stable}) AS h FROM {self._source}) "
+            f"GROUP BY {key} HAVING count(*) > 1"
+        ).fetchall()
+        conflicts = [row[: len(layout.key)] for row in rows if row[-1]]
+        if conflicts:
+            raise CompactionConflictError(
+                f"{self._table_name}: copies of {conflicts[:5]} differ outside "
+                f"{list(layout.volatile)}; left untouched"
+            )
+
+
+class _Output:
+    """Cuts the sorted stream into files of whole row groups under the size target, and uploads them."""
+
+    def __init__(
+        self,
+        client: S3Client,
+        bucket: str,
+        prefix: str,
+        name: str,
+        rows_per_file: int,
+        sizing: _Sizing,
+        on_step: StepHook | None,
+    ) -> None:
+        self._client = client
+        self._bucket = bucket
+        self._prefix = prefix
+        self._name = name
+        self._rows_per_file = rows_per_file
+        self._sizing = sizing
+        self._on_step = on_step
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
+        self.keys: list[str] = []
+        self.bytes = 0
+        self.rows = 0
+
+    def add(self, table: pa.Table) -> None:
+        self._pending.append(table)
+        self._pending_rows += table.num_rows
+        while self._pending_rows >= self._rows_per_file:
+            combined = pa.concat_tables(self._pending)
+            self._write(combined.slice(0, self._rows_per_file))
+            rest = combined.slice(self._rows_per_file)
+            self._pending, self._pending_rows = [rest], rest.num_rows
+
+    def close(self) -> None:
+        if self._pending_rows or not self.keys:
+            self._write(pa.concat_tables(self._pending) if self._pending else None)
+
+    def _write(self, table: pa.Table | None) -> None:
+        if table is None:
+            return
+        groups = self._sizing.row_group_rows
+        body = parquet.encode(table.combine_chunks(), row_group_size=groups)
+        if len(body) > self._sizing.target_file_bytes and table.num_rows > groups:
+            half = math.ceil(table.num_rows / groups / 2) * groups  # an estimate was short: split
+            self._write(table.slice(0, half))
+            self._write(table.slice(half))
+            return
+        key = f"{self._prefix}compacted-{self._name}-{len(self.keys):04d}{PARQUET_SUFFIX}"
+        self._client.put_object(
+            Bucket=self._bucket, Key=key, Body=body, ContentType="application/vnd.apache.parquet"
+        )
+        self.keys.append(key)
+        self.bytes += len(body)
+        self.rows += table.num_rows
+        if self._on_step:
+            self._on_step("wrote", key)
+
+
 def _compact_table(
     client: S3Client,
     settings: Settings,
     table_name: str,
     day: dt.date,
-    target_file_bytes: int,
-    row_group_rows: int,
+    sizing: _Sizing,
     on_step: StepHook | None,
 ) -> TableCompaction:
     prefix = partition_prefix(settings.lake_prefix, table_name, day)
@@ -265,50 +395,71 @@ def _compact_table(
     keys_in = [key for key, _ in inputs]
     bytes_in = sum(size for _, size in inputs)
     if not inputs or is_compacted(keys_in):
-        rows = sum(_row_count(client, settings.bucket, key) for key in keys_in)
+        rows = sum(read_footer(client, settings.bucket, key).num_rows for key in keys_in)
         return TableCompaction(
             table_name, len(inputs), len(inputs), rows, rows, 0, bytes_in, bytes_in, True, tuple(keys_in)
         )
-    schema = TABLES[table_name]
-    merged = merge(table_name, [objects.get_table(client, settings.bucket, key, schema) for key in keys_in])
-    per_file = rows_per_file(bytes_in / max(merged.rows_in, 1), target_file_bytes, row_group_rows)
-    name = generation(inputs)
-    files = max(1, math.ceil(merged.table.num_rows / per_file))
-    keys_out: list[str] = []
-    bytes_out = 0
-    for index in range(files):
-        key = f"{prefix}compacted-{name}-{index:04d}{PARQUET_SUFFIX}"
-        part = merged.table.slice(index * per_file, per_file)
-        bytes_out += objects.put_table(client, settings.bucket, key, part, row_group_size=row_group_rows)
-        keys_out.append(key)
-        if on_step:
-            on_step("wrote", key)
-    stale = [key for key in keys_in if key not in keys_out]
+    with tempfile.TemporaryDirectory(prefix="walletlake-compact-") as scratch:
+        local = []
+        for index, key in enumerate(keys_in):
+            path = Path(scratch) / f"input-{index:06d}.parquet"
+            client.download_file(settings.bucket, key, str(path))
+            local.append(str(path))
+        footers = [pq.read_metadata(path).num_rows for path in local]
+        per_file = rows_per_file(
+            bytes_in / max(sum(footers), 1), sizing.target_file_bytes, sizing.row_group_rows
+        )
+        output = _Output(client, settings.bucket, prefix, generation(inputs), per_file, sizing, on_step)
+        with _connection(sizing.memory_limit, Path(scratch) / "spill") as connection:
+            kernel = _Kernel(connection, table_name, f"read_parquet([{', '.join(map(_quote, local))}])")
+            for batch in kernel.batches(sizing.row_group_rows):
+                output.add(batch)
+        output.close()
+    stale = [key for key in keys_in if key not in output.keys]
     if on_step:
         on_step("deleting", tuple(stale))
     objects.delete_keys(client, settings.bucket, stale)
     _logger.info(
-        "compacted %s %s: %d files, %d rows → %d files, %d rows (%d duplicates)",
+        "compacted %s %s: %d files, %d rows -> %d files, %d rows (%d duplicates)",
         table_name,
         day,
         len(inputs),
-        merged.rows_in,
-        files,
-        merged.table.num_rows,
-        merged.duplicates_dropped,
+        kernel.rows_in,
+        len(output.keys),
+        output.rows,
+        kernel.duplicates,
     )
     return TableCompaction(
         table=table_name,
         files_in=len(inputs),
-        files_out=files,
-        rows_in=merged.rows_in,
-        rows_out=merged.table.num_rows,
-        duplicates_dropped=merged.duplicates_dropped,
+        files_out=len(output.keys),
+        rows_in=kernel.rows_in,
+        rows_out=output.rows,
+        duplicates_dropped=kernel.duplicates,
         bytes_in=bytes_in,
-        bytes_out=bytes_out,
+        bytes_out=output.bytes,
         already_compact=False,
-        keys_out=tuple(keys_out),
+        keys_out=tuple(output.keys),
     )
+
+
+@contextlib.contextmanager
+def _connection(memory_limit: str, spill: Path | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A private in-memory DuckDB that spills to ``spill`` (no extension, nothing under ~)."""
+    directory = spill or Path(tempfile.gettempdir()) / "walletlake-duckdb" / "spill"
+    connection = duckdb.connect(
+        config={
+            "autoinstall_known_extensions": False,
+            "autoload_known_extensions": False,
+            "memory_limit": memory_limit,
+            "temp_directory": str(directory),
+            "home_directory": str(directory.parent),
+        }
+    )
+    try:
+        yield connection
+    finally:
+        connection.close()
 
 
 def _same_as_previous(table: pa.Table, columns: tuple[str, ...]) -> np.ndarray:
@@ -327,22 +478,9 @@ def _same_as_previous(table: pa.Table, columns: tuple[str, ...]) -> np.ndarray:
     return same
 
 
-def _key_column(table: pa.Table, key: tuple[str, ...]) -> pa.Array | pa.ChunkedArray:
-    if len(key) == 1:
-        return table.column(key[0])
-    parts = [pc.fill_null(pc.cast(table.column(name), pa.string()), "\x00") for name in key]
-    return pc.binary_join_element_wise(*parts, "\x1f")
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
-def _row_count(client: S3Client, bucket: str, key: str) -> int:
-    return read_footer(client, bucket, key).num_rows
-
-
-def read_footer(client: S3Client, bucket: str, key: str) -> pq.FileMetaData:
-    """A Parquet object's metadata, fetched with two ranged GETs instead of the whole object."""
-    tail = client.get_object(Bucket=bucket, Key=key, Range="bytes=-8")["Body"].read()
-    if tail[-4:] != b"PAR1":
-        raise ValueError(f"{key} is not a Parquet object")
-    length = int.from_bytes(tail[:4], "little")
-    footer = client.get_object(Bucket=bucket, Key=key, Range=f"bytes=-{length + 8}")["Body"].read()
-    return pq.read_metadata(pa.BufferReader(b"PAR1" + footer))
+def _identifier(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
