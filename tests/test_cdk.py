@@ -26,6 +26,12 @@ sys.path.insert(0, str(ROOT / "cdk"))
 
 from aws_cdk import assertions  # noqa: E402
 from cfnlint.api import lint_file  # noqa: E402
+
+from lake.glue import table_input  # noqa: E402
+from lake.schemas import TABLES  # noqa: E402
+from queries import list_queries  # noqa: E402
+from wallet.table import WALLETS_TABLE  # noqa: E402
+from walletlake.settings import Settings  # noqa: E402
 from walletlake_cdk import layers  # noqa: E402
 from walletlake_cdk.assembly import build_app, error_messages  # noqa: E402
 from walletlake_cdk.monitoring import (  # noqa: E402
@@ -38,12 +44,6 @@ from walletlake_cdk.nightly import NIGHTLY_HANDLER  # noqa: E402
 from walletlake_cdk.storage import ATHENA_RESULTS_PREFIX  # noqa: E402
 from walletlake_cdk.stream_consumer import CONSUMER_HANDLER  # noqa: E402
 from walletlake_cdk.write_api import API_HANDLER, TABLE_ACTIONS  # noqa: E402
-
-from lake.glue import table_input  # noqa: E402
-from lake.schemas import TABLES  # noqa: E402
-from queries import list_queries  # noqa: E402
-from wallet.table import WALLETS_TABLE  # noqa: E402
-from walletlake.settings import Settings  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -22,14 +22,14 @@ import aws_cdk as cdk  # noqa: E402
 from aws_cdk import aws_dynamodb as dynamodb  # noqa: E402
 from aws_cdk import aws_kms as kms  # noqa: E402
 from aws_cdk.assertions import Match, Template  # noqa: E402
+
+from walletlake.settings import ENVIRONMENT_VARIABLES, Settings  # noqa: E402
 from walletlake_cdk import lambda_code, layers  # noqa: E402
 from walletlake_cdk.assembly import cdk_json_context, validation_failures  # noqa: E402
 from walletlake_cdk.config import DeploymentConfig, DeploymentConfigError  # noqa: E402
 from walletlake_cdk.functions import build_function_assets, log_retention, settings_environment  # noqa: E402
 from walletlake_cdk.ledger_table import build_ledger_table  # noqa: E402
 from walletlake_cdk.write_api import build_write_api  # noqa: E402
-
-from walletlake.settings import ENVIRONMENT_VARIABLES, Settings  # noqa: E402
 
 # --- context --------------------------------------------------------------------------------
 
