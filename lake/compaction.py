@@ -83,6 +83,7 @@ DEFAULT_TARGET_FILE_BYTES: Final = 256 * 2**20
 #: 1 %), while each group (about 3 MB compressed) stays large enough for Athena to read in one
 #: request per column.
 DEFAULT_ROW_GROUP_ROWS: Final = 32_768
+_PARQUET_TYPE: Final = "application/vnd.apache.parquet"
 #: DuckDB's memory for the sort; beyond it, it spills to the scratch folder.
 DEFAULT_MEMORY_LIMIT: Final = "2GB"
 
@@ -319,28 +320,18 @@ class _Kernel:
 
 
 class _Output:
-    """Cuts the sorted stream into files of whole row groups under the size target, and uploads them."""
+    """Cuts the sorted stream into files of whole row groups under the size target, and puts them."""
 
     def __init__(
-        self,
-        client: S3Client,
-        bucket: str,
-        prefix: str,
-        name: str,
-        rows_per_file: int,
-        sizing: _Sizing,
-        on_step: StepHook | None,
+        self, put: Callable[[str, bytes], None], name: str, rows_per_file: int, sizing: _Sizing
     ) -> None:
-        self._client = client
-        self._bucket = bucket
-        self._prefix = prefix
+        self._put = put
         self._name = name
         self._rows_per_file = rows_per_file
         self._sizing = sizing
-        self._on_step = on_step
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
-        self.keys: list[str] = []
+        self.names: list[str] = []
         self.bytes = 0
         self.rows = 0
 
@@ -354,7 +345,7 @@ class _Output:
             self._pending, self._pending_rows = [rest], rest.num_rows
 
     def close(self) -> None:
-        if self._pending_rows or not self.keys:
+        if self._pending_rows or not self.names:
             self._write(pa.concat_tables(self._pending) if self._pending else None)
 
     def _write(self, table: pa.Table | None) -> None:
@@ -363,19 +354,54 @@ class _Output:
         groups = self._sizing.row_group_rows
         body = parquet.encode(table.combine_chunks(), row_group_size=groups)
         if len(body) > self._sizing.target_file_bytes and table.num_rows > groups:
-            half = math.ceil(table.num_rows / groups / 2) * groups  # an estimate was short: split
+            half = math.ceil(table.num_rows / groups / 2) * groups  # the estimate was short: split
             self._write(table.slice(0, half))
             self._write(table.slice(half))
             return
-        key = f"{self._prefix}compacted-{self._name}-{len(self.keys):04d}{PARQUET_SUFFIX}"
-        self._client.put_object(
-            Bucket=self._bucket, Key=key, Body=body, ContentType="application/vnd.apache.parquet"
-        )
-        self.keys.append(key)
+        name = f"compacted-{self._name}-{len(self.names):04d}{PARQUET_SUFFIX}"
+        self._put(name, body)
+        self.names.append(name)
         self.bytes += len(body)
         self.rows += table.num_rows
-        if self._on_step:
-            self._on_step("wrote", key)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FilesCompaction:
+    """What :func:`compact_files` wrote."""
+
+    names: tuple[str, ...]
+    rows_in: int
+    rows_out: int
+    duplicates_dropped: int
+    bytes_out: int
+
+
+def compact_files(
+    table_name: str,
+    paths: Sequence[str],
+    put: Callable[[str, bytes], None],
+    *,
+    name: str,
+    target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
+    row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
+    memory_limit: str = DEFAULT_MEMORY_LIMIT,
+    scratch: Path | None = None,
+) -> FilesCompaction:
+    """Merge local Parquet files of one table's day into ``compacted-<name>-<n>.parquet`` files.
+
+    The storage-free core of :func:`compact_day` (which downloads the inputs, puts the outputs in
+    S3 and deletes the inputs): ``put(file_name, body)`` stores each output as it is made.
+    """
+    sizing = _Sizing(target_file_bytes, row_group_rows, memory_limit)
+    rows = sum(pq.read_metadata(path).num_rows for path in paths)
+    size = sum(Path(path).stat().st_size for path in paths)
+    output = _Output(put, name, rows_per_file(size / max(rows, 1), target_file_bytes, row_group_rows), sizing)
+    with _connection(memory_limit, scratch) as connection:
+        kernel = _Kernel(connection, table_name, f"read_parquet([{', '.join(map(_quote, paths))}])")
+        for batch in kernel.batches(row_group_rows):
+            output.add(batch)
+    output.close()
+    return FilesCompaction(tuple(output.names), kernel.rows_in, output.rows, kernel.duplicates, output.bytes)
 
 
 def _compact_table(
@@ -399,23 +425,31 @@ def _compact_table(
         return TableCompaction(
             table_name, len(inputs), len(inputs), rows, rows, 0, bytes_in, bytes_in, True, tuple(keys_in)
         )
+    keys_out: list[str] = []
+
+    def put(name: str, body: bytes) -> None:
+        client.put_object(Bucket=settings.bucket, Key=prefix + name, Body=body, ContentType=_PARQUET_TYPE)
+        keys_out.append(prefix + name)
+        if on_step:
+            on_step("wrote", prefix + name)
+
     with tempfile.TemporaryDirectory(prefix="walletlake-compact-") as scratch:
         local = []
         for index, key in enumerate(keys_in):
             path = Path(scratch) / f"input-{index:06d}.parquet"
             client.download_file(settings.bucket, key, str(path))
             local.append(str(path))
-        footers = [pq.read_metadata(path).num_rows for path in local]
-        per_file = rows_per_file(
-            bytes_in / max(sum(footers), 1), sizing.target_file_bytes, sizing.row_group_rows
+        done = compact_files(
+            table_name,
+            local,
+            put,
+            name=generation(inputs),
+            target_file_bytes=sizing.target_file_bytes,
+            row_group_rows=sizing.row_group_rows,
+            memory_limit=sizing.memory_limit,
+            scratch=Path(scratch) / "spill",
         )
-        output = _Output(client, settings.bucket, prefix, generation(inputs), per_file, sizing, on_step)
-        with _connection(sizing.memory_limit, Path(scratch) / "spill") as connection:
-            kernel = _Kernel(connection, table_name, f"read_parquet([{', '.join(map(_quote, local))}])")
-            for batch in kernel.batches(sizing.row_group_rows):
-                output.add(batch)
-        output.close()
-    stale = [key for key in keys_in if key not in output.keys]
+    stale = [key for key in keys_in if key not in keys_out]
     if on_step:
         on_step("deleting", tuple(stale))
     objects.delete_keys(client, settings.bucket, stale)
@@ -424,22 +458,22 @@ def _compact_table(
         table_name,
         day,
         len(inputs),
-        kernel.rows_in,
-        len(output.keys),
-        output.rows,
-        kernel.duplicates,
+        done.rows_in,
+        len(keys_out),
+        done.rows_out,
+        done.duplicates_dropped,
     )
     return TableCompaction(
         table=table_name,
         files_in=len(inputs),
-        files_out=len(output.keys),
-        rows_in=kernel.rows_in,
-        rows_out=output.rows,
-        duplicates_dropped=kernel.duplicates,
+        files_out=len(keys_out),
+        rows_in=done.rows_in,
+        rows_out=done.rows_out,
+        duplicates_dropped=done.duplicates_dropped,
         bytes_in=bytes_in,
-        bytes_out=output.bytes,
+        bytes_out=done.bytes_out,
         already_compact=False,
-        keys_out=tuple(output.keys),
+        keys_out=tuple(keys_out),
     )
 
 

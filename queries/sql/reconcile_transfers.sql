@@ -1,21 +1,24 @@
--- Transfers of one UTC day whose legs do not cancel out: a leg missing or doubled with different
--- values, or a debit and a credit of different sizes. Copies of a leg (possible before
--- compaction) are not counted twice. Reads one ledger partition.
+-- Transfers of one UTC day whose legs do not cancel out: a debit and a credit of different sizes,
+-- or a leg without its other half. A transfer landed twice whole (possible before compaction) is
+-- not one. Reads one ledger partition; the second pass only looks up the transfers found.
 -- @param date  date  the day
+WITH unbalanced AS (
+    SELECT txn_id
+    FROM ledger
+    WHERE dt = :date AND txn_type = 'transfer'
+    GROUP BY txn_id
+    HAVING sum(delta) <> 0 OR count_if(direction = 'debit') <> count_if(direction = 'credit')
+)
 SELECT
-    txn_id,
-    max(CASE WHEN direction = 'debit' THEN wallet_id END) AS debit_wallet_id,
-    max(CASE WHEN direction = 'debit' THEN wallet_version END) AS debit_version,
-    max(CASE WHEN direction = 'debit' THEN delta END) AS debit_delta,
-    max(CASE WHEN direction = 'credit' THEN wallet_id END) AS credit_wallet_id,
-    max(CASE WHEN direction = 'credit' THEN wallet_version END) AS credit_version,
-    max(CASE WHEN direction = 'credit' THEN delta END) AS credit_delta
-FROM ledger
-WHERE dt = :date AND txn_type = 'transfer'
-GROUP BY txn_id
-HAVING count_if(direction = 'debit') = 0
-    OR count_if(direction = 'credit') = 0
-    OR max(CASE WHEN direction = 'debit' THEN delta END) <> min(CASE WHEN direction = 'debit' THEN delta END)
-    OR max(CASE WHEN direction = 'credit' THEN delta END) <> min(CASE WHEN direction = 'credit' THEN delta END)
-    OR max(CASE WHEN direction = 'debit' THEN delta END) + max(CASE WHEN direction = 'credit' THEN delta END) <> 0
-ORDER BY txn_id
+    l.txn_id,
+    max(CASE WHEN l.direction = 'debit' THEN l.wallet_id END) AS debit_wallet_id,
+    max(CASE WHEN l.direction = 'debit' THEN l.wallet_version END) AS debit_version,
+    max(CASE WHEN l.direction = 'debit' THEN l.delta END) AS debit_delta,
+    max(CASE WHEN l.direction = 'credit' THEN l.wallet_id END) AS credit_wallet_id,
+    max(CASE WHEN l.direction = 'credit' THEN l.wallet_version END) AS credit_version,
+    max(CASE WHEN l.direction = 'credit' THEN l.delta END) AS credit_delta
+FROM ledger l
+JOIN unbalanced u ON u.txn_id = l.txn_id
+WHERE l.dt = :date AND l.txn_type = 'transfer'
+GROUP BY l.txn_id
+ORDER BY l.txn_id
