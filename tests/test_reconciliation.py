@@ -231,9 +231,9 @@ def test_a_changed_balance_is_a_mismatch_with_the_table(settings: Settings) -> N
     assert mismatch.detail == f"balance at version 1: table {10 * USD}, lake balance_after {11 * USD}"
     assert (mismatch.expected, mismatch.actual) == (10 * USD, 11 * USD)
     assert (chain.expected, chain.actual) == (10 * USD, 11 * USD)
-    assert (
-        chain.detail
-        == f"balance_after is not the previous balance plus delta at versions 1 (first: expected {10 * USD}, lake {11 * USD})"
+    assert chain.detail == (
+        "balance_after is not the previous balance plus delta at versions 1 "
+        f"(first: expected {10 * USD}, lake {11 * USD})"
     )
     assert (conservation.expected, conservation.actual) == (181 * USD, 182 * USD)
     assert report.counts[MISMATCH] == 1
