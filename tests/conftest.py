@@ -8,7 +8,6 @@ same definitions as production, and removes only what it made.
 from __future__ import annotations
 
 import contextlib
-import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,26 +15,15 @@ from pathlib import Path
 import boto3
 import pytest
 
-from walletlake.local import EmbeddedStack, provision
+from walletlake.local import EmbeddedStack, patched_environ, provision
 from walletlake.settings import Settings
 
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedStack]:
     """The embedded stack, with the SDK's endpoint variables pointing at it for the session."""
-    embedded = EmbeddedStack(tmp_path_factory.mktemp("stack"))
-    embedded.start()
-    saved = {key: os.environ.get(key) for key in embedded.environment()}
-    os.environ.update(embedded.environment())
-    try:
+    with EmbeddedStack(tmp_path_factory.mktemp("stack")) as embedded, patched_environ(embedded.environment()):
         yield embedded
-    finally:
-        embedded.stop()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 @pytest.fixture

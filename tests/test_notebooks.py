@@ -26,7 +26,7 @@ import pytest
 from nbclient import NotebookClient
 from sample_lake import SampleLake, make_sample, write_sample
 
-from walletlake.local import EmbeddedStack
+from walletlake.local import EmbeddedStack, patched_environ
 from walletlake.settings import Settings
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
@@ -63,16 +63,8 @@ def jupyter_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 @pytest.fixture
 def jupyter_environ(jupyter_env: dict[str, str]) -> Iterator[None]:
     """Point this process's Jupyter machinery (kernelspec lookup) at the temp folders."""
-    saved = {key: os.environ.get(key) for key in jupyter_env}
-    os.environ.update(jupyter_env)
-    try:
+    with patched_environ(jupyter_env):
         yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 @pytest.fixture

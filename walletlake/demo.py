@@ -27,7 +27,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from wallet.table import ENTITY_TRANSACTION, Attr
-from walletlake.local import EmbeddedStack, provision
+from walletlake.local import EmbeddedStack, patched_environ, provision
 from walletlake.settings import Settings
 
 _logger = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ class DemoConfig:
 
     wallets: int = 200
     deposits_per_wallet: int = 2
-    transfers: int = 2_000
+    transfers: int = 1_000
     concurrency: int = 8
     seed: int = 20261122
     #: Transaction items expire this long after commit, so TTL deletions happen during the demo.
@@ -123,18 +123,8 @@ def _stack(config: DemoConfig, output: Path, cleanup: contextlib.ExitStack) -> S
     stack = EmbeddedStack(data_dir)
     stack.start()
     cleanup.callback(stack.stop)
-    saved = {key: os.environ.get(key) for key in stack.environment()}
-    os.environ.update(stack.environment())
-    cleanup.callback(_restore_environ, saved)
+    cleanup.enter_context(patched_environ(stack.environment()))
     return Settings.from_env()
-
-
-def _restore_environ(saved: dict[str, str | None]) -> None:
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
 
 
 def _pipeline(
