@@ -339,30 +339,41 @@ class _Output:
         self._pending.append(table)
         self._pending_rows += table.num_rows
         while self._pending_rows >= self._rows_per_file:
-            combined = pa.concat_tables(self._pending)
-            self._write(combined.slice(0, self._rows_per_file))
-            rest = combined.slice(self._rows_per_file)
-            self._pending, self._pending_rows = [rest], rest.num_rows
+            self._emit()
 
     def close(self) -> None:
-        if self._pending_rows or not self.names:
-            self._write(pa.concat_tables(self._pending) if self._pending else None)
+        while self._pending_rows:
+            self._emit()
+        if not self.names:  # nothing left after all: one empty file keeps the partition's state plain
+            self._put_file(pa.concat_tables(self._pending) if self._pending else None)
 
-    def _write(self, table: pa.Table | None) -> None:
-        if table is None:
-            return
-        groups = self._sizing.row_group_rows
-        body = parquet.encode(table.combine_chunks(), row_group_size=groups)
-        if len(body) > self._sizing.target_file_bytes and table.num_rows > groups:
-            half = math.ceil(table.num_rows / groups / 2) * groups  # the estimate was short: split
-            self._write(table.slice(0, half))
-            self._write(table.slice(half))
-            return
+    def _emit(self) -> None:
+        combined = pa.concat_tables(self._pending)
+        take = min(self._rows_per_file, combined.num_rows)
+        head = combined.slice(0, take).combine_chunks()
+        body = parquet.encode(head, row_group_size=self._sizing.row_group_rows)
+        if len(body) > self._sizing.target_file_bytes and take > self._sizing.row_group_rows:
+            # The estimate from the inputs' size was short (sorted rows can compress worse than
+            # arrival order): learn from this file and cut it again.
+            self._rows_per_file = rows_per_file(
+                len(body) / take, self._sizing.target_file_bytes, self._sizing.row_group_rows
+            )
+            if self._rows_per_file < take:
+                return
+        self._store(body, take)
+        rest = combined.slice(take)
+        self._pending, self._pending_rows = [rest], rest.num_rows
+
+    def _put_file(self, table: pa.Table | None) -> None:
+        if table is not None:
+            self._store(parquet.encode(table, row_group_size=self._sizing.row_group_rows), table.num_rows)
+
+    def _store(self, body: bytes, rows: int) -> None:
         name = f"compacted-{self._name}-{len(self.names):04d}{PARQUET_SUFFIX}"
         self._put(name, body)
         self.names.append(name)
         self.bytes += len(body)
-        self.rows += table.num_rows
+        self.rows += rows
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -62,9 +62,9 @@ _PANDAS_TYPES: Final[dict[pa.DataType, Any]] = {
     pa.int16(): pd.Int64Dtype(),
     pa.int32(): pd.Int64Dtype(),
     pa.int64(): pd.Int64Dtype(),
-    pa.string(): pd.StringDtype(),
-    pa.large_string(): pd.StringDtype(),
-    pa.string_view(): pd.StringDtype(),
+    pa.string(): pd.StringDtype("pyarrow"),
+    pa.large_string(): pd.StringDtype("pyarrow"),
+    pa.string_view(): pd.StringDtype("pyarrow"),
     pa.bool_(): pd.BooleanDtype(),
     pa.float64(): pd.Float64Dtype(),
 }

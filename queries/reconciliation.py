@@ -52,13 +52,13 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final
 
 import boto3
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lake import objects
 from lake.layout import PARQUET_SUFFIX, partition_prefix, table_prefix
@@ -219,7 +219,10 @@ def reconcile(
 def reconcile_day(
     engine: QueryEngine, day: dt.date, snapshot: SnapshotRef, *, now: dt.datetime, max_lag_seconds: int
 ) -> DayOutcome:
-    """Run the reconciliation queries for one day and classify what they return (no writes)."""
+    """Run the reconciliation queries for one day and classify what they return (no writes).
+
+    The transfer query runs while the wallets are classified (the engine works, Python waits).
+    """
     wallets_query, transfers_query = get_query("reconcile_wallets"), get_query("reconcile_transfers")
     wallets = engine.run(
         wallets_query.sql,
@@ -232,11 +235,13 @@ def reconcile_day(
             }
         ),
     )
-    transfers = engine.run(transfers_query.sql, transfers_query.bind({"date": day.isoformat()}))
     cutoff = now - dt.timedelta(seconds=max_lag_seconds)
-    return classify(
-        wallets, transfers, snapshot_at=snapshot.snapshot_at, cutoff=cutoff, max_lag_seconds=max_lag_seconds
-    )
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reconcile") as pool:
+        transfers = pool.submit(
+            engine.run, transfers_query.sql, transfers_query.bind({"date": day.isoformat()})
+        )
+        judged = _judge_wallets(wallets, snapshot.snapshot_at, cutoff, max_lag_seconds)
+        return _finish(judged, transfers.result())
 
 
 def classify(
@@ -252,8 +257,33 @@ def classify(
     Pure: no I/O, no clock. ``cutoff`` is ``now - max_lag_seconds``: an absent version that must
     have been committed before it is ``missing``.
     """
+    return _finish(_judge_wallets(wallets, snapshot_at, cutoff, max_lag_seconds), transfers)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _JudgedWallets:
+    findings: list[Finding]
+    wallets: int
+    wallets_absent: int
+    daily_balances: pa.Table
+    totals: dict[str, int]
+    ledger_rows: int
+
+
+def _judge_wallets(
+    wallets: pd.DataFrame, snapshot_at: dt.datetime, cutoff: dt.datetime, max_lag_seconds: int
+) -> _JudgedWallets:
     frame = _Columns(wallets)
     findings, wallets_absent = _wallet_findings_of(frame, snapshot_at, _naive_utc(cutoff), max_lag_seconds)
+    daily, totals = _close_day(frame)
+    return _JudgedWallets(
+        findings, len(frame), wallets_absent, daily, totals, int(frame.ints("day_rows").sum())
+    )
+
+
+def _finish(judged: _JudgedWallets, transfers: pd.DataFrame) -> DayOutcome:
+    """Add the global checks to the wallets' findings and count."""
+    findings = list(judged.findings)
     checks: dict[str, str] = {}
     transfer_findings = [
         _transfer_finding({str(k): _scalar(v) for k, v in row.items()})
@@ -265,10 +295,12 @@ def classify(
         if not transfer_findings
         else f"failed: {len(transfer_findings)} transfers do not sum to zero"
     )
-    daily, totals = _close_day(frame)
+    totals = judged.totals
     expected_total = totals["opening_balance"] + totals["deposits"]
-    if wallets_absent:
-        checks["conservation"] = f"skipped: {wallets_absent} wallets have versions absent from the lake"
+    if judged.wallets_absent:
+        checks["conservation"] = (
+            f"skipped: {judged.wallets_absent} wallets have versions absent from the lake"
+        )
     elif expected_total != totals["closing_balance"]:
         checks["conservation"] = "failed"
         findings.append(
@@ -287,15 +319,15 @@ def classify(
     checks["wallets"] = "ok" if all(f.status in PASSING_STATUSES for f in wallet_findings) else "failed"
     counts = dict.fromkeys(STATUSES, 0)
     counts.update(Counter(finding.status for finding in findings))
-    counts[OK] = len(frame) - len({f.wallet_id for f in wallet_findings})
+    counts[OK] = judged.wallets - len({f.wallet_id for f in wallet_findings})
     return DayOutcome(
         findings=sorted(findings, key=_finding_order),
         checks=checks,
         counts=counts,
-        wallets=len(frame),
-        daily_balances=daily,
+        wallets=judged.wallets,
+        daily_balances=judged.daily_balances,
         totals=totals,
-        ledger_rows=int(frame.ints("day_rows").sum()),
+        ledger_rows=judged.ledger_rows,
     )
 
 
@@ -638,9 +670,9 @@ def _transfer_finding(row: dict[str, Any]) -> Finding:
 def _daily_balances(
     frame: _Columns, closes: np.ndarray, closing_balance: np.ndarray, closing_version: np.ndarray
 ) -> pa.Table:
-    table = pa.table(
+    return pa.table(  # in the query's order: readers find a wallet by its value
         {
-            "wallet_id": pa.array(frame.strings("wallet_id")[closes], pa.string()),
+            "wallet_id": frame.arrow("wallet_id").filter(pa.array(closes)),
             "closing_balance": pa.array(closing_balance[closes], pa.int64()),
             "closing_version": pa.array(closing_version[closes], pa.int64()),
             "entries": pa.array(frame.ints("day_entries")[closes], pa.int64()),
@@ -648,7 +680,6 @@ def _daily_balances(
         },
         schema=DAILY_BALANCES,
     )
-    return table.take(pc.sort_indices(table, [("wallet_id", "ascending")]))
 
 
 class _Columns:
@@ -666,8 +697,8 @@ class _Columns:
     def ints(self, name: str) -> np.ndarray:
         return self._frame[name].astype("Int64").to_numpy(dtype=np.int64, na_value=0)
 
-    def strings(self, name: str) -> np.ndarray:
-        return self._frame[name].astype(object).to_numpy()
+    def arrow(self, name: str) -> pa.Array:
+        return pa.array(self._frame[name], from_pandas=True)
 
     def times(self, name: str) -> np.ndarray:
         values = pd.to_datetime(self._frame[name])
@@ -713,8 +744,12 @@ def _listing(text: Any) -> str:
 
 
 def _exact_sum(values: np.ndarray) -> int:
-    """Sum without int64 overflow (Python integers)."""
-    return int(values.astype(object).sum()) if len(values) else 0
+    """Sum without int64 overflow: in int64 when no overflow is possible, else in Python integers."""
+    if not len(values):
+        return 0
+    if int(np.abs(values).max()) < (2**63 - 1) // len(values):
+        return int(values.sum())
+    return int(values.astype(object).sum())
 
 
 def _finding_order(finding: Finding) -> tuple[int, str, str]:
