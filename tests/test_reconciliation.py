@@ -11,6 +11,7 @@ import datetime as dt
 import json
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from ledger_builder import (
     USD,
@@ -24,6 +25,7 @@ from ledger_builder import (
 
 from lake import objects
 from lake.compaction import compact_day
+from lake.schemas import DAILY_BALANCES
 from lake.snapshots import take_snapshot
 from queries.reconciliation import (
     CHAIN_BREAK,
@@ -402,3 +404,68 @@ def test_a_day_depends_on_the_previous_close_not_on_older_history(settings: Sett
     assert report.ok
     assert report.earlier == ()
     assert report.counts[OK] == 5
+
+
+def test_a_day_that_does_not_start_from_the_previous_close_breaks_the_chain(settings: Settings) -> None:
+    # GIVEN the first day reconciled, then its recorded close of c and d altered by a micro-dollar
+    book = clean_day()
+    second = DAY + dt.timedelta(days=1)
+    book.deposit("c", 5 * USD, T0 + dt.timedelta(days=1))  # c4 19 (c moves on the second day, d does not)
+    land(settings, book, snapshot_at=SNAPSHOT_AT + dt.timedelta(days=1))
+    reconcile(settings, DAY, now=NOW + dt.timedelta(days=1))
+    closes = read_partition(settings, "daily_balances", DAY).to_pylist()
+    for row in closes:
+        if row["wallet_id"] in ("c", "d"):
+            row["closing_balance"] += 1
+    key = f"{settings.lake_prefix}/daily_balances/dt={DAY.isoformat()}/daily_balances.parquet"
+    objects.put_table(
+        s3_client(settings), settings.bucket, key, pa.Table.from_pylist(closes, schema=DAILY_BALANCES)
+    )
+    # WHEN the second day is reconciled
+    report = reconcile(settings, second, now=NOW + dt.timedelta(days=1))
+    # THEN c's first entry of the day does not follow its opening, d's carried close is not the
+    # table's, and the day's money does not add up from the altered opening
+    assert findings(report) == [("d", MISMATCH), ("c", CHAIN_BREAK), (None, NOT_CONSERVED)]
+    mismatch, chain, _ = report.findings
+    assert "at versions 4 " in chain.detail
+    assert (chain.expected, chain.actual) == (19 * USD + 1, 19 * USD)
+    assert mismatch.detail == f"balance at version 3: table {19 * USD}, lake balance_after {19 * USD + 1}"
+
+
+def test_two_entries_at_one_version_and_a_wrong_delta_are_mismatches(settings: Settings) -> None:
+    # GIVEN b's version 2 claimed by a second, different entry, and d's version 1 with delta ≠ amount
+    book = clean_day()
+    keys = land(settings, book)
+    b2 = next(row for row in book.rows if row["wallet_id"] == "b" and row["wallet_version"] == 2)
+    impostor = {
+        **b2,
+        "entry_id": "forged:credit",
+        "txn_id": "forged",
+        "created_at": b2["created_at"] + minutes(0.5),
+    }
+    impostor["balance_after"] += 1
+    impostor["delta"] += 1
+    impostor["amount"] += 1
+    objects.put_table(
+        s3_client(settings),
+        settings.bucket,
+        keys[0].replace(".parquet", "-forged.parquet"),
+        ledger_table([impostor]),
+    )
+    d_file = next(
+        key
+        for key in keys
+        if any(r["wallet_id"] == "d" and r["wallet_version"] == 1 for r in rows_in(settings, key))
+    )
+
+    def skew(rows: list[dict[str, Any]]) -> None:
+        next(row for row in rows if row["wallet_id"] == "d")["amount"] = 21 * USD
+
+    rewrite(settings, d_file, skew)
+    # WHEN reconciled
+    report = reconcile(settings, DAY, now=NOW)
+    # THEN both are mismatches naming the versions
+    by_wallet = {(f.wallet_id, f.status): f for f in report.findings}
+    assert "different entries share versions 2" in by_wallet[("b", MISMATCH)].detail
+    assert "delta is not ±amount at versions 1" in by_wallet[("d", MISMATCH)].detail
+    assert report.exit_code == 1
