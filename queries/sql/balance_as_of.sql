@@ -24,7 +24,7 @@ previous_close AS (
 )
 SELECT
     :wallet_id AS wallet_id,
-    :at AS at,
+    :at AS as_of,
     coalesce(e.balance, c.balance) AS balance,
     coalesce(e.version, c.version) AS version,
     CASE
