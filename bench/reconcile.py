@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import shutil
 import sys
 import tempfile
@@ -49,7 +50,7 @@ from lake.snapshots import SnapshotRef
 from queries import get_query
 from queries._duckdb import DuckDBEngine
 from queries._parameters import render
-from queries.reconciliation import DEFAULT_MAX_LAG_SECONDS, OK, findings_table, reconcile_day
+from queries.reconciliation import DEFAULT_MAX_LAG_SECONDS, OK, DayOutcome, findings_table, reconcile_day
 from walletlake.settings import Settings
 
 DAY = dt.date(2026, 11, 22)
@@ -118,9 +119,10 @@ def run(root: Path, rows: int, wallets: int) -> int:
     after = [statement_bytes(day_dir, wallet, columns) for wallet in probe]
     report_statement("after compaction", after)
 
-    seconds, outcome = timed_reconciliation(root)
+    seconds, cpu, outcome = timed_reconciliation(root)
     print(
-        f"reconciliation (DuckDB): {seconds:.2f} s for {outcome.ledger_rows:,} ledger rows and "
+        f"reconciliation (DuckDB): {seconds:.2f} s ({cpu:.2f} CPU-seconds on {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.2f}) for {outcome.ledger_rows:,} ledger rows and "
         f"{outcome.wallets:,} wallets; {outcome.counts[OK]:,} ok, {len(outcome.findings)} findings"
     )
 
@@ -268,21 +270,19 @@ def build_lake(root: Path, rows: int, wallets: int) -> tuple[int, int]:
     return count, wallets
 
 
-def timed_reconciliation(root: Path) -> tuple[float, object]:
-    """Reconcile the day on the local lake and write its outputs, as the nightly job does."""
+def timed_reconciliation(root: Path) -> tuple[float, float, DayOutcome]:
+    """Reconcile the day on the local lake and write its outputs, as the nightly job does.
+
+    Returns wall seconds, CPU seconds of this process (DuckDB's threads included) and the outcome.
+    """
     snapshot = SnapshotRef(day=SNAPSHOT_AT.date(), snapshot_at=SNAPSHOT_AT, keys=())
     with DuckDBEngine(Settings(), location=str(root)) as engine:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         outcome = reconcile_day(engine, DAY, snapshot, now=NOW, max_lag_seconds=DEFAULT_MAX_LAG_SECONDS)
         write(root, "daily_balances", DAY, "daily_balances.parquet", outcome.daily_balances)
-        write(
-            root,
-            "reconciliation",
-            DAY,
-            "reconciliation.parquet",
-            findings_table(outcome.findings, outcome.checks, NOW),
-        )
-        return time.perf_counter() - started, outcome
+        findings = findings_table(outcome.findings, outcome.checks, NOW)
+        write(root, "reconciliation", DAY, "reconciliation.parquet", findings)
+        return time.perf_counter() - started, time.process_time() - cpu, outcome
 
 
 def statement_columns() -> set[str]:
