@@ -6,6 +6,8 @@ partition of ``daily_balances``, the ledger from the day through the snapshot's 
 two), and one snapshot: its cost follows a day or two of ledger plus the wallet count, never the
 history. The heavy lifting is two ``.sql`` files (``reconcile_wallets``, ``reconcile_transfers``)
 that run on Athena or DuckDB alike; what they return is classified here by pure functions.
+Nothing is sampled or hashed: every entry is paired with the version before it (a window over
+the wallet's entries, with the opening and the snapshot as marker rows), so every check is exact.
 
 Per wallet (one finding per wallet and problem; a wallet with none is ``ok``):
 
@@ -132,7 +134,11 @@ class DayOutcome:
 
 @dataclasses.dataclass(frozen=True)
 class ReconciliationReport:
-    """The outcome of reconciling one day (and any earlier day it had to reconcile first)."""
+    """The outcome of reconciling one day (and any earlier day it had to reconcile first).
+
+    ``counts`` holds the number of findings of each status, and under ``ok`` the number of wallets
+    with no finding; ``findings`` lists every finding but ``ok`` ones, worst first.
+    """
 
     day: dt.date
     counts: dict[str, int]
