@@ -6,7 +6,8 @@
 -- the snapshot's day, and one snapshot: cost follows a day or two of ledger plus the wallet count.
 -- One pass: the opening and the snapshot join each wallet's ledger rows as marker rows (kind 0 sorts
 -- before the wallet's entries, kind 2 after them), so a single window pairs every entry with the
--- one before it (the first with the opening) and a single aggregation gives each wallet's row.
+-- one before it (the first with the opening) and one aggregation gives each wallet's row; the
+-- details of problems (versions named) are aggregated from the flagged entries alone.
 -- @param date           date       the day being reconciled
 -- @param previous_date  date       the day before it (its daily_balances are the opening)
 -- @param snapshot_date  date       dt of the snapshot compared with (the day itself or later)
@@ -64,35 +65,54 @@ flagged AS (
             AS is_break,
         kind = 1 AND wallet_version > previous_version + 1 AS is_gap
     FROM paired
+),
+problems AS (
+    -- Only the flagged entries (none on a clean day) reach this aggregation.
+    SELECT
+        wallet_id,
+        array_join(array_sort(array_agg(wallet_version) FILTER (WHERE is_copy)), ',') AS copy_versions,
+        array_join(array_sort(array_agg(wallet_version) FILTER (WHERE is_conflict)), ',') AS conflict_versions,
+        array_join(array_sort(array_agg(wallet_version) FILTER (WHERE is_bad_amount)), ',') AS bad_amount_versions,
+        array_join(array_sort(array_agg(wallet_version) FILTER (WHERE is_break)), ',') AS break_versions,
+        min_by(previous_balance_after + delta, wallet_version) FILTER (WHERE is_break) AS first_break_expected,
+        min_by(balance_after, wallet_version) FILTER (WHERE is_break) AS first_break_actual,
+        array_join(array_sort(array_agg(previous_version + 1) FILTER (WHERE is_gap)), ',') AS gap_starts,
+        array_join(array_sort(array_agg(wallet_version - 1) FILTER (WHERE is_gap)), ',') AS gap_ends,
+        min(created_at) FILTER (WHERE is_gap) AS oldest_gap_bound
+    FROM flagged
+    WHERE is_copy OR is_conflict OR is_break OR is_gap OR is_bad_amount
+    GROUP BY wallet_id
+),
+per_wallet AS (
+    SELECT
+        wallet_id,
+        max(wallet_version) FILTER (WHERE kind = 0) AS opening_version,
+        max(balance_after) FILTER (WHERE kind = 0) AS opening_balance,
+        count_if(kind = 1) AS observed_rows,
+        count_if(in_day) AS day_rows,
+        count_if(in_day AND NOT is_copy) AS day_entries,
+        coalesce(sum(delta) FILTER (WHERE in_day AND NOT is_copy), 0) AS day_net_delta,
+        coalesce(sum(delta) FILTER (WHERE in_day AND NOT is_copy AND is_deposit), 0) AS day_deposits,
+        max(wallet_version) FILTER (WHERE in_day) AS day_last_version,
+        max_by(balance_after, wallet_version) FILTER (WHERE in_day) AS day_last_balance,
+        min(wallet_version) FILTER (WHERE kind = 1) AS first_version,
+        min(created_at) FILTER (WHERE kind = 1) AS earliest_created_at,
+        max(wallet_version) FILTER (WHERE kind = 1) AS last_version,
+        max(balance_after) FILTER (WHERE kind = 1 AND wallet_version = snapshot_version)
+            AS balance_at_snapshot_version,
+        count_if(is_copy) AS copies,
+        max(wallet_version) FILTER (WHERE kind = 2) AS snapshot_version,
+        max(balance_after) FILTER (WHERE kind = 2) AS snapshot_balance,
+        max(created_at) FILTER (WHERE kind = 2) AS snapshot_updated_at
+    FROM flagged
+    GROUP BY wallet_id
 )
 SELECT
-    wallet_id,
-    max(wallet_version) FILTER (WHERE kind = 0) AS opening_version,
-    max(balance_after) FILTER (WHERE kind = 0) AS opening_balance,
-    count_if(kind = 1) AS observed_rows,
-    count_if(in_day) AS day_rows,
-    count_if(in_day AND NOT is_copy) AS day_entries,
-    coalesce(sum(delta) FILTER (WHERE in_day AND NOT is_copy), 0) AS day_net_delta,
-    coalesce(sum(delta) FILTER (WHERE in_day AND NOT is_copy AND is_deposit), 0) AS day_deposits,
-    max(wallet_version) FILTER (WHERE in_day) AS day_last_version,
-    max_by(balance_after, wallet_version) FILTER (WHERE in_day) AS day_last_balance,
-    min(wallet_version) FILTER (WHERE kind = 1) AS first_version,
-    min(created_at) FILTER (WHERE kind = 1) AS earliest_created_at,
-    max(wallet_version) FILTER (WHERE kind = 1) AS last_version,
-    max(balance_after) FILTER (WHERE kind = 1 AND wallet_version = snapshot_version)
-        AS balance_at_snapshot_version,
-    count_if(is_copy) AS copies,
-    array_join(array_sort(array_agg(wallet_version) FILTER (WHERE is_copy)), ',') AS copy_versions,
-    array_join(array_sort(array_agg(wallet_version) FILTER (WHERE is_conflict)), ',') AS conflict_versions,
-    array_join(array_sort(array_agg(wallet_version) FILTER (WHERE is_bad_amount)), ',') AS bad_amount_versions,
-    array_join(array_sort(array_agg(wallet_version) FILTER (WHERE is_break)), ',') AS break_versions,
-    min_by(previous_balance_after + delta, wallet_version) FILTER (WHERE is_break) AS first_break_expected,
-    min_by(balance_after, wallet_version) FILTER (WHERE is_break) AS first_break_actual,
-    array_join(array_sort(array_agg(previous_version + 1) FILTER (WHERE is_gap)), ',') AS gap_starts,
-    array_join(array_sort(array_agg(wallet_version - 1) FILTER (WHERE is_gap)), ',') AS gap_ends,
-    min(created_at) FILTER (WHERE is_gap) AS oldest_gap_bound,
-    max(wallet_version) FILTER (WHERE kind = 2) AS snapshot_version,
-    max(balance_after) FILTER (WHERE kind = 2) AS snapshot_balance,
-    max(created_at) FILTER (WHERE kind = 2) AS snapshot_updated_at
-FROM flagged
-GROUP BY wallet_id
+    w.wallet_id, w.opening_version, w.opening_balance, w.observed_rows, w.day_rows, w.day_entries,
+    w.day_net_delta, w.day_deposits, w.day_last_version, w.day_last_balance, w.first_version,
+    w.earliest_created_at, w.last_version, w.balance_at_snapshot_version, w.copies,
+    p.copy_versions, p.conflict_versions, p.bad_amount_versions, p.break_versions,
+    p.first_break_expected, p.first_break_actual, p.gap_starts, p.gap_ends, p.oldest_gap_bound,
+    w.snapshot_version, w.snapshot_balance, w.snapshot_updated_at
+FROM per_wallet w
+LEFT JOIN problems p ON p.wallet_id = w.wallet_id
