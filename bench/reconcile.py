@@ -13,7 +13,8 @@ wallet's opening) and a complete snapshot taken after midnight. Then, in the nig
 3. the same statement's bytes after compaction;
 4. the reconciliation of the day with DuckDB (``queries.reconciliation.reconcile_day``: both
    reconciliation queries and the classification) plus writing its ``daily_balances`` and
-   ``reconciliation`` objects, timed; every wallet must come out ok.
+   ``reconciliation`` objects, timed three times (each a complete run; the median is judged, as
+   the machine is shared); every wallet must come out ok.
 
 The lake lives in a local folder laid out exactly as in S3 (``{table}/dt=YYYY-MM-DD/*.parquet``),
 read by the same DuckDB engine through a ``location`` of a folder instead of ``s3://``: moto's S3
@@ -30,6 +31,7 @@ import argparse
 import datetime as dt
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -59,6 +61,8 @@ NOW = dt.datetime(2026, 11, 23, 0, 40, tzinfo=dt.UTC)
 STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/wallets/stream/2026-11-01T00:00:00.000"
 BATCH_ROWS = 50_000
 RECONCILE_TARGET_SECONDS = 10.0
+#: The machine is shared: the reconciliation runs this many times and the median is judged.
+RECONCILE_RUNS = 3
 STATEMENT_TARGET_PERCENT = 1.0
 MS = pa.timestamp("ms", tz="UTC")
 
@@ -119,10 +123,14 @@ def run(root: Path, rows: int, wallets: int) -> int:
     after = [statement_bytes(day_dir, wallet, columns) for wallet in probe]
     report_statement("after compaction", after)
 
-    seconds, cpu, outcome = timed_reconciliation(root)
+    runs = [timed_reconciliation(root) for _ in range(RECONCILE_RUNS)]
+    seconds = statistics.median(run[0] for run in runs)
+    cpu = statistics.median(run[1] for run in runs)
+    outcome = runs[-1][2]
     print(
-        f"reconciliation (DuckDB): {seconds:.2f} s ({cpu:.2f} CPU-seconds on {os.cpu_count()} cores, "
-        f"load average {os.getloadavg()[0]:.2f}) for {outcome.ledger_rows:,} ledger rows and "
+        f"reconciliation (DuckDB), {RECONCILE_RUNS} runs: {', '.join(f'{run[0]:.2f} s' for run in runs)} "
+        f"(median {seconds:.2f} s, {cpu:.2f} CPU-seconds on {os.cpu_count()} cores; load average "
+        f"{os.getloadavg()[0]:.2f}, this process included) for {outcome.ledger_rows:,} ledger rows and "
         f"{outcome.wallets:,} wallets; {outcome.counts[OK]:,} ok, {len(outcome.findings)} findings"
     )
 
@@ -138,7 +146,8 @@ def run(root: Path, rows: int, wallets: int) -> int:
     )
     passes.append(
         verdict(
-            f"nightly reconciliation of the {outcome.ledger_rows:,}-row day: {seconds:.2f} s "
+            f"nightly reconciliation of the {outcome.ledger_rows:,}-row day: {seconds:.2f} s, median of "
+            f"{RECONCILE_RUNS} runs "
             f"(target ≤ {RECONCILE_TARGET_SECONDS:.0f} s)",
             seconds <= RECONCILE_TARGET_SECONDS,
         )
