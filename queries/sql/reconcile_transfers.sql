@@ -1,13 +1,14 @@
 -- Transfers of one UTC day whose legs do not cancel out: a debit and a credit of different sizes,
 -- or a leg without its other half. A transfer landed twice whole (possible before compaction) is
--- not one. Reads one ledger partition; the second pass only looks up the transfers found.
+-- not one. Reads one ledger partition: a first pass keeps the transfers whose rows do not sum to
+-- zero in exactly two rows (none on a clean day), the second looks only at those.
 -- @param date  date  the day
-WITH unbalanced AS (
+WITH candidates AS (
     SELECT txn_id
     FROM ledger
     WHERE dt = :date AND txn_type = 'transfer'
     GROUP BY txn_id
-    HAVING sum(delta) <> 0 OR count_if(direction = 'debit') <> count_if(direction = 'credit')
+    HAVING sum(delta) <> 0 OR count(*) <> 2
 )
 SELECT
     l.txn_id,
@@ -18,7 +19,12 @@ SELECT
     max(CASE WHEN l.direction = 'credit' THEN l.wallet_version END) AS credit_version,
     max(CASE WHEN l.direction = 'credit' THEN l.delta END) AS credit_delta
 FROM ledger l
-JOIN unbalanced u ON u.txn_id = l.txn_id
+JOIN candidates c ON c.txn_id = l.txn_id
 WHERE l.dt = :date AND l.txn_type = 'transfer'
 GROUP BY l.txn_id
+HAVING count_if(l.direction = 'debit') = 0
+    OR count_if(l.direction = 'credit') = 0
+    OR min(CASE WHEN l.direction = 'debit' THEN l.delta END) <> max(CASE WHEN l.direction = 'debit' THEN l.delta END)
+    OR min(CASE WHEN l.direction = 'credit' THEN l.delta END) <> max(CASE WHEN l.direction = 'credit' THEN l.delta END)
+    OR max(CASE WHEN l.direction = 'debit' THEN l.delta END) + max(CASE WHEN l.direction = 'credit' THEN l.delta END) <> 0
 ORDER BY l.txn_id
