@@ -24,7 +24,9 @@ Crash safety, and why a rerun is always right
     Between the last output's write and the inputs' deletion (seconds, or until a rerun after a
     crash) readers can see rows twice. The analyst queries count an ``entry_id`` once, and
     reconciliation reports the copies as ``duplicate``, which is the state's true name: the
-    nightly job then fails and its rerun finishes the compaction.
+    nightly job then fails and its rerun finishes the compaction. Runs are not meant to overlap
+    (one nightly job); two that do can leave two generations side by side, never a lost row, and
+    the next run merges them.
 
 Duplicates must agree
     Copies of a row (a re-delivered batch) are identical except for when and from where they
