@@ -16,14 +16,21 @@ _DELETE_BATCH: Final = 1000  # DeleteObjects' limit per call
 
 
 def put_table(
-    client: S3Client, bucket: str, key: str, table: pa.Table, *, row_group_size: int | None = None
+    client: S3Client,
+    bucket: str,
+    key: str,
+    table: pa.Table,
+    *,
+    row_group_size: int | None = None,
+    text_statistics: bool = True,
 ) -> int:
     """Write ``table`` as one Parquet object; returns the object's size in bytes.
 
     A PUT of the same key replaces the object whole, which is what makes retried batches
-    idempotent: readers never see a half-written file.
+    idempotent: readers never see a half-written file. ``text_statistics``: see
+    :func:`lake.parquet.encode`.
     """
-    body = parquet.encode(table, row_group_size=row_group_size)
+    body = parquet.encode(table, row_group_size=row_group_size, text_statistics=text_statistics)
     client.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/vnd.apache.parquet")
     return len(body)
 

@@ -19,10 +19,18 @@ COMPRESSION_LEVEL: Final = 1
 LOW_CARDINALITY_COLUMNS: Final = frozenset({"txn_type", "direction", "status", "reason"})
 
 
-def encode(table: pa.Table, *, row_group_size: int | None = None) -> bytes:
-    """Serialize ``table`` to Parquet with the lake's encoding choices."""
+def encode(table: pa.Table, *, row_group_size: int | None = None, text_statistics: bool = True) -> bytes:
+    """Serialize ``table`` to Parquet with the lake's encoding choices.
+
+    ``text_statistics=False`` is for rows in arrival order (landing files): there the min/max of
+    id columns span nearly all ids and prune nothing, while writing them costs about 7% of the
+    encode; numbers and times keep theirs (``created_at`` ranges do prune landing files).
+    """
     sink = pa.BufferOutputStream()
     dictionary = [name for name in table.column_names if name in LOW_CARDINALITY_COLUMNS]
+    statistics: bool | list[str] = text_statistics or [
+        field.name for field in table.schema if not pa.types.is_string(field.type)
+    ]
     pq.write_table(
         table,
         sink,
@@ -30,7 +38,7 @@ def encode(table: pa.Table, *, row_group_size: int | None = None) -> bytes:
         compression_level=COMPRESSION_LEVEL,
         use_dictionary=dictionary or False,
         row_group_size=row_group_size,
-        write_statistics=True,
+        write_statistics=statistics,
     )
     return bytes(sink.getvalue().to_pybytes())
 

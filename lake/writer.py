@@ -99,7 +99,7 @@ def write_landing(
     for name, day, part in planned:
         key = landing_key(lake_prefix, name, day, event_source_arn, first_sequence_number)
         try:
-            size = put_table(client, bucket, key, part)
+            size = put_table(client, bucket, key, part, text_statistics=False)  # arrival order
         except Exception as error:
             _remove_partial(client, bucket, [done.key for done in written])
             raise LandingWriteError(

@@ -32,7 +32,7 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from stream_processor.columns import BatchColumns, build_tables, raw_json
+from stream_processor.columns import CHUNK_RECORDS, BatchColumns, build_tables, raw_json
 from stream_processor.lambda_records import (
     CREATION_TIME,
     EVENT_INSERT,
@@ -52,6 +52,9 @@ DecodeStep = Callable[[BatchColumns, int, Mapping[str, Any], Mapping[str, Any], 
 
 _KNOWN_ENTITIES: Final = frozenset({ENTITY_TRANSACTION, ENTITY_WALLET, ENTITY_USER})
 _UNDECODABLE: Final = (KeyError, TypeError, AttributeError, IndexError, ValueError)
+#: What Arrow raises for a value of the wrong type (an ``S`` holding a number, text that is not
+#: UTF-8); only the careful pass over the batch can say which record holds it.
+_WRONG_VALUE_TYPE: Final = (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeEncodeError)
 _UNKNOWN_STREAM: Final = "unknown-stream"
 
 
@@ -68,7 +71,8 @@ class RecordKind:
     """One kind of stream record: how to decode it and which typed attributes it must carry."""
 
     name: str
-    decode: DecodeStep
+    decode: DecodeStep | None
+    """None for the hot kind (transaction INSERTs), which :func:`_collect` decodes inline."""
     required: tuple[tuple[str, str], ...] = ()
     optional: tuple[tuple[str, str], ...] = ()
 
@@ -137,11 +141,11 @@ def decode_records(records: Sequence[Mapping[str, Any]], *, ingested_at_ms: int)
     >>> batch.records, batch.ledger_rows
     (0, 0)
     """
-    columns = _collect(records, careful=False)
     try:
+        columns = _collect(records, careful=False)
         rows = build_tables(columns, records, ingested_at_ms)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        # A value of the wrong Python type slipped through the fast path; check every record.
+    except _WRONG_VALUE_TYPE:
+        # A value of the wrong type slipped through the fast path; check every record.
         columns = _collect(records, careful=True)
         rows = build_tables(columns, records, ingested_at_ms)
     first_sequence, last_sequence = _sequence_bounds(records)
@@ -161,26 +165,69 @@ def decode_records(records: Sequence[Mapping[str, Any]], *, ingested_at_ms: int)
 
 
 def _collect(records: Sequence[Mapping[str, Any]], *, careful: bool) -> BatchColumns:
-    """The hot loop: one dispatch per record, values appended to column lists."""
+    """The hot loop: values appended to column lists, a chunk of records at a time.
+
+    Transaction INSERTs (most of any batch) are decoded right here, with every name bound to a
+    local; the rarer kinds go through the dispatch table :data:`RECORD_KINDS`.
+    """
     columns = BatchColumns()
-    steps = _STEPS  # locals: the loop runs up to 10,000 times per batch
-    remove, old_image, new_image, entity_attribute = EVENT_REMOVE, OLD_IMAGE, NEW_IMAGE, Attr.ENTITY
-    for position, record in enumerate(records):
-        try:
-            if careful and (problem := describe_problem(record)) is not None:
-                raise _RejectedError(problem)
-            event = record["eventName"]
-            change = record["dynamodb"]
-            image = change[old_image] if event == remove else change[new_image]
-            entity = image[entity_attribute]["S"]
-            step = steps.get(event, _NO_STEPS).get(entity)
-            if step is None:
-                raise _RejectedError(_unexpected(event, entity))
-            step(columns, position, record, change, image)
-        except _RejectedError as rejected:
-            columns.reject(position, rejected.reason)
-        except _UNDECODABLE as error:
-            columns.reject(position, describe_problem(record) or f"undecodable record: {error!r}")
+    add_transaction, add_position = columns.transactions.extend, columns.txn_position.append
+    steps, attributes = _STEPS, _transaction_attributes  # locals: the loop runs up to 10,000 times
+    remove, insert, transaction = EVENT_REMOVE, EVENT_INSERT, ENTITY_TRANSACTION
+    old_image, new_image, entity_attribute, sequence = OLD_IMAGE, NEW_IMAGE, Attr.ENTITY, SEQUENCE_NUMBER
+    to_wallet_id, to_version, to_balance = (
+        Attr.TO_WALLET_ID,
+        Attr.TO_WALLET_VERSION,
+        Attr.TO_WALLET_BALANCE_AFTER,
+    )
+    for start in range(0, len(records), CHUNK_RECORDS):
+        for position, record in enumerate(records[start : start + CHUNK_RECORDS], start):
+            try:
+                if careful and (problem := describe_problem(record)) is not None:
+                    raise _RejectedError(problem)
+                event = record["eventName"]
+                change = record["dynamodb"]
+                image = change[old_image] if event == remove else change[new_image]
+                entity = image[entity_attribute]["S"]
+                if entity == transaction and event == insert:
+                    # A committed deposit or transfer: one row in TRANSACTION_FIELDS order, later
+                    # one or two ledger rows. Built whole before it is added, so a KeyError on a
+                    # malformed image never leaves a partial row behind.
+                    txn_id, txn_type, wallet_id, amount, nonce, version, balance, created_at = attributes(
+                        image
+                    )
+                    payee, payee_version, payee_balance = (
+                        image.get(to_wallet_id),
+                        image.get(to_version),
+                        image.get(to_balance),
+                    )
+                    add_transaction(
+                        (
+                            txn_id["S"],
+                            txn_type["S"],
+                            wallet_id["S"],
+                            None if payee is None else payee["S"],
+                            amount["N"],
+                            nonce["S"],
+                            version["N"],
+                            balance["N"],
+                            None if payee_version is None else payee_version["N"],
+                            None if payee_balance is None else payee_balance["N"],
+                            created_at["N"],
+                            change[sequence],
+                        )
+                    )
+                    add_position(position)
+                    continue
+                step = steps.get(event, _NO_STEPS).get(entity)
+                if step is None:
+                    raise _RejectedError(_unexpected(event, entity))
+                step(columns, position, record, change, image)
+            except _RejectedError as rejected:
+                columns.reject(position, rejected.reason)
+            except _UNDECODABLE as error:
+                columns.reject(position, describe_problem(record) or f"undecodable record: {error!r}")
+        columns.seal()
     return columns
 
 
@@ -206,42 +253,6 @@ _WALLET_REQUIRED: Final = ((Attr.WALLET_ID, "S"), (Attr.USER_ID, "S"), (Attr.CRE
 # itemgetters fetch every attribute of a kind in one C call, keyed by the one spelling in Attr.
 _transaction_attributes: Final = operator.itemgetter(*(name for name, _ in _TRANSACTION_REQUIRED))
 _wallet_attributes: Final = operator.itemgetter(*(name for name, _ in _WALLET_REQUIRED))
-_TO_WALLET_ID: Final = Attr.TO_WALLET_ID
-_TO_WALLET_VERSION: Final = Attr.TO_WALLET_VERSION
-_TO_WALLET_BALANCE_AFTER: Final = Attr.TO_WALLET_BALANCE_AFTER
-
-
-def _transaction_inserted(
-    columns: BatchColumns,
-    position: int,
-    record: Mapping[str, Any],
-    change: Mapping[str, Any],
-    image: Mapping[str, Any],
-) -> None:
-    """A committed deposit or transfer: one row of transaction columns, later one or two ledger rows."""
-    txn_id, txn_type, wallet_id, amount, nonce, version, balance, created_at = _transaction_attributes(image)
-    to_wallet = image.get(_TO_WALLET_ID)
-    to_version = image.get(_TO_WALLET_VERSION)
-    to_balance = image.get(_TO_WALLET_BALANCE_AFTER)
-    # One extend per record (in TRANSACTION_FIELDS order), built whole before it is added, so a
-    # KeyError on a malformed image never leaves a partial row behind.
-    columns.transactions.extend(
-        (
-            txn_id["S"],
-            txn_type["S"],
-            wallet_id["S"],
-            None if to_wallet is None else to_wallet["S"],
-            amount["N"],
-            nonce["S"],
-            version["N"],
-            balance["N"],
-            None if to_version is None else to_version["N"],
-            None if to_balance is None else to_balance["N"],
-            created_at["N"],
-            change[SEQUENCE_NUMBER],
-        )
-    )
-    columns.txn_position.append(position)
 
 
 def _wallet_inserted(
@@ -284,7 +295,7 @@ def _transaction_removed(
 #: Every record kind the pipeline expects, by ``(eventName, entity)``; any other pair is quarantined.
 RECORD_KINDS: Final[dict[tuple[str, str], RecordKind]] = {
     (EVENT_INSERT, ENTITY_TRANSACTION): RecordKind(
-        "transaction inserted", _transaction_inserted, _TRANSACTION_REQUIRED, _TRANSACTION_OPTIONAL
+        "transaction inserted", None, _TRANSACTION_REQUIRED, _TRANSACTION_OPTIONAL
     ),
     (EVENT_INSERT, ENTITY_WALLET): RecordKind("wallet inserted", _wallet_inserted, _WALLET_REQUIRED),
     (EVENT_INSERT, ENTITY_USER): RecordKind("user claim inserted", _ignored),
@@ -296,7 +307,8 @@ RECORD_KINDS: Final[dict[tuple[str, str], RecordKind]] = {
 def _steps_by_event(kinds: Mapping[tuple[str, str], RecordKind]) -> dict[str, dict[str, DecodeStep]]:
     steps: dict[str, dict[str, DecodeStep]] = {}
     for (event, entity), kind in kinds.items():
-        steps.setdefault(event, {})[entity] = kind.decode
+        if kind.decode is not None:
+            steps.setdefault(event, {})[entity] = kind.decode
     return steps
 
 
@@ -355,8 +367,13 @@ def _typed(image: Mapping[str, Any], name: str, type_tag: str) -> str | None:
     value = image.get(name)
     if value is None:
         return f"missing attribute {name}"
-    if not isinstance(value, Mapping) or not isinstance(value.get(type_tag), str):
+    if not isinstance(value, Mapping) or not isinstance(text := value.get(type_tag), str):
         return f"attribute {name} is not of type {type_tag}"
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            return f"attribute {name} is not valid UTF-8 text"
     return None
 
 

@@ -19,6 +19,7 @@ from stream_records import (
     wallet_image,
 )
 
+from stream_processor.columns import CHUNK_RECORDS
 from stream_processor.decoder import RECORD_KINDS, decode_records, describe_problem
 from stream_processor.lambda_records import lambda_record
 from wallet.table import Attr
@@ -308,6 +309,41 @@ def test_value_of_the_wrong_python_type_is_quarantined_not_fatal() -> None:
     # THEN the batch still decodes; the broken record is quarantined with a precise reason
     assert batch.quarantine.column("reason").to_pylist() == ["attribute nonce is not of type S"]
     assert batch.ledger.column("entry_id").to_pylist() == ["t-dep:credit"]
+
+
+def test_text_that_is_not_utf8_is_quarantined_not_fatal() -> None:
+    # GIVEN a nonce holding a lone surrogate (JSON can carry one; UTF-8 and Parquet cannot)
+    records = RecordFactory()
+    broken = deposit(txn_id="t-broken")
+    broken[Attr.NONCE] = {"S": "n-\ud800"}
+    batch = decode([records.insert(deposit()), records.insert(broken)])
+
+    # THEN the broken record alone is quarantined, with a reason that says why
+    assert batch.quarantine.column("reason").to_pylist() == ["attribute nonce is not valid UTF-8 text"]
+    assert batch.ledger.column("entry_id").to_pylist() == ["t-dep:credit"]
+
+
+def test_batch_larger_than_a_chunk_keeps_every_row_in_order() -> None:
+    # GIVEN more records than the decoder converts at a time, a wrong-typed one deep in a later chunk
+    records = RecordFactory()
+    count = 2 * CHUNK_RECORDS + 7
+    batch_records = [
+        records.insert(deposit(txn_id=f"t-{index}", nonce=f"n-{index}")) for index in range(count)
+    ]
+    broken_at = CHUNK_RECORDS + 3
+    batch_records[broken_at]["dynamodb"]["NewImage"][Attr.AMOUNT] = {"N": 12}
+
+    # WHEN decoded
+    batch = decode(batch_records)
+
+    # THEN every other record is a ledger row, in stream order, and the broken one is quarantined
+    expected = [f"t-{index}" for index in range(count) if index != broken_at]
+    assert batch.ledger.column("txn_id").to_pylist() == expected
+    assert batch.ledger.column("stream_sequence").to_pylist() == [
+        batch_records[index]["dynamodb"]["SequenceNumber"] for index in range(count) if index != broken_at
+    ]
+    assert batch.quarantine.column("reason").to_pylist() == ["attribute amount is not of type N"]
+    assert batch.ledger.column("balance_after").to_pylist() == [7_500_000] * (count - 1)
 
 
 def test_ledger_rows_follow_stream_order() -> None:
