@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 import boto3
 import pandas as pd
+import pyarrow as pa
 
 from queries._parameters import QueryValue
 from walletlake.settings import Settings
@@ -43,6 +44,10 @@ class AthenaEngine:
         )
         assert isinstance(frame, pd.DataFrame)  # chunksize is not used, so never an iterator
         return frame
+
+    def arrow(self, sql: str, params: Mapping[str, QueryValue]) -> pa.Table:
+        """Run one query and return its rows as Arrow (awswrangler reads them into pandas first)."""
+        return pa.Table.from_pandas(self.run(sql, params), preserve_index=False)
 
     def close(self) -> None:
         """Nothing to release (each query is its own Athena execution)."""

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 import pandas as pd
+import pyarrow as pa
 
 from queries._catalog import get_query
 from queries._parameters import QueryValue
@@ -23,6 +24,11 @@ class QueryEngine(Protocol):
 
     def run(self, sql: str, params: Mapping[str, QueryValue]) -> pd.DataFrame:
         """Run one query."""
+        ...
+
+    def arrow(self, sql: str, params: Mapping[str, QueryValue]) -> pa.Table:
+        """Run one query and return Arrow: what batch jobs (the reconciliation) read, with no pandas
+        conversion of a million-row result; integers as ``int64``."""
         ...
 
     def close(self) -> None:

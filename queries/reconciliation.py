@@ -61,6 +61,7 @@ import boto3
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lake import objects
 from lake.layout import PARQUET_SUFFIX, partition_prefix, table_prefix
@@ -230,7 +231,7 @@ def reconcile_day(
     The transfer query runs while the wallets are classified (the engine works, Python waits).
     """
     wallets_query, transfers_query = get_query("reconcile_wallets"), get_query("reconcile_transfers")
-    wallets = engine.run(
+    wallets = engine.arrow(
         wallets_query.sql,
         wallets_query.bind(
             {
@@ -244,15 +245,15 @@ def reconcile_day(
     cutoff = now - dt.timedelta(seconds=max_lag_seconds)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reconcile") as pool:
         transfers = pool.submit(
-            engine.run, transfers_query.sql, transfers_query.bind({"date": day.isoformat()})
+            engine.arrow, transfers_query.sql, transfers_query.bind({"date": day.isoformat()})
         )
         judged = _judge_wallets(wallets, snapshot.snapshot_at, cutoff, max_lag_seconds)
         return _finish(judged, transfers.result())
 
 
 def classify(
-    wallets: pd.DataFrame,
-    transfers: pd.DataFrame,
+    wallets: pa.Table | pd.DataFrame,
+    transfers: pa.Table | pd.DataFrame,
     *,
     snapshot_at: dt.datetime,
     cutoff: dt.datetime,
@@ -277,7 +278,7 @@ class _JudgedWallets:
 
 
 def _judge_wallets(
-    wallets: pd.DataFrame, snapshot_at: dt.datetime, cutoff: dt.datetime, max_lag_seconds: int
+    wallets: pa.Table | pd.DataFrame, snapshot_at: dt.datetime, cutoff: dt.datetime, max_lag_seconds: int
 ) -> _JudgedWallets:
     frame = _Columns(wallets)
     findings, wallets_absent = _wallet_findings_of(frame, snapshot_at, _naive_utc(cutoff), max_lag_seconds)
@@ -287,14 +288,11 @@ def _judge_wallets(
     )
 
 
-def _finish(judged: _JudgedWallets, transfers: pd.DataFrame) -> DayOutcome:
+def _finish(judged: _JudgedWallets, transfers: pa.Table | pd.DataFrame) -> DayOutcome:
     """Add the global checks to the wallets' findings and count."""
     findings = list(judged.findings)
     checks: dict[str, str] = {}
-    transfer_findings = [
-        _transfer_finding({str(k): _scalar(v) for k, v in row.items()})
-        for row in transfers.to_dict("records")
-    ]
+    transfer_findings = [_transfer_finding(row) for row in _arrow(transfers).to_pylist()]
     findings.extend(transfer_findings)
     checks["transfers"] = (
         "ok: every transfer's debit and credit sum to zero"
@@ -689,39 +687,45 @@ def _daily_balances(
 
 
 class _Columns:
-    """Numpy views of the query result's columns: integers with nulls as 0 plus presence masks."""
+    """Numpy views of the query result's columns: integers with nulls as 0 plus presence masks.
 
-    def __init__(self, frame: pd.DataFrame) -> None:
-        self._frame = frame.reset_index(drop=True)
+    Works on Arrow (a million-wallet result never becomes a pandas frame on the nightly path).
+    """
+
+    def __init__(self, result: pa.Table | pd.DataFrame) -> None:
+        self._table = _arrow(result)
 
     def __len__(self) -> int:
-        return len(self._frame)
+        return int(self._table.num_rows)
 
     def present(self, name: str) -> np.ndarray:
-        return self._frame[name].notna().to_numpy(dtype=bool)
+        return np.asarray(pc.is_valid(self._table.column(name)).to_numpy(zero_copy_only=False), dtype=bool)
 
     def ints(self, name: str) -> np.ndarray:
-        return self._frame[name].astype("Int64").to_numpy(dtype=np.int64, na_value=0)
+        values = pc.fill_null(pc.cast(self._table.column(name), pa.int64()), 0)
+        return np.asarray(values.to_numpy(), dtype=np.int64)
 
     def arrow(self, name: str) -> pa.Array:
-        return pa.array(self._frame[name], from_pandas=True)
+        return pc.cast(self._table.column(name), pa.string()).combine_chunks()
 
     def times(self, name: str) -> np.ndarray:
-        values = pd.to_datetime(self._frame[name])
-        if getattr(values.dtype, "tz", None) is not None:
-            values = values.dt.tz_convert("UTC").dt.tz_localize(None)
-        return values.to_numpy(dtype="datetime64[us]", na_value=np.datetime64("NaT"))
+        """UTC wall times as naive ``datetime64[us]`` (NaT where null)."""
+        column = self._table.column(name)
+        if pa.types.is_null(column.type):
+            return np.full(len(self), np.datetime64("NaT"), dtype="datetime64[us]")
+        # Epoch microseconds either way: naive times from DuckDB are UTC wall times (TimeZone=UTC).
+        micros = pc.cast(pc.cast(column, pa.timestamp("us", tz=column.type.tz)), pa.int64())
+        return np.asarray(pc.fill_null(micros, np.iinfo(np.int64).min).to_numpy()).view("datetime64[us]")
 
     def row(self, index: int) -> dict[str, Any]:
-        return {str(name): _scalar(value) for name, value in self._frame.iloc[index].items()}
+        return {str(name): value for name, value in self._table.slice(index, 1).to_pylist()[0].items()}
 
 
-def _scalar(value: Any) -> Any:
-    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
-        return None
-    if value is pd.NaT:
-        return None
-    return value
+def _arrow(result: pa.Table | pd.DataFrame) -> pa.Table:
+    """A query result as Arrow (frames, from the pure :func:`classify` entry point, are converted)."""
+    if isinstance(result, pa.Table):
+        return result
+    return pa.Table.from_pandas(result, preserve_index=False)
 
 
 def _int(value: Any) -> int | None:

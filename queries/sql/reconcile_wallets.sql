@@ -41,7 +41,11 @@ paired AS (
             AS previous_balance_after,
         lag(balance_after - delta) OVER (PARTITION BY wallet_id ORDER BY kind = 2, wallet_version, kind)
             AS previous_opening,
-        max(CASE WHEN kind = 2 THEN wallet_version END) OVER (PARTITION BY wallet_id) AS snapshot_version
+        -- Same partition and order as the lags (a full frame), so one sort serves every window.
+        max(CASE WHEN kind = 2 THEN wallet_version END) OVER (
+            PARTITION BY wallet_id ORDER BY kind = 2, wallet_version, kind
+            ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING
+        ) AS snapshot_version
     FROM marked
 ),
 flagged AS (
