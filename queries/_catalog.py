@@ -10,6 +10,10 @@ Lines without ``@param`` are the description; each ``@param`` line declares a pa
 type (see :mod:`queries._parameters`) and meaning. The query's name is the file's stem. The body is
 Athena (Trino) SQL with ``:name`` placeholders, and every query of a partitioned table must bound
 ``dt`` so Athena reads only the partitions it needs.
+
+A body line ``-- @include NAME`` is replaced by ``sql/fragments/NAME.sql`` when the catalog loads,
+so two questions that share their heaviest part (the reconciliation's entry checks) share one text;
+every user of a query (DuckDB, Athena, the CDK's named queries) sees it expanded.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ SQL_PACKAGE: Final = "queries"
 SQL_FOLDER: Final = "sql"
 _PARAM_LINE: Final = re.compile(r"@param\s+(\w+)\s+(\w+)\s*(.*)")
 _COMMENT: Final = re.compile(r"--[^\n]*")
+_INCLUDE: Final = re.compile(r"^[ \t]*--[ \t]*@include[ \t]+(\w+)[ \t]*$", re.MULTILINE)
+FRAGMENTS_FOLDER: Final = "fragments"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -100,14 +106,32 @@ def parse_query(name: str, text: str) -> QueryInfo:
     return QueryInfo(name, " ".join(description), tuple(parameters), text)
 
 
+def expand_includes(name: str, text: str, fragments: Mapping[str, str]) -> str:
+    """``text`` with every ``-- @include NAME`` line replaced by that fragment's text."""
+
+    def fragment(match: re.Match[str]) -> str:
+        included = match.group(1)
+        if included not in fragments:
+            raise ValueError(f"{name}.sql: no fragment named {included!r} (known: {sorted(fragments)})")
+        return fragments[included].rstrip("\n")
+
+    return _INCLUDE.sub(fragment, text)
+
+
 @functools.cache
 def _catalog() -> dict[str, QueryInfo]:
     folder = resources.files(SQL_PACKAGE) / SQL_FOLDER
+    fragments = {
+        entry.name.removesuffix(".sql"): entry.read_text(encoding="utf-8")
+        for entry in (folder / FRAGMENTS_FOLDER).iterdir()
+        if entry.name.endswith(".sql")
+    }
     queries = {}
     for entry in folder.iterdir():
         if entry.name.endswith(".sql"):
             name = entry.name.removesuffix(".sql")
-            queries[name] = parse_query(name, entry.read_text(encoding="utf-8"))
+            text = expand_includes(name, entry.read_text(encoding="utf-8"), fragments)
+            queries[name] = parse_query(name, text)
     return dict(sorted(queries.items()))
 
 

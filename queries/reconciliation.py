@@ -4,10 +4,13 @@ Incremental by construction: a day's closing balances and versions are the day b
 (``daily_balances``, written by the previous run) plus the day's ledger, so a run reads one
 partition of ``daily_balances``, the ledger from the day through the snapshot's day (a day or
 two), and one snapshot: its cost follows a day or two of ledger plus the wallet count, never the
-history. The heavy lifting is two ``.sql`` files (``reconcile_wallets``, ``reconcile_transfers``)
-that run on Athena or DuckDB alike; what they return is classified here by pure functions.
-Nothing is sampled or hashed: every entry is paired with the version before it (a window over
-the wallet's entries, with the opening and the snapshot as marker rows), so every check is exact.
+history. The heavy lifting is ``.sql`` files that run on Athena or DuckDB alike:
+``reconcile_wallets`` (per wallet: opening, the day's close, how many entries fail each check,
+the snapshot), ``reconcile_wallet_problems`` (which versions fail; asked only when a count is not
+zero, so a clean night pays for one pass) and ``reconcile_transfers``; what they return is
+classified here by pure functions. Nothing is sampled or hashed: every entry is paired with the
+version before it (a window over the wallet's entries, with the opening and the snapshot as marker
+rows), so every check is exact.
 
 Per wallet (one finding per wallet and problem; a wallet with none is ``ok``):
 
@@ -231,23 +234,23 @@ def reconcile_day(
     The transfer query runs while the wallets are classified (the engine works, Python waits).
     """
     wallets_query, transfers_query = get_query("reconcile_wallets"), get_query("reconcile_transfers")
-    wallets = engine.arrow(
-        wallets_query.sql,
-        wallets_query.bind(
-            {
-                "date": day.isoformat(),
-                "previous_date": (day - dt.timedelta(days=1)).isoformat(),
-                "snapshot_date": snapshot.day.isoformat(),
-                "snapshot_at": _iso(snapshot.snapshot_at),
-            }
-        ),
-    )
+    parameters = {
+        "date": day.isoformat(),
+        "previous_date": (day - dt.timedelta(days=1)).isoformat(),
+        "snapshot_date": snapshot.day.isoformat(),
+        "snapshot_at": _iso(snapshot.snapshot_at),
+    }
+    wallets = engine.arrow(wallets_query.sql, wallets_query.bind(parameters))
+    problems = None
+    if _has_problems(wallets):  # a clean day (the usual night) skips the second pass
+        problems_query = get_query("reconcile_wallet_problems")
+        problems = engine.arrow(problems_query.sql, problems_query.bind(parameters))
     cutoff = now - dt.timedelta(seconds=max_lag_seconds)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reconcile") as pool:
         transfers = pool.submit(
             engine.arrow, transfers_query.sql, transfers_query.bind({"date": day.isoformat()})
         )
-        judged = _judge_wallets(wallets, snapshot.snapshot_at, cutoff, max_lag_seconds)
+        judged = _judge_wallets(wallets, problems, snapshot.snapshot_at, cutoff, max_lag_seconds)
         return _finish(judged, transfers.result())
 
 
@@ -255,16 +258,18 @@ def classify(
     wallets: pa.Table | pd.DataFrame,
     transfers: pa.Table | pd.DataFrame,
     *,
+    problems: pa.Table | pd.DataFrame | None = None,
     snapshot_at: dt.datetime,
     cutoff: dt.datetime,
     max_lag_seconds: int = DEFAULT_MAX_LAG_SECONDS,
 ) -> DayOutcome:
-    """Classify the per-wallet rows of ``reconcile_wallets`` and the rows of ``reconcile_transfers``.
+    """Classify the rows of ``reconcile_wallets``, ``reconcile_wallet_problems`` (None when no
+    count asked for it) and ``reconcile_transfers``.
 
     Pure: no I/O, no clock. ``cutoff`` is ``now - max_lag_seconds``: an absent version that must
     have been committed before it is ``missing``.
     """
-    return _finish(_judge_wallets(wallets, snapshot_at, cutoff, max_lag_seconds), transfers)
+    return _finish(_judge_wallets(wallets, problems, snapshot_at, cutoff, max_lag_seconds), transfers)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -278,9 +283,13 @@ class _JudgedWallets:
 
 
 def _judge_wallets(
-    wallets: pa.Table | pd.DataFrame, snapshot_at: dt.datetime, cutoff: dt.datetime, max_lag_seconds: int
+    wallets: pa.Table | pd.DataFrame,
+    problems: pa.Table | pd.DataFrame | None,
+    snapshot_at: dt.datetime,
+    cutoff: dt.datetime,
+    max_lag_seconds: int,
 ) -> _JudgedWallets:
-    frame = _Columns(wallets)
+    frame = _Columns(_with_problems(_arrow(wallets), None if problems is None else _arrow(problems)))
     findings, wallets_absent = _wallet_findings_of(frame, snapshot_at, _naive_utc(cutoff), max_lag_seconds)
     daily, totals = _close_day(frame)
     return _JudgedWallets(
@@ -719,6 +728,41 @@ class _Columns:
 
     def row(self, index: int) -> dict[str, Any]:
         return {str(name): value for name, value in self._table.slice(index, 1).to_pylist()[0].items()}
+
+
+#: ``reconcile_wallets``' counts of entries failing each check.
+PROBLEM_COUNTS: Final = ("copies", "conflicts", "bad_amounts", "breaks", "gaps")
+#: What ``reconcile_wallet_problems`` adds per wallet (null for a wallet with nothing to explain).
+_PROBLEM_DETAILS: Final[dict[str, pa.DataType]] = {
+    "copy_versions": pa.string(),
+    "conflict_versions": pa.string(),
+    "bad_amount_versions": pa.string(),
+    "break_versions": pa.string(),
+    "first_break_expected": pa.int64(),
+    "first_break_actual": pa.int64(),
+    "gap_starts": pa.string(),
+    "gap_ends": pa.string(),
+    "oldest_gap_bound": pa.timestamp("us"),
+}
+
+
+def _has_problems(wallets: pa.Table) -> bool:
+    """True when any wallet has an entry failing a check (the details query is then needed)."""
+    return any(pc.max(wallets.column(name)).as_py() or 0 for name in PROBLEM_COUNTS)
+
+
+def _with_problems(wallets: pa.Table, problems: pa.Table | None) -> pa.Table:
+    """The per-wallet rows with the problems' details beside them (nulls where there are none).
+
+    The details of a wallet the first pass did not flag are kept too: the lake may have changed
+    between the passes (late rows landing), and a problem seen is never dropped.
+    """
+    if problems is None or problems.num_rows == 0:
+        for name, kind in _PROBLEM_DETAILS.items():
+            wallets = wallets.append_column(name, pa.nulls(wallets.num_rows, kind))
+        return wallets
+    details = problems.select(["wallet_id", *_PROBLEM_DETAILS])
+    return wallets.join(details, keys="wallet_id", join_type="left outer")
 
 
 def _arrow(result: pa.Table | pd.DataFrame) -> pa.Table:

@@ -17,6 +17,7 @@ from sqlglot import exp
 from lake.schemas import TABLES
 from queries import ParameterError, get_query, list_queries, run_query
 from queries._athena import AthenaEngine
+from queries._catalog import expand_includes
 from queries._duckdb import DuckDBEngine, s3_secret_sql
 from queries._parameters import literal, parse_value, render
 from walletlake import cli
@@ -34,6 +35,7 @@ OWN_QUERIES = (
     "top_wallets",
     "money_conservation",
     "reconcile_wallets",
+    "reconcile_wallet_problems",
     "reconcile_transfers",
     "reconciliation_findings",
 )
@@ -95,6 +97,28 @@ def test_rendering_matches_awswrangler_named_style(query: Any) -> None:
     assert render(query.sql, values) == _sql_formatter._process_sql_params(
         query.sql, values, engine_type="presto"
     )
+
+
+def test_include_lines_are_replaced_by_their_fragment() -> None:
+    # GIVEN a query body that includes a fragment
+    text = "-- q\nWITH\n-- @include entries\nlast AS (SELECT 1)\nSELECT * FROM last\n"
+
+    # WHEN expanded
+    expanded = expand_includes("q", text, {"entries": "first AS (SELECT 0),\n"})
+
+    # THEN the fragment stands where the line was; an unknown fragment is an error naming the file
+    assert expanded == "-- q\nWITH\nfirst AS (SELECT 0),\nlast AS (SELECT 1)\nSELECT * FROM last\n"
+    with pytest.raises(ValueError, match=r"q\.sql: no fragment named 'missing'"):
+        expand_includes("q", "-- @include missing\n", {})
+
+
+def test_the_reconciliation_queries_share_their_entry_checks() -> None:
+    # THEN both reconciliation queries hold the fragment's text, expanded, and no include line
+    for name in ("reconcile_wallets", "reconcile_wallet_problems"):
+        sql = get_query(name).sql
+        assert "@include" not in sql
+        assert "is_break" in sql
+        assert "lag(wallet_version, 1, 0)" in sql
 
 
 def test_parameters_parse_by_type() -> None:
