@@ -27,6 +27,7 @@ from lake import objects
 from lake.compaction import compact_day
 from lake.schemas import DAILY_BALANCES
 from lake.snapshots import take_snapshot
+from queries import run_query
 from queries.reconciliation import (
     CHAIN_BREAK,
     DUPLICATE,
@@ -35,6 +36,7 @@ from queries.reconciliation import (
     MISSING,
     NOT_CONSERVED,
     OK,
+    PROBLEM_COUNTS,
     TRANSFER_UNBALANCED,
     Finding,
     ReconciliationError,
@@ -184,6 +186,42 @@ def test_a_copied_landing_file_is_duplicate_entries(settings: Settings) -> None:
     # AND once compaction has merged the copies, the day is clean again
     assert compact_day(settings, DAY).tables["ledger"].duplicates_dropped == 2
     assert reconcile(settings, DAY, now=NOW).ok
+
+
+def test_the_first_pass_counts_and_the_second_names_the_versions(settings: Settings) -> None:
+    # GIVEN a clean day, then the a → e transfer's file landed a second time
+    book = clean_day()
+    keys = land(settings, book)
+    params = {
+        "date": DAY.isoformat(),
+        "previous_date": (DAY - dt.timedelta(days=1)).isoformat(),
+        "snapshot_date": SNAPSHOT_AT.date().isoformat(),
+        "snapshot_at": "2026-11-21T00:30:00Z",
+    }
+    clean = run_query("reconcile_wallets", params, settings)
+    assert sorted(clean["wallet_id"]) == ["a", "b", "c", "d", "e"]
+    assert not clean[list(PROBLEM_COUNTS)].to_numpy().any()
+    assert run_query("reconcile_wallet_problems", params, settings).empty
+    twice = next(key for key in keys if {r["wallet_id"] for r in rows_in(settings, key)} == {"a", "e"})
+    s3_client(settings).copy_object(
+        Bucket=settings.bucket,
+        Key=twice.replace(".parquet", "-retry.parquet"),
+        CopySource={"Bucket": settings.bucket, "Key": twice},
+    )
+
+    # WHEN both reconciliation queries are asked
+    counts = run_query("reconcile_wallets", params, settings).set_index("wallet_id")
+    problems = run_query("reconcile_wallet_problems", params, settings)
+
+    # THEN the first pass counts one copy for a and for e (and nothing else anywhere) ...
+    assert counts["copies"].to_dict() == {"a": 1, "b": 0, "c": 0, "d": 0, "e": 1}
+    assert not counts[["conflicts", "bad_amounts", "breaks", "gaps"]].to_numpy().any()
+    # ... and the second names the copied versions of exactly those wallets
+    named = problems[["wallet_id", "copy_versions", "break_versions", "gap_starts"]].astype(object)
+    assert named.where(named.notna(), None).to_dict("records") == [
+        {"wallet_id": "a", "copy_versions": "3", "break_versions": None, "gap_starts": None},
+        {"wallet_id": "e", "copy_versions": "1", "break_versions": None, "gap_starts": None},
+    ]
 
 
 def test_a_changed_amount_breaks_the_chain_and_the_transfer(settings: Settings) -> None:
