@@ -28,9 +28,8 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable, Mapping
-from typing import Final, Literal
+from typing import Final
 
-ParameterType = Literal["string", "timestamp", "date", "integer"]
 #: A parameter's value once parsed: what awswrangler's ``named`` style accepts.
 QueryValue = str | int | dt.datetime
 

@@ -71,8 +71,7 @@ class RecordKind:
     """One kind of stream record: how to decode it and which typed attributes it must carry."""
 
     name: str
-    decode: DecodeStep | None
-    """None for the hot kind (transaction INSERTs), which :func:`_collect` decodes inline."""
+    decode: DecodeStep
     required: tuple[tuple[str, str], ...] = ()
     optional: tuple[tuple[str, str], ...] = ()
 
@@ -165,21 +164,10 @@ def decode_records(records: Sequence[Mapping[str, Any]], *, ingested_at_ms: int)
 
 
 def _collect(records: Sequence[Mapping[str, Any]], *, careful: bool) -> BatchColumns:
-    """The hot loop: values appended to column lists, a chunk of records at a time.
-
-    Transaction INSERTs (most of any batch) are decoded right here, with every name bound to a
-    local; the rarer kinds go through the dispatch table :data:`RECORD_KINDS`.
-    """
+    """The hot loop: one dispatch per record, values appended to column lists, a chunk at a time."""
     columns = BatchColumns()
-    add_transaction, add_position = columns.transactions.extend, columns.txn_position.append
-    steps, attributes = _STEPS, _transaction_attributes  # locals: the loop runs up to 10,000 times
-    remove, insert, transaction = EVENT_REMOVE, EVENT_INSERT, ENTITY_TRANSACTION
-    old_image, new_image, entity_attribute, sequence = OLD_IMAGE, NEW_IMAGE, Attr.ENTITY, SEQUENCE_NUMBER
-    to_wallet_id, to_version, to_balance = (
-        Attr.TO_WALLET_ID,
-        Attr.TO_WALLET_VERSION,
-        Attr.TO_WALLET_BALANCE_AFTER,
-    )
+    steps = _STEPS  # locals: the loop runs up to 10,000 times per batch
+    remove, old_image, new_image, entity_attribute = EVENT_REMOVE, OLD_IMAGE, NEW_IMAGE, Attr.ENTITY
     for start in range(0, len(records), CHUNK_RECORDS):
         for position, record in enumerate(records[start : start + CHUNK_RECORDS], start):
             try:
@@ -189,36 +177,6 @@ def _collect(records: Sequence[Mapping[str, Any]], *, careful: bool) -> BatchCol
                 change = record["dynamodb"]
                 image = change[old_image] if event == remove else change[new_image]
                 entity = image[entity_attribute]["S"]
-                if entity == transaction and event == insert:
-                    # A committed deposit or transfer: one row in TRANSACTION_FIELDS order, later
-                    # one or two ledger rows. Built whole before it is added, so a KeyError on a
-                    # malformed image never leaves a partial row behind.
-                    txn_id, txn_type, wallet_id, amount, nonce, version, balance, created_at = attributes(
-                        image
-                    )
-                    payee, payee_version, payee_balance = (
-                        image.get(to_wallet_id),
-                        image.get(to_version),
-                        image.get(to_balance),
-                    )
-                    add_transaction(
-                        (
-                            txn_id["S"],
-                            txn_type["S"],
-                            wallet_id["S"],
-                            None if payee is None else payee["S"],
-                            amount["N"],
-                            nonce["S"],
-                            version["N"],
-                            balance["N"],
-                            None if payee_version is None else payee_version["N"],
-                            None if payee_balance is None else payee_balance["N"],
-                            created_at["N"],
-                            change[sequence],
-                        )
-                    )
-                    add_position(position)
-                    continue
                 step = steps.get(event, _NO_STEPS).get(entity)
                 if step is None:
                     raise _RejectedError(_unexpected(event, entity))
@@ -253,6 +211,43 @@ _WALLET_REQUIRED: Final = ((Attr.WALLET_ID, "S"), (Attr.USER_ID, "S"), (Attr.CRE
 # itemgetters fetch every attribute of a kind in one C call, keyed by the one spelling in Attr.
 _transaction_attributes: Final = operator.itemgetter(*(name for name, _ in _TRANSACTION_REQUIRED))
 _wallet_attributes: Final = operator.itemgetter(*(name for name, _ in _WALLET_REQUIRED))
+
+_TO_WALLET_ID: Final = Attr.TO_WALLET_ID
+_TO_WALLET_VERSION: Final = Attr.TO_WALLET_VERSION
+_TO_WALLET_BALANCE_AFTER: Final = Attr.TO_WALLET_BALANCE_AFTER
+
+
+def _transaction_inserted(
+    columns: BatchColumns,
+    position: int,
+    record: Mapping[str, Any],
+    change: Mapping[str, Any],
+    image: Mapping[str, Any],
+) -> None:
+    """A committed deposit or transfer: one row of transaction columns, later one or two ledger rows."""
+    txn_id, txn_type, wallet_id, amount, nonce, version, balance, created_at = _transaction_attributes(image)
+    to_wallet = image.get(_TO_WALLET_ID)
+    to_version = image.get(_TO_WALLET_VERSION)
+    to_balance = image.get(_TO_WALLET_BALANCE_AFTER)
+    # One extend per record (in TRANSACTION_FIELDS order), built whole before it is added, so a
+    # KeyError on a malformed image never leaves a partial row behind.
+    columns.transactions.extend(
+        (
+            txn_id["S"],
+            txn_type["S"],
+            wallet_id["S"],
+            None if to_wallet is None else to_wallet["S"],
+            amount["N"],
+            nonce["S"],
+            version["N"],
+            balance["N"],
+            None if to_version is None else to_version["N"],
+            None if to_balance is None else to_balance["N"],
+            created_at["N"],
+            change[SEQUENCE_NUMBER],
+        )
+    )
+    columns.txn_position.append(position)
 
 
 def _wallet_inserted(
@@ -295,7 +290,7 @@ def _transaction_removed(
 #: Every record kind the pipeline expects, by ``(eventName, entity)``; any other pair is quarantined.
 RECORD_KINDS: Final[dict[tuple[str, str], RecordKind]] = {
     (EVENT_INSERT, ENTITY_TRANSACTION): RecordKind(
-        "transaction inserted", None, _TRANSACTION_REQUIRED, _TRANSACTION_OPTIONAL
+        "transaction inserted", _transaction_inserted, _TRANSACTION_REQUIRED, _TRANSACTION_OPTIONAL
     ),
     (EVENT_INSERT, ENTITY_WALLET): RecordKind("wallet inserted", _wallet_inserted, _WALLET_REQUIRED),
     (EVENT_INSERT, ENTITY_USER): RecordKind("user claim inserted", _ignored),
@@ -307,8 +302,7 @@ RECORD_KINDS: Final[dict[tuple[str, str], RecordKind]] = {
 def _steps_by_event(kinds: Mapping[tuple[str, str], RecordKind]) -> dict[str, dict[str, DecodeStep]]:
     steps: dict[str, dict[str, DecodeStep]] = {}
     for (event, entity), kind in kinds.items():
-        if kind.decode is not None:
-            steps.setdefault(event, {})[entity] = kind.decode
+        steps.setdefault(event, {})[entity] = kind.decode
     return steps
 
 
