@@ -207,6 +207,92 @@ def take_snapshot(
     return report
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class SnapshotSegment:
+    """One segment of a snapshot: a unit of work that writes exactly one object.
+
+    The local :func:`take_snapshot` runs every segment on a thread; in AWS a Step Functions Map
+    runs each as its own Lambda invocation (``walletlake.nightly_steps.snapshot_segment_handler``),
+    so the table's size is split over as many 15-minute functions as the plan asks for. A segment
+    rerun rewrites its own object (the key depends on the plan, not on the run), so a retry
+    neither loses nor doubles wallets.
+    """
+
+    snapshot_at: dt.datetime
+    segment: int
+    segments: int
+    max_read_units_per_second: float | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.segment < self.segments:
+            raise ValueError(f"segment must be 0..{self.segments - 1}, not {self.segment}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (a Map item)."""
+        return {
+            "snapshot_at": _iso(self.snapshot_at),
+            "segment": self.segment,
+            "segments": self.segments,
+            "max_read_units_per_second": self.max_read_units_per_second,
+        }
+
+    @classmethod
+    def from_dict(cls, value: dict[str, Any]) -> SnapshotSegment:
+        """The inverse of :meth:`to_dict`; a clear error for a malformed item."""
+        try:
+            moment = dt.datetime.fromisoformat(str(value["snapshot_at"]).replace("Z", "+00:00"))
+            rate = value.get("max_read_units_per_second")
+            return cls(
+                snapshot_at=_to_ms(moment),
+                segment=int(value["segment"]),
+                segments=int(value["segments"]),
+                max_read_units_per_second=None if rate is None else float(rate),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"not a snapshot segment: {value!r} ({error})") from None
+
+
+def plan_snapshot(
+    *,
+    segments: int = DEFAULT_SEGMENTS,
+    max_read_units_per_second: float | None = DEFAULT_MAX_READ_UNITS_PER_SECOND,
+    now: dt.datetime | None = None,
+) -> list[SnapshotSegment]:
+    """The segments of one snapshot taken ``now``; the read pace is shared out evenly among them.
+
+    Segments that run in separate processes cannot share one token bucket, so each gets
+    ``max_read_units_per_second / segments``: together they never exceed the total.
+    """
+    if segments < 1:
+        raise ValueError("segments must be at least 1")
+    snapshot_at = _to_ms(now or dt.datetime.now(dt.UTC))
+    share = max_read_units_per_second / segments if max_read_units_per_second else None
+    return [SnapshotSegment(snapshot_at, segment, segments, share) for segment in range(segments)]
+
+
+def snapshot_segment(
+    settings: Settings, unit: SnapshotSegment, *, session: boto3.Session | None = None
+) -> dict[str, Any]:
+    """Scan one segment and write its object; returns what it read and wrote."""
+    session = session or boto3.Session(region_name=settings.region)
+    budget = ReadBudget(unit.max_read_units_per_second) if unit.max_read_units_per_second else None
+    started = time.perf_counter()
+    table, units, skipped = _scan_segment(
+        session.client("dynamodb"), settings.table, unit.segment, unit.segments, budget, unit.snapshot_at
+    )
+    key = snapshot_key(settings.lake_prefix, unit.snapshot_at, unit.segment, unit.segments)
+    objects.put_table(session.client("s3"), settings.bucket, key, table)
+    return {
+        **unit.to_dict(),
+        "key": key,
+        "wallets": table.num_rows,
+        "read_units": round(units, 1),
+        "throttled_seconds": round(budget.waited if budget else 0.0, 3),
+        "skipped_items": skipped,
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+
+
 def _scan_segment(
     client: DynamoDBClient,
     table_name: str,

@@ -72,6 +72,7 @@ from lake.schemas import DAILY_BALANCES, RECONCILIATION
 from lake.snapshots import SnapshotRef, latest_snapshot
 from queries._catalog import get_query
 from queries._engine import QueryEngine, engine_for
+from queries._parameters import render
 from walletlake.settings import Settings
 
 if TYPE_CHECKING:
@@ -233,18 +234,10 @@ def reconcile_day(
 
     The transfer query runs while the wallets are classified (the engine works, Python waits).
     """
-    wallets_query, transfers_query = get_query("reconcile_wallets"), get_query("reconcile_transfers")
-    parameters = {
-        "date": day.isoformat(),
-        "previous_date": (day - dt.timedelta(days=1)).isoformat(),
-        "snapshot_date": snapshot.day.isoformat(),
-        "snapshot_at": _iso(snapshot.snapshot_at),
-    }
+    wallets_query, transfers_query = get_query(WALLETS_QUERY), get_query(TRANSFERS_QUERY)
+    parameters = day_parameters(day, snapshot)
     wallets = engine.arrow(wallets_query.sql, wallets_query.bind(parameters))
-    problems = None
-    if _has_problems(wallets):  # a clean day (the usual night) skips the second pass
-        problems_query = get_query("reconcile_wallet_problems")
-        problems = engine.arrow(problems_query.sql, problems_query.bind(parameters))
+    problems = problem_pass(engine, wallets, parameters)
     cutoff = now - dt.timedelta(seconds=max_lag_seconds)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reconcile") as pool:
         transfers = pool.submit(
@@ -252,6 +245,46 @@ def reconcile_day(
         )
         judged = _judge_wallets(wallets, problems, snapshot.snapshot_at, cutoff, max_lag_seconds)
         return _finish(judged, transfers.result())
+
+
+#: The queries of one day's reconciliation (``queries/sql/``): two always, the third when needed.
+WALLETS_QUERY: Final = "reconcile_wallets"
+TRANSFERS_QUERY: Final = "reconcile_transfers"
+PROBLEMS_QUERY: Final = "reconcile_wallet_problems"
+
+
+def day_parameters(day: dt.date, snapshot: SnapshotRef) -> dict[str, str]:
+    """The textual parameters of a day's reconciliation queries (``QueryInfo.bind`` parses them)."""
+    return {
+        "date": day.isoformat(),
+        "previous_date": (day - dt.timedelta(days=1)).isoformat(),
+        "snapshot_date": snapshot.day.isoformat(),
+        "snapshot_at": _iso(snapshot.snapshot_at),
+    }
+
+
+def rendered_sql(name: str, parameters: dict[str, str]) -> str:
+    """The query with its parameters as literals: what Athena runs when no client renders it.
+
+    The same rendering the engines use (:func:`queries._parameters.render`), for the AWS nightly
+    job, where Step Functions starts the query on Athena itself.
+    """
+    query = get_query(name)
+    declared = {parameter.name for parameter in query.parameters}
+    return render(query.sql, query.bind({k: v for k, v in parameters.items() if k in declared}))
+
+
+def problem_pass(
+    engine: QueryEngine, wallets: pa.Table | pd.DataFrame, parameters: dict[str, str]
+) -> pa.Table | None:
+    """Run ``reconcile_wallet_problems`` only when a count of ``reconcile_wallets`` is not zero.
+
+    A clean day (the usual night) pays for one pass.
+    """
+    if not _has_problems(_arrow(wallets)):
+        return None
+    problems_query = get_query(PROBLEMS_QUERY)
+    return engine.arrow(problems_query.sql, problems_query.bind(parameters))
 
 
 def classify(
@@ -481,6 +514,36 @@ def _run_day(
 ) -> ReconciliationReport:
     started = time.perf_counter()
     outcome = reconcile_day(engine, day, snapshot, now=now, max_lag_seconds=max_lag_seconds)
+    return record_day(
+        client,
+        settings,
+        day,
+        outcome,
+        snapshot=snapshot,
+        now=now,
+        max_lag_seconds=max_lag_seconds,
+        earlier=earlier,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def record_day(
+    client: S3Client,
+    settings: Settings,
+    day: dt.date,
+    outcome: DayOutcome,
+    *,
+    snapshot: SnapshotRef,
+    now: dt.datetime,
+    max_lag_seconds: int,
+    earlier: tuple[ReconciliationReport, ...] = (),
+    seconds: float = 0.0,
+) -> ReconciliationReport:
+    """Write a classified day's ``daily_balances``, ``reconciliation`` and JSON summary.
+
+    Shared by the local run and the AWS nightly job (whose queries ran on Athena), so both leave
+    the same objects behind.
+    """
     run_at = now.astimezone(dt.UTC).replace(microsecond=now.microsecond // 1000 * 1000)
     keys = _store(client, settings, day, outcome, run_at)
     report = ReconciliationReport(
@@ -494,7 +557,7 @@ def _run_day(
         snapshot_at=snapshot.snapshot_at,
         run_at=run_at,
         max_lag_seconds=max_lag_seconds,
-        seconds=time.perf_counter() - started,
+        seconds=seconds,
         keys=keys,
         earlier=earlier,
     )

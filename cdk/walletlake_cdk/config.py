@@ -58,6 +58,18 @@ class DeploymentConfig:
         units/s from the first minute, which warm throughput provides (a one-time charge).
     stream_parallelization:
         Concurrent batches per shard; Lambda keeps records of one item key in order across them.
+    nightly_schedule, nightly_timeout_hours:
+        The nightly state machine (snapshot → compaction of what is left → reconciliation) and
+        the bound on one execution.
+    compaction_schedule, compaction_max_concurrency, compaction_memory_mb:
+        The hourly state machine (``HH:10``: the hour that closed ten minutes earlier, after the
+        consumer's batching window and retries) and how many unit functions run at once.
+    snapshot_segments, snapshot_read_units_per_second:
+        Parallel-scan segments (one Lambda each, all at once) and the read pace they share. A
+        scan reads the whole table, hot transaction items included (about 580 million at the
+        seed's load), so the pace sets the snapshot's duration: ``bench/capacity.py`` prints it.
+    classify_memory_mb:
+        The function that classifies a day's reconciliation result (one row per wallet).
     stream_retry_attempts, stream_max_record_age_hours:
         Bounded retries; after either limit the batch's shard and sequence range go to the
         on-failure queue while the records are still in the stream (24 h) for a replay.
@@ -85,7 +97,13 @@ class DeploymentConfig:
     stream_max_record_age_hours: int = 12
     consumer_memory_mb: int = 1_024
     nightly_schedule: str = "cron(30 1 * * ? *)"
-    nightly_memory_mb: int = 10_240
+    nightly_timeout_hours: int = 3
+    compaction_schedule: str = "cron(10 * * * ? *)"
+    compaction_max_concurrency: int = 100
+    compaction_memory_mb: int = 4_096
+    snapshot_segments: int = 200
+    snapshot_read_units_per_second: int = 60_000
+    classify_memory_mb: int = 4_096
     athena_bytes_scanned_cutoff_gb: int = 200
     lake_intelligent_tiering_days: int = 30
     lake_glacier_ir_days: int = 365
@@ -120,6 +138,14 @@ class DeploymentConfig:
             raise DeploymentConfigError("stream_batching_window_seconds must be 0..300")
         if not 1 <= self.stream_parallelization <= 10:
             raise DeploymentConfigError("stream_parallelization must be 1..10")
+        if not 1 <= self.compaction_max_concurrency <= 10_000:
+            raise DeploymentConfigError("compaction_max_concurrency must be 1..10000 (Distributed Map)")
+        if not 1 <= self.snapshot_segments <= 10_000:
+            raise DeploymentConfigError("snapshot_segments must be 1..10000 (Distributed Map)")
+        if self.snapshot_read_units_per_second < self.snapshot_segments:
+            raise DeploymentConfigError("snapshot_read_units_per_second must be at least one per segment")
+        if not 1 <= self.nightly_timeout_hours <= 24:
+            raise DeploymentConfigError("nightly_timeout_hours must be 1..24")
         if not 0 <= self.stream_retry_attempts <= 10_000:
             raise DeploymentConfigError("stream_retry_attempts must be 0..10000")
         if self.read_capacity > self.max_read_capacity or self.write_capacity > self.max_write_capacity:

@@ -34,6 +34,11 @@ _ATHENA_RESULTS_REASON = (
     "Athena writes one result object per query under the workgroup's own results prefix; the wildcard "
     "is limited to that prefix."
 )
+_ARN_HEAD = "/^Resource::arn:<AWS::Partition>:{service}:<AWS::Region>:<AWS::AccountId>:"
+_GLUE_DATABASE_CONTENTS = (
+    _ARN_HEAD.format(service="glue") + "(table|userDefinedFunction)\\/[A-Za-z0-9_]+\\/\\*$/"
+)
+_CHILD_EXECUTIONS = _ARN_HEAD.format(service="states") + "execution:.*\\*$/"
 _PYTHON_RUNTIME_REASON = (
     "The project targets Python 3.11 (pyproject requires-python) and the AWS-published layers it runs "
     "on (SDK for pandas, Powertools) are pinned for python3.11; a runtime bump is a project-wide change."
@@ -47,8 +52,8 @@ class ReviewedConstructs:
     lake_prefix: str
     api_role: iam.IRole
     consumer_role: iam.IRole
-    nightly_role: iam.IRole
-    state_machine: sfn.StateMachine
+    nightly_roles: tuple[iam.IRole, ...]
+    state_machines: tuple[sfn.StateMachine, ...]
     analyst_policy: iam.ManagedPolicy
     failure_queue: sqs.Queue
     functions: tuple[lambda_.Function, ...]
@@ -69,24 +74,14 @@ def suppress_reviewed_findings(reviewed: ReviewedConstructs) -> None:
         "permission (Service Authorization Reference), so its resource must be '*'.",
         ["Resource::*"],
     )
-    _iam5(reviewed.nightly_role, _KMS_FAMILY_REASON, kms_families)
-    _iam5(reviewed.nightly_role, _LAKE_OBJECTS_REASON, [lake_objects])
-    _iam5(reviewed.nightly_role, _ATHENA_RESULTS_REASON, [athena_results])
+    for role in reviewed.nightly_roles:
+        _iam5(role, _KMS_FAMILY_REASON, kms_families)
+        _iam5(role, _LAKE_OBJECTS_REASON, [lake_objects])
+        _iam5(role, _ATHENA_RESULTS_REASON, [athena_results])
     _iam5(reviewed.analyst_policy, _LAKE_OBJECTS_REASON, [lake_objects])
     _iam5(reviewed.analyst_policy, _ATHENA_RESULTS_REASON, [athena_results])
-    state_machine_role = reviewed.state_machine.role
-    _iam5(
-        state_machine_role,
-        "X-Ray tracing (required by AwsSolutions-SF2): xray:PutTraceSegments and related actions support no "
-        "resource-level permission.",
-        ["Resource::*"],
-    )
-    _iam5(
-        state_machine_role,
-        "CDK's LambdaInvoke grants lambda:InvokeFunction on the nightly function and its versions "
-        "(<arn>:*); it is that one function.",
-        [{"regex": "/^Resource::<NightlyFunction[0-9A-F]+\\.Arn>:\\*$/"}],
-    )
+    for state_machine in reviewed.state_machines:
+        _reviewed_state_machine(state_machine, lake_objects, athena_results, kms_families)
     NagSuppressions.add_resource_suppressions(
         reviewed.failure_queue,
         [
@@ -104,8 +99,38 @@ def suppress_reviewed_findings(reviewed: ReviewedConstructs) -> None:
     # W3005 "dependency already enforced by GetAtt": CDK adds DependsOn on a function's (or state
     # machine's) role policy next to the GetAtt of the role, so the policy exists before the first
     # invocation; the redundant half of that pair is CDK's, and harmless.
-    for construct in (*reviewed.functions, reviewed.state_machine):
+    for construct in (*reviewed.functions, *reviewed.state_machines):
         ignore_lint_checks(construct, "W3005")
+
+
+def _reviewed_state_machine(
+    state_machine: sfn.StateMachine,
+    lake_objects: dict[str, str],
+    athena_results: dict[str, str],
+    kms_families: list[str],
+) -> None:
+    role = state_machine.role
+    _iam5(
+        role,
+        "X-Ray tracing (required by AwsSolutions-SF2): xray:PutTraceSegments and related actions support no "
+        "resource-level permission.",
+        ["Resource::*"],
+    )
+    _iam5(
+        role,
+        "CDK's LambdaInvoke grants lambda:InvokeFunction on each unit function and its versions "
+        "(<arn>:*); each is that one function.",
+        [{"regex": "/^Resource::<[A-Za-z]+Function[0-9A-F]+\\.Arn>:\\*$/"}],
+    )
+    _iam5(role, _KMS_FAMILY_REASON, kms_families)
+    _iam5(role, _LAKE_OBJECTS_REASON, [lake_objects])
+    _iam5(role, _ATHENA_RESULTS_REASON, [athena_results])
+    _iam5(
+        state_machine,
+        "A Distributed Map describes and stops its own child executions, whose names are generated at run "
+        "time; CDK scopes the grant to executions of this one state machine.",
+        [{"regex": _CHILD_EXECUTIONS}],
+    )
 
 
 def ignore_lint_checks(construct: IConstruct, *checks: str) -> None:

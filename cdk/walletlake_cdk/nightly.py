@@ -1,22 +1,30 @@
-"""The nightly job: snapshot → compaction → reconciliation of the previous UTC day.
+"""The lake's scheduled work: hourly compaction of closed hours, and the nightly job, as units.
 
-Orchestration: **an EventBridge schedule starts a Step Functions state machine that invokes one
-Lambda function** (``walletlake.nightly.lambda_handler``, which runs the three steps in order and
-returns ``{"ok": …, counts…}``). Why not the schedule invoking Lambda directly:
+At the seed's load (20,000 transactions/s) a day is about 2.9 billion ledger rows and 240 GB of
+Parquet; no single function can snapshot, compact and reconcile it (15 minutes, 10 GB of memory
+and of ``/tmp``). So every step that grows with the day is split into bounded units that Step
+Functions runs in parallel (``docs/operations.md`` has the figures behind each choice):
 
-- The job must report failure even when it cannot report anything itself: a timeout, an
-  out-of-memory kill or an import error ends a Lambda without running its own error handling.
-  The state machine catches every error and still publishes a finding to SNS, and its
-  ``ExecutionsFailed`` metric drives the reconciliation-failure alarm.
-- Retries are explicit and bounded (Lambda service errors only; a job that ran and found a
-  mismatch is a finding, not something to retry), instead of EventBridge's asynchronous
-  invocation retrying a failed job twice on its own.
-- Each night leaves an execution record (input day, result counts, failure cause) for 90 days.
-- The cost is a handful of state transitions a night.
+Hourly (an EventBridge schedule at ``HH:10``)
+    plan the closed hours' compaction units (``walletlake.compaction_handlers.plan_handler``) →
+    a Distributed Map runs each unit (``unit_handler``, one hour and ``wallet_id`` range each).
+Nightly (01:30 UTC)
+    plan the night (the day, the snapshot's segments) → a Distributed Map scans the table one
+    parallel-scan segment per Lambda → plan and compact what is left of the day (the same Map of
+    units) → plan the reconciliation (catch-up days first) → per day, Athena runs the two heavy
+    queries as ``UNLOAD`` to Parquet through Step Functions' native ``startQueryExecution.sync``
+    (no function waits on Athena) → a small function classifies the result with the same pure
+    code as the local run and writes the same objects.
 
-The steps stay in one function because the nightly module owns their order and hand-offs; the
-state machine is where a fan-out (for example compaction per hour with a Distributed Map) would go
-if a day's ledger ever outgrows one 15-minute invocation.
+Why a state machine at all (not the schedule invoking Lambda): it reports failures that a function
+cannot report itself (a timeout, an out-of-memory kill) to SNS, retries only Lambda's service
+errors and throttles (a finding is not retried), bounds every Map's concurrency so the lake's
+prefix and the table's read capacity are not flooded, and leaves an execution record per run.
+
+Distributed Map (not inline Map) because an inline Map runs at most 40 iterations at a time and
+keeps every iteration in the parent's 25,000-event history; a Distributed Map runs each item as a
+child execution (up to 10,000 at once). Children are STANDARD workflows: a unit may take up to
+the function's 15 minutes, beyond an EXPRESS child's 5-minute limit.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Final
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Aws, Duration, RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -36,15 +44,29 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from lake.schemas import TABLES
+from walletlake.nightly_steps import (
+    RESULTS_PREFIX_VARIABLE,
+    SNAPSHOT_READ_UNITS_VARIABLE,
+    SNAPSHOT_SEGMENTS_VARIABLE,
+)
 from walletlake_cdk.catalog import Catalog
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import FunctionAssets, PythonFunction, log_retention, python_function
 from walletlake_cdk.storage import ATHENA_RESULTS_PREFIX, Storage
 
-#: The handler other modules export for Lambda (``walletlake/nightly.py``).
-NIGHTLY_HANDLER: Final = "walletlake.nightly.lambda_handler"
+#: Lambda handlers of the units (modules elsewhere export them).
+COMPACTION_PLAN_HANDLER: Final = "walletlake.compaction_handlers.plan_handler"
+COMPACTION_UNIT_HANDLER: Final = "walletlake.compaction_handlers.unit_handler"
+PLAN_NIGHT_HANDLER: Final = "walletlake.nightly_steps.plan_night_handler"
+SNAPSHOT_SEGMENT_HANDLER: Final = "walletlake.nightly_steps.snapshot_segment_handler"
+RECONCILE_PLAN_HANDLER: Final = "walletlake.nightly_steps.reconcile_plan_handler"
+RECONCILE_CLASSIFY_HANDLER: Final = "walletlake.nightly_steps.reconcile_classify_handler"
 
-#: Athena actions the reconciliation needs in its workgroup (awswrangler's read path).
+#: Where the reconciliation's UNLOADs write: inside the workgroup's results prefix, so the
+#: results' lifecycle rule expires them and no new S3 grant is needed.
+UNLOAD_PREFIX: Final = f"{ATHENA_RESULTS_PREFIX}unload/reconcile"
+
+#: Athena actions a classification needs for its rare second pass (awswrangler's read path).
 ATHENA_ACTIONS: Final = (
     "athena:StartQueryExecution",
     "athena:GetQueryExecution",
@@ -52,18 +74,42 @@ ATHENA_ACTIONS: Final = (
     "athena:StopQueryExecution",
     "athena:GetWorkGroup",
 )
-#: Glue reads of the lake tables. Nothing creates tables: the Athena engine reads with
-#: ``ctas_approach=False`` (queries/_athena.py), so no temporary Glue tables.
+#: What Step Functions' ``athena:startQueryExecution.sync`` calls with the state machine's role.
+ATHENA_SYNC_ACTIONS: Final = (
+    "athena:StartQueryExecution",
+    "athena:GetQueryExecution",
+    "athena:StopQueryExecution",
+    "athena:GetWorkGroup",
+    "athena:GetDataCatalog",
+)
+#: Glue reads of the lake tables (Athena resolves the tables through the caller's permissions).
 GLUE_READ_ACTIONS: Final = ("glue:GetDatabase", "glue:GetTable", "glue:GetTables", "glue:GetPartitions")
+#: Lambda errors worth retrying: the service's own, and throttling when many units start at once.
+LAMBDA_THROTTLED: Final = ("Lambda.TooManyRequestsException",)
 
 
 @dataclasses.dataclass(frozen=True)
 class NightlyJob:
-    """The function, the state machine and the schedule."""
+    """The unit functions, the two state machines and their schedules."""
 
-    handler: PythonFunction
+    functions: dict[str, PythonFunction]
     state_machine: sfn.StateMachine
     schedule: events.Rule
+    hourly: sfn.StateMachine
+    hourly_schedule: events.Rule
+
+    @property
+    def roles(self) -> tuple[iam.IRole, ...]:
+        """Every unit function's role (for the reviewed findings)."""
+        return tuple(function.role for function in self.functions.values())
+
+
+@dataclasses.dataclass(frozen=True)
+class _Grants:
+    config: DeploymentConfig
+    table: dynamodb.Table
+    storage: Storage
+    catalog: Catalog
 
 
 def build_nightly_job(
@@ -76,63 +122,323 @@ def build_nightly_job(
     topic: sns.ITopic,
     environment: dict[str, str],
 ) -> NightlyJob:
-    """The nightly function with its grants, the state machine around it and the schedule."""
-    handler = python_function(
-        scope,
-        "NightlyFunction",
-        config=config,
-        code=assets.code,
-        handler=NIGHTLY_HANDLER,
-        description="walletlake nightly: snapshot, compaction, reconciliation of the previous UTC day",
-        function_layers=[assets.pandas, assets.powertools, assets.pipeline_dependencies],
-        environment=environment,
-        memory_mb=config.nightly_memory_mb,
-        timeout=Duration.minutes(15),
-        service="nightly",
-        ephemeral_storage_mb=10_240,
-    )
-    _grant_nightly(handler.role, config, table, storage, catalog)
+    """The unit functions with their grants, the hourly and nightly state machines and schedules."""
+    grants = _Grants(config, table, storage, catalog)
+    functions = _unit_functions(scope, config, assets, environment)
+    _grant_compaction_plan(functions["compaction_plan"].role, grants)
+    _grant_compaction_unit(functions["compaction_unit"].role, grants)
+    _grant_snapshot_segment(functions["snapshot_segment"].role, grants)
+    _grant_reconcile_plan(functions["reconcile_plan"].role, grants)
+    _grant_reconcile_classify(functions["reconcile_classify"].role, grants)
 
-    run = tasks.LambdaInvoke(
+    hourly = _state_machine(scope, "Hourly", config, _hourly_definition(scope, config, functions, topic))
+    hourly_schedule = events.Rule(
         scope,
-        "RunNightly",
-        lambda_function=handler.function,
-        payload=sfn.TaskInput.from_json_path_at("$"),
+        "HourlyCompactionSchedule",
+        description="walletlake: compact the closed hours of today",
+        schedule=events.Schedule.expression(config.compaction_schedule),
+        targets=[
+            targets.SfnStateMachine(
+                hourly,
+                input=events.RuleTargetInput.from_object({"closed_hours_of": "today"}),
+                retry_attempts=4,
+                max_event_age=Duration.minutes(30),
+            )
+        ],
+    )
+    nightly = _state_machine(scope, "Nightly", config, _nightly_definition(scope, config, functions, topic))
+    _grant_athena_queries(nightly, grants)
+    schedule = events.Rule(
+        scope,
+        "NightlySchedule",
+        description="walletlake nightly job for the previous UTC day",
+        schedule=events.Schedule.expression(config.nightly_schedule),
+        targets=[targets.SfnStateMachine(nightly, retry_attempts=4, max_event_age=Duration.hours(2))],
+    )
+    return NightlyJob(
+        functions=functions,
+        state_machine=nightly,
+        schedule=schedule,
+        hourly=hourly,
+        hourly_schedule=hourly_schedule,
+    )
+
+
+def _unit_functions(
+    scope: Construct, config: DeploymentConfig, assets: FunctionAssets, environment: dict[str, str]
+) -> dict[str, PythonFunction]:
+    """One function per kind of unit, each sized for its unit and with its own role."""
+    layers = [assets.pandas, assets.powertools, assets.pipeline_dependencies]
+    specs: dict[str, tuple[str, str, str, int, int, dict[str, str]]] = {
+        # name: (construct id, handler, description, memory MB, ephemeral MB, extra environment)
+        "compaction_plan": (
+            "CompactionPlanFunction",
+            COMPACTION_PLAN_HANDLER,
+            "walletlake: plan the compaction units (closed hours by wallet_id ranges) of a day",
+            512,
+            512,
+            {},
+        ),
+        "compaction_unit": (
+            "CompactionUnitFunction",
+            COMPACTION_UNIT_HANDLER,
+            "walletlake: compact one unit (one closed hour and wallet_id range) of the lake",
+            config.compaction_memory_mb,
+            10_240,
+            {},
+        ),
+        "plan_night": (
+            "PlanNightFunction",
+            PLAN_NIGHT_HANDLER,
+            "walletlake nightly: the day to close and the snapshot's scan segments",
+            256,
+            512,
+            {
+                SNAPSHOT_SEGMENTS_VARIABLE: str(config.snapshot_segments),
+                SNAPSHOT_READ_UNITS_VARIABLE: str(config.snapshot_read_units_per_second),
+            },
+        ),
+        "snapshot_segment": (
+            "SnapshotSegmentFunction",
+            SNAPSHOT_SEGMENT_HANDLER,
+            "walletlake nightly: scan one parallel-scan segment of the table into the snapshot",
+            1_024,
+            512,
+            {},
+        ),
+        "reconcile_plan": (
+            "ReconcilePlanFunction",
+            RECONCILE_PLAN_HANDLER,
+            "walletlake nightly: the days to reconcile and their Athena UNLOAD statements",
+            512,
+            512,
+            {RESULTS_PREFIX_VARIABLE: UNLOAD_PREFIX},
+        ),
+        "reconcile_classify": (
+            "ReconcileClassifyFunction",
+            RECONCILE_CLASSIFY_HANDLER,
+            "walletlake nightly: classify one day's reconciliation from Athena's results",
+            config.classify_memory_mb,
+            512,
+            {},
+        ),
+    }
+    return {
+        name: python_function(
+            scope,
+            construct_id,
+            config=config,
+            code=assets.code,
+            handler=handler,
+            description=description,
+            function_layers=layers,
+            environment={**environment, **extra},
+            memory_mb=memory,
+            timeout=Duration.minutes(15),
+            service="nightly",
+            ephemeral_storage_mb=ephemeral,
+        )
+        for name, (construct_id, handler, description, memory, ephemeral, extra) in specs.items()
+    }
+
+
+def _invoke(
+    scope: Construct, construct_id: str, function: PythonFunction, payload: sfn.TaskInput, result_path: str
+) -> tasks.LambdaInvoke:
+    """A Lambda task retried on Lambda's service errors and throttles only."""
+    task = tasks.LambdaInvoke(
+        scope,
+        construct_id,
+        lambda_function=function.function,
+        payload=payload,
         payload_response_only=True,
         retry_on_service_exceptions=True,
-        result_path="$.result",
+        result_path=result_path,
     )
+    task.add_retry(
+        errors=list(LAMBDA_THROTTLED),
+        interval=Duration.seconds(2),
+        max_attempts=8,
+        backoff_rate=2,
+        jitter_strategy=sfn.JitterType.FULL,
+    )
+    return task
+
+
+def _units_map(
+    scope: Construct, prefix: str, config: DeploymentConfig, functions: dict[str, PythonFunction]
+) -> sfn.DistributedMap:
+    """Every compaction unit of ``$.compaction.units``, at most ``compaction_max_concurrency`` at once."""
+    units = sfn.DistributedMap(
+        scope,
+        f"{prefix}CompactUnits",
+        items_path="$.compaction.units",
+        max_concurrency=config.compaction_max_concurrency,
+        map_execution_type=sfn.StateMachineType.STANDARD,
+        result_path=sfn.JsonPath.DISCARD,
+    )
+    units.item_processor(
+        _invoke(
+            scope,
+            f"{prefix}CompactUnit",
+            functions["compaction_unit"],
+            sfn.TaskInput.from_json_path_at("$"),
+            "$",
+        )
+    )
+    return units
+
+
+def _hourly_definition(
+    scope: Construct, config: DeploymentConfig, functions: dict[str, PythonFunction], topic: sns.ITopic
+) -> sfn.IChainable:
+    plan = _invoke(
+        scope,
+        "HourlyPlanUnits",
+        functions["compaction_plan"],
+        sfn.TaskInput.from_json_path_at("$"),
+        "$.compaction",
+    )
+    units = _units_map(scope, "Hourly", config, functions)
+    failed = _publish(
+        scope, "ReportHourlyError", topic, "failed", "walletlake hourly compaction FAILED"
+    ).next(
+        sfn.Fail(scope, "HourlyCompactionFailed", error="CompactionError", cause="a compaction unit failed")
+    )
+    for step in (plan, units):
+        step.add_catch(failed, errors=[sfn.Errors.ALL], result_path="$.error")
+    return plan.next(units).next(sfn.Succeed(scope, "HoursCompacted"))
+
+
+def _nightly_definition(
+    scope: Construct, config: DeploymentConfig, functions: dict[str, PythonFunction], topic: sns.ITopic
+) -> sfn.IChainable:
+    plan_night = _invoke(
+        scope, "PlanNight", functions["plan_night"], sfn.TaskInput.from_json_path_at("$"), "$.night"
+    )
+    snapshot = sfn.DistributedMap(
+        scope,
+        "SnapshotSegments",
+        items_path="$.night.segments",
+        # Every segment at once: the read pace is shared out among them (lake/snapshots.py).
+        max_concurrency=config.snapshot_segments,
+        map_execution_type=sfn.StateMachineType.STANDARD,
+        result_path=sfn.JsonPath.DISCARD,
+    )
+    snapshot.item_processor(
+        _invoke(
+            scope, "ScanSegment", functions["snapshot_segment"], sfn.TaskInput.from_json_path_at("$"), "$"
+        )
+    )
+    plan_units = _invoke(
+        scope,
+        "NightlyPlanUnits",
+        functions["compaction_plan"],
+        sfn.TaskInput.from_object({"date": sfn.JsonPath.string_at("$.night.date")}),
+        "$.compaction",
+    )
+    units = _units_map(scope, "Nightly", config, functions)
+    plan_reconciliation = _invoke(
+        scope,
+        "PlanReconciliation",
+        functions["reconcile_plan"],
+        sfn.TaskInput.from_object(
+            {"date": sfn.JsonPath.string_at("$.night.date"), "run": sfn.JsonPath.execution_name}
+        ),
+        "$.reconciliation",
+    )
+    queries = sfn.Parallel(scope, "ReconcileQueries", result_path=sfn.JsonPath.DISCARD)
+    for name, path in (("Wallets", "$.wallets_sql"), ("Transfers", "$.transfers_sql")):
+        queries.branch(_athena_unload(scope, f"Unload{name}", path, config))
+    classify = _invoke(
+        scope, "ClassifyDay", functions["reconcile_classify"], sfn.TaskInput.from_json_path_at("$"), "$"
+    )
+    day_ok = (
+        sfn.Choice(scope, "DayOk")
+        .when(
+            sfn.Condition.and_(sfn.Condition.is_present("$.ok"), sfn.Condition.boolean_equals("$.ok", True)),
+            sfn.Succeed(scope, "DayReconciled"),
+        )
+        .otherwise(sfn.Fail(scope, "DayHasFindings", error="ReconciliationFindings", cause="findings"))
+    )
+    # One day at a time, oldest first: a day's opening is the close the day before wrote.
+    days = sfn.Map(
+        scope,
+        "ReconcileDays",
+        items_path="$.reconciliation.days",
+        max_concurrency=1,
+        result_path="$.reconciled",
+    )
+    days.item_processor(queries.next(classify).next(day_ok))
+
     report_ok = _publish(scope, "ReportSuccess", topic, "ok", "walletlake nightly: reconciled")
     report_findings = _publish(scope, "ReportFindings", topic, "failed", "walletlake nightly: FINDINGS")
     report_error = _publish(scope, "ReportError", topic, "failed", "walletlake nightly: job FAILED")
-    succeeded = sfn.Succeed(scope, "Reconciled")
-    findings = sfn.Fail(
-        scope, "ReconciliationFindings", error="Reconciliation", cause="nightly job returned ok=false"
+    crashed = report_error.next(
+        sfn.Fail(scope, "NightlyJobFailed", error="NightlyJobError", cause="a step of the nightly job failed")
     )
-    crashed = sfn.Fail(
-        scope, "NightlyJobFailed", error="NightlyJobError", cause="the nightly function failed"
+    days.add_catch(
+        report_findings.next(
+            sfn.Fail(
+                scope, "ReconciliationFindings", error="Reconciliation", cause="reconciliation found problems"
+            )
+        ),
+        errors=["ReconciliationFindings"],
+        result_path="$.error",
     )
-    run.add_catch(report_error.next(crashed), errors=[sfn.Errors.ALL], result_path="$.error")
-    definition = run.next(
-        sfn.Choice(scope, "AllOk")
-        .when(
-            sfn.Condition.and_(
-                sfn.Condition.is_present("$.result.ok"), sfn.Condition.boolean_equals("$.result.ok", True)
-            ),
-            report_ok.next(succeeded),
-        )
-        .otherwise(report_findings.next(findings))
+    for step in (plan_night, snapshot, plan_units, units, plan_reconciliation, days):
+        step.add_catch(crashed, errors=[sfn.Errors.ALL], result_path="$.error")
+    return (
+        plan_night.next(snapshot)
+        .next(plan_units)
+        .next(units)
+        .next(plan_reconciliation)
+        .next(days)
+        .next(report_ok)
+        .next(sfn.Succeed(scope, "Reconciled"))
     )
-    state_machine = sfn.StateMachine(
+
+
+def _athena_unload(
+    scope: Construct, construct_id: str, sql_path: str, config: DeploymentConfig
+) -> sfn.CustomState:
+    """Run the statement at ``sql_path`` on Athena and wait for it (``startQueryExecution.sync``).
+
+    Written as the state's JSON rather than CDK's ``AthenaStartQueryExecution``, whose generated
+    policy grants S3 and Lake Formation actions on every resource and Glue writes; the state
+    machine's role gets exactly what these reads and the UNLOAD need
+    (:func:`_grant_athena_queries`).
+    """
+    settings = config.settings
+    return sfn.CustomState(
         scope,
-        "NightlyStateMachine",
+        construct_id,
+        state_json={
+            "Type": "Task",
+            "Resource": f"arn:{Aws.PARTITION}:states:::athena:startQueryExecution.sync",
+            "Parameters": {
+                "QueryString.$": sql_path,
+                "QueryExecutionContext": {"Database": settings.glue_database},
+                "WorkGroup": settings.athena_workgroup,
+            },
+            "ResultPath": None,
+        },
+    )
+
+
+def _state_machine(
+    scope: Construct, prefix: str, config: DeploymentConfig, definition: sfn.IChainable
+) -> sfn.StateMachine:
+    return sfn.StateMachine(
+        scope,
+        f"{prefix}StateMachine",
         definition_body=sfn.DefinitionBody.from_chainable(definition),
-        timeout=Duration.hours(1),
+        timeout=Duration.hours(config.nightly_timeout_hours if prefix == "Nightly" else 1),
         tracing_enabled=True,
         logs=sfn.LogOptions(
             destination=logs.LogGroup(
                 scope,
-                "NightlyStateMachineLogs",
+                f"{prefix}StateMachineLogs",
                 retention=log_retention(config.log_retention_days),
                 removal_policy=RemovalPolicy.RETAIN,
             ),
@@ -140,14 +446,6 @@ def build_nightly_job(
             include_execution_data=False,
         ),
     )
-    schedule = events.Rule(
-        scope,
-        "NightlySchedule",
-        description="walletlake nightly job for the previous UTC day",
-        schedule=events.Schedule.expression(config.nightly_schedule),
-        targets=[targets.SfnStateMachine(state_machine, retry_attempts=4, max_event_age=Duration.hours(2))],
-    )
-    return NightlyJob(handler=handler, state_machine=state_machine, schedule=schedule)
 
 
 def _publish(
@@ -165,41 +463,92 @@ def _publish(
     )
 
 
-def _grant_nightly(
-    role: iam.IRole, config: DeploymentConfig, table: dynamodb.Table, storage: Storage, catalog: Catalog
-) -> None:
-    """Snapshot reads the table; compaction rewrites the lake; reconciliation queries Athena."""
-    settings = config.settings
-    stack = table.stack
-    role.add_to_principal_policy(
-        iam.PolicyStatement(actions=["dynamodb:Scan", "dynamodb:DescribeTable"], resources=[table.table_arn])
-    )
-    if table.encryption_key is not None:
-        table.encryption_key.grant_decrypt(role)
-    bucket = storage.lake_bucket
-    role.add_to_principal_policy(
-        iam.PolicyStatement(
-            actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
-            resources=[storage.lake_objects_arn, storage.athena_results_arn],
-        )
-    )
-    role.add_to_principal_policy(
-        iam.PolicyStatement(actions=["s3:GetBucketLocation"], resources=[bucket.bucket_arn])
-    )
+# --- grants: each unit's function gets only what its unit does --------------------------------
+
+
+def _list_lake(role: iam.IRole, grants: _Grants, *, extra_prefixes: tuple[str, ...] = ()) -> None:
+    storage = grants.storage
     role.add_to_principal_policy(
         iam.PolicyStatement(
             actions=["s3:ListBucket"],
-            resources=[bucket.bucket_arn],
-            conditions={
-                "StringLike": {"s3:prefix": [f"{storage.lake_prefix}/*", f"{ATHENA_RESULTS_PREFIX}*", ""]}
-            },
+            resources=[storage.lake_bucket.bucket_arn],
+            conditions={"StringLike": {"s3:prefix": [f"{storage.lake_prefix}/*", *extra_prefixes]}},
+        )
+    )
+
+
+def _grant_compaction_plan(role: iam.IRole, grants: _Grants) -> None:
+    """Planning lists the day's landing files; it reads and writes nothing."""
+    _list_lake(role, grants)
+
+
+def _grant_compaction_unit(role: iam.IRole, grants: _Grants) -> None:
+    """A unit reads its landing files, writes its compacted file and deletes the inputs."""
+    storage = grants.storage
+    _list_lake(role, grants)
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], resources=[storage.lake_objects_arn]
         )
     )
     storage.data_key.grant_encrypt_decrypt(role)
+
+
+def _grant_snapshot_segment(role: iam.IRole, grants: _Grants) -> None:
+    """A segment scans the table and writes one snapshot object under the lake prefix."""
+    table = grants.table
+    role.add_to_principal_policy(iam.PolicyStatement(actions=["dynamodb:Scan"], resources=[table.table_arn]))
+    if table.encryption_key is not None:
+        table.encryption_key.grant_decrypt(role)
+    role.add_to_principal_policy(
+        iam.PolicyStatement(actions=["s3:PutObject"], resources=[grants.storage.lake_objects_arn])
+    )
+    grants.storage.data_key.grant(role, "kms:GenerateDataKey", "kms:Decrypt")
+
+
+def _grant_reconcile_plan(role: iam.IRole, grants: _Grants) -> None:
+    """Planning lists snapshots and reads earlier runs' summaries (catch-up days)."""
+    _list_lake(role, grants)
+    role.add_to_principal_policy(
+        iam.PolicyStatement(actions=["s3:GetObject"], resources=[grants.storage.lake_objects_arn])
+    )
+    grants.storage.data_key.grant_decrypt(role)
+
+
+def _grant_reconcile_classify(role: iam.IRole, grants: _Grants) -> None:
+    """Reads the UNLOADed results, writes the day's tables and summary, and may ask Athena once more."""
+    storage = grants.storage
+    _list_lake(role, grants, extra_prefixes=(f"{UNLOAD_PREFIX}/*", f"{ATHENA_RESULTS_PREFIX}*"))
+    role.add_to_principal_policy(
+        iam.PolicyStatement(actions=["s3:GetObject"], resources=[storage.athena_results_arn])
+    )
+    role.add_to_principal_policy(
+        iam.PolicyStatement(actions=["s3:GetObject", "s3:PutObject"], resources=[storage.lake_objects_arn])
+    )
+    role.add_to_principal_policy(
+        iam.PolicyStatement(actions=["s3:PutObject"], resources=[storage.athena_results_arn])
+    )
+    role.add_to_principal_policy(
+        iam.PolicyStatement(actions=["s3:GetBucketLocation"], resources=[storage.lake_bucket.bucket_arn])
+    )
+    storage.data_key.grant_encrypt_decrypt(role)
+    _grant_athena(role, grants)
+
+
+def _grant_athena(role: iam.IRole, grants: _Grants) -> None:
+    """Run queries in the workgroup over the lake's Glue tables."""
+    settings = grants.config.settings
+    stack = grants.table.stack
     workgroup_arn = stack.format_arn(
         service="athena", resource="workgroup", resource_name=settings.athena_workgroup
     )
     role.add_to_principal_policy(iam.PolicyStatement(actions=list(ATHENA_ACTIONS), resources=[workgroup_arn]))
+    _grant_glue_reads(role, grants)
+
+
+def _grant_glue_reads(role: iam.IRole, grants: _Grants) -> None:
+    settings = grants.config.settings
+    stack = grants.table.stack
     catalog_arn = stack.format_arn(service="glue", resource="catalog")
     database_arn = stack.format_arn(service="glue", resource="database", resource_name=settings.glue_database)
     table_arns = [
@@ -211,3 +560,39 @@ def _grant_nightly(
             actions=list(GLUE_READ_ACTIONS), resources=[catalog_arn, database_arn, *table_arns]
         )
     )
+
+
+def _grant_athena_queries(state_machine: sfn.StateMachine, grants: _Grants) -> None:
+    """What Athena needs from the caller to run the UNLOADs: read the lake, write results."""
+    storage = grants.storage
+    role = state_machine.role
+    stack = grants.table.stack
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=list(ATHENA_SYNC_ACTIONS),
+            resources=[
+                stack.format_arn(
+                    service="athena",
+                    resource="workgroup",
+                    resource_name=grants.config.settings.athena_workgroup,
+                ),
+                stack.format_arn(service="athena", resource="datacatalog", resource_name="AwsDataCatalog"),
+            ],
+        )
+    )
+    _grant_glue_reads(role, grants)
+    _list_lake(role, grants, extra_prefixes=(f"{ATHENA_RESULTS_PREFIX}*",))
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["s3:GetObject"], resources=[storage.lake_objects_arn, storage.athena_results_arn]
+        )
+    )
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["s3:PutObject", "s3:AbortMultipartUpload"], resources=[storage.athena_results_arn]
+        )
+    )
+    role.add_to_principal_policy(
+        iam.PolicyStatement(actions=["s3:GetBucketLocation"], resources=[storage.lake_bucket.bucket_arn])
+    )
+    storage.data_key.grant_encrypt_decrypt(role)

@@ -53,7 +53,7 @@ class WalletLakeStack(Stack):
             table=table,
             consumer=consumer.handler.function,
             failures=consumer.failures,
-            nightly_function=nightly.handler.function,
+            nightly_function=nightly.functions["compaction_unit"].function,
             nightly=nightly.state_machine,
             athena_workgroup=config.settings.athena_workgroup,
         )
@@ -64,11 +64,15 @@ class WalletLakeStack(Stack):
                 lake_prefix=storage.lake_prefix,
                 api_role=api.handler.role,
                 consumer_role=consumer.handler.role,
-                nightly_role=nightly.handler.role,
-                state_machine=nightly.state_machine,
+                nightly_roles=nightly.roles,
+                state_machines=(nightly.state_machine, nightly.hourly),
                 analyst_policy=analyst_policy,
                 failure_queue=consumer.failures,
-                functions=(api.handler.function, consumer.handler.function, nightly.handler.function),
+                functions=(
+                    api.handler.function,
+                    consumer.handler.function,
+                    *(unit.function for unit in nightly.functions.values()),
+                ),
             )
         )
 
@@ -89,6 +93,7 @@ class WalletLakeStack(Stack):
             "AthenaWorkgroupName": config.settings.athena_workgroup,
             "AlertsTopicArn": topic.topic_arn,
             "NightlyStateMachineArn": nightly.state_machine.state_machine_arn,
+            "HourlyCompactionStateMachineArn": nightly.hourly.state_machine_arn,
             "StreamFailureQueueUrl": consumer.failures.queue_url,
             "AnalystPolicyArn": analyst_policy.managed_policy_arn,
         }

@@ -1,0 +1,218 @@
+"""The AWS nightly job's steps other than compaction, one Lambda handler per unit of work.
+
+In AWS the nightly job is a Step Functions state machine (``cdk/walletlake_cdk/nightly.py``), not
+one function, so no step is bounded by one function's 15 minutes, memory or ``/tmp``:
+
+1. :func:`plan_night_handler` picks the day and plans the snapshot's segments (pure, no I/O);
+2. a Map runs :func:`snapshot_segment_handler` once per segment (one parallel-scan segment each);
+3. compaction of what is left of the day (``walletlake.compaction_handlers``, part of ``lake``);
+4. :func:`reconcile_plan_handler` finds the snapshot and the days to reconcile (catch-up days
+   first) and renders each day's reconciliation queries as Athena ``UNLOAD`` statements;
+5. Step Functions runs those on Athena itself (``athena:startQueryExecution.sync``), and
+6. :func:`reconcile_classify_handler` reads what they unloaded, runs the rare second pass if a
+   count asks for it, classifies with :func:`queries.reconciliation.classify` (the same pure
+   code as the local run) and writes the same objects as ``walletlake reconcile``.
+
+Locally, :func:`walletlake.nightly.run_nightly` does all of it in one process on DuckDB.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+from typing import TYPE_CHECKING, Any, Final
+
+import boto3
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lake.snapshots import SnapshotRef, SnapshotSegment, latest_snapshot, plan_snapshot, snapshot_segment
+from queries._engine import engine_for
+from queries.reconciliation import (
+    DEFAULT_MAX_LAG_SECONDS,
+    TRANSFERS_QUERY,
+    WALLETS_QUERY,
+    ReconciliationError,
+    classify,
+    day_parameters,
+    days_to_catch_up,
+    problem_pass,
+    record_day,
+    rendered_sql,
+)
+from walletlake.settings import Settings
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+_logger = logging.getLogger(__name__)
+
+#: Deployment knobs the state machine's functions read from their environment (set by the CDK app).
+SNAPSHOT_SEGMENTS_VARIABLE: Final = "WALLETLAKE_SNAPSHOT_SEGMENTS"
+SNAPSHOT_READ_UNITS_VARIABLE: Final = "WALLETLAKE_SNAPSHOT_READ_UNITS_PER_SECOND"
+RESULTS_PREFIX_VARIABLE: Final = "WALLETLAKE_UNLOAD_PREFIX"
+#: Where the reconciliation's UNLOADs write, under the workgroup's results prefix by default.
+DEFAULT_UNLOAD_PREFIX: Final = "athena-results/unload/reconcile"
+
+
+def previous_day(now: dt.datetime) -> dt.date:
+    """The last closed UTC day."""
+    return (now.astimezone(dt.UTC) - dt.timedelta(days=1)).date()
+
+
+def plan_night(
+    event: dict[str, Any], *, segments: int, max_read_units_per_second: float | None, now: dt.datetime
+) -> dict[str, Any]:
+    """The day (``event["date"]`` or yesterday) and the snapshot's segments, as Map items.
+
+    Pure: the state machine carries the result through every later step.
+    """
+    day = dt.date.fromisoformat(str(event["date"])) if event.get("date") else previous_day(now)
+    units = plan_snapshot(segments=segments, max_read_units_per_second=max_read_units_per_second, now=now)
+    return {
+        "date": day.isoformat(),
+        "snapshot_at": units[0].to_dict()["snapshot_at"],
+        "segments": [unit.to_dict() for unit in units],
+    }
+
+
+def plan_night_handler(event: dict[str, Any] | None, context: Any) -> dict[str, Any]:
+    """Lambda: :func:`plan_night` with the deployment's segment count and read pace."""
+    rate = os.environ.get(SNAPSHOT_READ_UNITS_VARIABLE)
+    return plan_night(
+        event or {},
+        segments=int(os.environ.get(SNAPSHOT_SEGMENTS_VARIABLE, "4")),
+        max_read_units_per_second=float(rate) if rate else None,
+        now=dt.datetime.now(dt.UTC),
+    )
+
+
+def snapshot_segment_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Lambda: scan one segment of the table into its snapshot object."""
+    return snapshot_segment(Settings.from_env(), SnapshotSegment.from_dict(event))
+
+
+def unload_statement(sql: str, location: str) -> str:
+    """Wrap a SELECT in Athena's ``UNLOAD … TO … WITH (format = 'PARQUET')``.
+
+    UNLOAD writes the result as Parquet files under ``location`` (which must be empty: every run
+    has its own) instead of one CSV, so a result of millions of wallets is read back column by
+    column, and nothing is registered in Glue (unlike CTAS).
+    """
+    body = sql.strip().rstrip(";")
+    return f"UNLOAD (\n{body}\n) TO '{location}' WITH (format = 'PARQUET', compression = 'ZSTD')"
+
+
+def plan_reconciliation(
+    client: S3Client, settings: Settings, day: dt.date, *, run: str, unload_prefix: str
+) -> dict[str, Any]:
+    """The days to reconcile (catch-up days, oldest first, then ``day``) with their UNLOAD statements.
+
+    Raises :class:`ReconciliationError` when no complete snapshot was taken on ``day`` or later.
+    """
+    snapshot = latest_snapshot(client, settings, not_before=day)
+    if snapshot is None:
+        raise ReconciliationError(f"no complete balance snapshot taken on {day} or later")
+    days = [*days_to_catch_up(client, settings, day), day]
+    items = []
+    for each in days:
+        parameters = day_parameters(each, snapshot)
+        base = f"s3://{settings.bucket}/{unload_prefix.strip('/')}/{run}/dt={each.isoformat()}"
+        items.append(
+            {
+                "date": each.isoformat(),
+                "snapshot_date": snapshot.day.isoformat(),
+                "snapshot_at": parameters["snapshot_at"],
+                "wallets_location": f"{base}/wallets/",
+                "transfers_location": f"{base}/transfers/",
+                "wallets_sql": unload_statement(rendered_sql(WALLETS_QUERY, parameters), f"{base}/wallets/"),
+                "transfers_sql": unload_statement(
+                    rendered_sql(TRANSFERS_QUERY, parameters), f"{base}/transfers/"
+                ),
+            }
+        )
+    return {"date": day.isoformat(), "days": items}
+
+
+def reconcile_plan_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Lambda: event ``{"date": "YYYY-MM-DD", "run": <execution name>}``."""
+    settings = Settings.from_env()
+    client: S3Client = boto3.Session(region_name=settings.region).client("s3")
+    return plan_reconciliation(
+        client,
+        settings,
+        dt.date.fromisoformat(str(event["date"])),
+        run=str(event["run"]),
+        unload_prefix=os.environ.get(RESULTS_PREFIX_VARIABLE, DEFAULT_UNLOAD_PREFIX),
+    )
+
+
+def read_unloaded(client: S3Client, location: str) -> pa.Table | None:
+    """Every Parquet file an UNLOAD wrote under ``location``; None when it wrote none (no rows)."""
+    bucket, _, prefix = location.removeprefix("s3://").partition("/")
+    tables = []
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for item in page.get("Contents", []):
+            body = client.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
+            tables.append(pq.read_table(pa.BufferReader(body)))
+    return pa.concat_tables(tables, promote_options="default") if tables else None
+
+
+def classify_unloaded(
+    client: S3Client, settings: Settings, item: dict[str, Any], *, now: dt.datetime, max_lag_seconds: int
+) -> dict[str, Any]:
+    """Classify one day from its UNLOADed results and write what ``walletlake reconcile`` writes.
+
+    Returns the day's summary without the findings list (Step Functions state stays small);
+    the findings are in the ``reconciliation`` table and the summary object.
+    """
+    day = dt.date.fromisoformat(item["date"])
+    snapshot_at = dt.datetime.fromisoformat(item["snapshot_at"].replace("Z", "+00:00"))
+    snapshot = SnapshotRef(day=dt.date.fromisoformat(item["snapshot_date"]), snapshot_at=snapshot_at, keys=())
+    wallets = read_unloaded(client, item["wallets_location"])
+    transfers = read_unloaded(client, item["transfers_location"])
+    if wallets is None:
+        raise ReconciliationError(f"the wallets query of {day} unloaded nothing (an empty snapshot?)")
+    parameters = day_parameters(day, snapshot)
+    engine = engine_for(settings)
+    try:
+        problems = problem_pass(engine, wallets, parameters)
+    finally:
+        engine.close()
+    outcome = classify(
+        wallets,
+        transfers if transfers is not None else pa.table({"txn_id": pa.array([], pa.string())}),
+        problems=problems,
+        snapshot_at=snapshot_at,
+        cutoff=now - dt.timedelta(seconds=max_lag_seconds),
+        max_lag_seconds=max_lag_seconds,
+    )
+    report = record_day(
+        client, settings, day, outcome, snapshot=snapshot, now=now, max_lag_seconds=max_lag_seconds
+    )
+    summary = report.to_dict()
+    return {k: v for k, v in summary.items() if k not in ("findings", "earlier")}
+
+
+def reconcile_classify_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Lambda: one item of :func:`plan_reconciliation`; publishes one metric per status."""
+    from aws_lambda_powertools import Metrics
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    settings = Settings.from_env()
+    client: S3Client = boto3.Session(region_name=settings.region).client("s3")
+    result = classify_unloaded(
+        client,
+        settings,
+        event,
+        now=dt.datetime.now(dt.UTC),
+        max_lag_seconds=int(event.get("max_lag_seconds", DEFAULT_MAX_LAG_SECONDS)),
+    )
+    metrics = Metrics(namespace="walletlake", service="nightly")
+    for status, count in result["counts"].items():
+        metrics.add_metric(name=f"reconciliation_{status}", unit=MetricUnit.Count, value=count)
+    metrics.add_metric(name="reconciliation_failed", unit=MetricUnit.Count, value=0 if result["ok"] else 1)
+    metrics.flush_metrics()
+    _logger.info("reconciled %s: ok=%s counts=%s", result["day"], result["ok"], result["counts"])
+    return result
