@@ -40,7 +40,15 @@ from walletlake_cdk.monitoring import (  # noqa: E402
     CONSUMER_SERVICE,
     ITERATOR_AGE_ALARM_FRACTION,
 )
-from walletlake_cdk.nightly import NIGHTLY_HANDLER  # noqa: E402
+from walletlake_cdk.nightly import (  # noqa: E402
+    COMPACTION_PLAN_HANDLER,
+    COMPACTION_UNIT_HANDLER,
+    PLAN_NIGHT_HANDLER,
+    RECONCILE_CLASSIFY_HANDLER,
+    RECONCILE_PLAN_HANDLER,
+    SNAPSHOT_SEGMENT_HANDLER,
+    UNLOAD_PREFIX,
+)
 from walletlake_cdk.storage import ATHENA_RESULTS_PREFIX  # noqa: E402
 from walletlake_cdk.stream_consumer import CONSUMER_HANDLER  # noqa: E402
 from walletlake_cdk.write_api import API_HANDLER, TABLE_ACTIONS  # noqa: E402
@@ -109,6 +117,50 @@ def policy_statements(synthesized: Synthesized, role_logical_id: str) -> list[di
         if {"Ref": role_logical_id} in policy["Properties"]["Roles"]:
             statements.extend(policy["Properties"]["PolicyDocument"]["Statement"])
     return statements
+
+
+UNIT_HANDLERS = (
+    COMPACTION_PLAN_HANDLER,
+    COMPACTION_UNIT_HANDLER,
+    PLAN_NIGHT_HANDLER,
+    SNAPSHOT_SEGMENT_HANDLER,
+    RECONCILE_PLAN_HANDLER,
+    RECONCILE_CLASSIFY_HANDLER,
+)
+
+
+def function_id(synthesized: Synthesized, handler: str) -> str:
+    return next(
+        logical_id
+        for logical_id, resource in synthesized.resources("AWS::Lambda::Function").items()
+        if resource["Properties"]["Handler"] == handler
+    )
+
+
+def role_of(synthesized: Synthesized, handler: str) -> str:
+    function = synthesized.resources("AWS::Lambda::Function")[function_id(synthesized, handler)]
+    return str(function["Properties"]["Role"]["Fn::GetAtt"][0])
+
+
+def definition_of(synthesized: Synthesized, path_part: str) -> tuple[str, dict[str, Any]]:
+    """A state machine's logical id and its definition, tokens replaced by ``<ref LogicalId>``."""
+    machine_id = synthesized.logical_id("AWS::StepFunctions::StateMachine", path_part)
+    parts = synthesized.resources("AWS::StepFunctions::StateMachine")[machine_id]["Properties"][
+        "DefinitionString"
+    ]["Fn::Join"][1]
+    text = "".join(
+        part if isinstance(part, str) else f"<ref {part.get('Ref') or part.get('Fn::GetAtt', ['?'])[0]}>"
+        for part in parts
+    )
+    return machine_id, json.loads(text)
+
+
+def actions_by_resource(statements: list[dict[str, Any]]) -> list[tuple[frozenset[str], str]]:
+    return [
+        (frozenset(as_list(statement["Action"])), json.dumps(resource))
+        for statement in statements
+        for resource in as_list(statement["Resource"])
+    ]
 
 
 def as_list(value: Any) -> list[Any]:
@@ -183,8 +235,8 @@ def test_event_source_mapping_is_bounded_ordered_and_reports_item_failures(synth
     assert properties["EventSourceArn"] == {"Fn::GetAtt": [table_id, "StreamArn"]}
     assert properties["StartingPosition"] == "TRIM_HORIZON"
     assert properties["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-    assert properties["BatchSize"] == 1000
-    assert properties["MaximumBatchingWindowInSeconds"] == 5
+    assert properties["BatchSize"] == 10_000  # Lambda's largest for DynamoDB Streams
+    assert properties["MaximumBatchingWindowInSeconds"] == 30  # the freshness cost, docs/operations.md
     assert properties["ParallelizationFactor"] == 2
     assert properties["MaximumRetryAttempts"] == 10
     assert properties["MaximumRecordAgeInSeconds"] == 12 * 3600
@@ -250,10 +302,11 @@ def test_api_role_holds_exactly_the_write_path_actions_on_the_table(synthesized:
 
 
 def test_functions_use_published_layers_and_name_the_deployed_resources(synthesized: Synthesized) -> None:
-    # GIVEN the three functions
+    # GIVEN the functions
     functions = functions_by_handler(synthesized)
-    # THEN their handlers are the modules' entry points on Python 3.11
-    assert set(functions) == {API_HANDLER, CONSUMER_HANDLER, NIGHTLY_HANDLER}
+    # THEN their handlers are the modules' entry points on Python 3.11: the API, the consumer and
+    # one function per kind of unit of the hourly and nightly jobs
+    assert set(functions) == {API_HANDLER, CONSUMER_HANDLER, *UNIT_HANDLERS}
     for properties in functions.values():
         assert properties["Runtime"] == "python3.11"
         assert properties["Architectures"] == ["x86_64"]
@@ -382,28 +435,180 @@ def test_every_sql_file_is_a_named_query_in_the_workgroup(synthesized: Synthesiz
 # --- nightly job and alarms -----------------------------------------------------------------
 
 
-def test_nightly_schedule_starts_the_state_machine_that_runs_the_job_and_reports(
+def test_nightly_schedule_starts_the_state_machine_that_runs_the_units_and_reports(
     synthesized: Synthesized,
 ) -> None:
-    # GIVEN the schedule and the state machine
-    _, rule = synthesized.only("AWS::Events::Rule")
-    machine_id, machine = synthesized.only("AWS::StepFunctions::StateMachine")
+    # GIVEN the nightly schedule and state machine
+    machine_id, definition = definition_of(synthesized, "NightlyStateMachine")
+    rules = {
+        rule["Properties"]["Targets"][0]["Arn"]["Ref"]: rule["Properties"]
+        for rule in synthesized.resources("AWS::Events::Rule").values()
+    }
     topic_id, _ = synthesized.only("AWS::SNS::Topic")
-    nightly_id = next(
-        logical_id
-        for logical_id, resource in synthesized.resources("AWS::Lambda::Function").items()
-        if resource["Properties"]["Handler"] == NIGHTLY_HANDLER
+    states = definition["States"]
+    # THEN it runs daily at 01:30 UTC: plan → snapshot segments → plan and compact the units left →
+    # plan the reconciliation → reconcile each day → report
+    assert rules[machine_id]["ScheduleExpression"] == "cron(30 1 * * ? *)"
+    order, state = [], definition["StartAt"]
+    while state in states and "Next" in states[state]:
+        order.append(state)
+        state = states[state]["Next"]
+    assert order == [
+        "PlanNight",
+        "SnapshotSegments",
+        "NightlyPlanUnits",
+        "NightlyCompactUnits",
+        "PlanReconciliation",
+        "ReconcileDays",
+        "ReportSuccess",
+    ]
+    # AND the segments and the units are Distributed Maps of STANDARD children with bounded concurrency
+    for name, items, concurrency in (
+        ("SnapshotSegments", "$.night.segments", 200),
+        ("NightlyCompactUnits", "$.compaction.units", 100),
+    ):
+        processor = states[name]["ItemProcessor"]["ProcessorConfig"]
+        assert processor == {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
+        assert states[name]["ItemsPath"] == items
+        assert states[name]["MaxConcurrency"] == concurrency
+    unit = states["NightlyCompactUnits"]["ItemProcessor"]["States"]["NightlyCompactUnit"]
+    assert unit["Resource"] == f"<ref {function_id(synthesized, COMPACTION_UNIT_HANDLER)}>"
+    assert "Parameters" not in unit  # the function gets the unit (the Map item) as it is
+    retried = [error for retry in unit["Retry"] for error in retry["ErrorEquals"]]
+    assert {"Lambda.ServiceException", "Lambda.TooManyRequestsException"} <= set(retried)
+    assert "States.ALL" not in retried  # a unit that ran and failed is reported, not retried
+    # AND days are reconciled one at a time, oldest first, each by two Athena UNLOADs run by
+    # Step Functions itself, then classified by a function
+    days = states["ReconcileDays"]
+    assert days["MaxConcurrency"] == 1
+    day_states = days["ItemProcessor"]["States"]
+    branches = day_states["ReconcileQueries"]["Branches"]
+    athena = [next(iter(branch["States"].values())) for branch in branches]
+    assert [task["Resource"] for task in athena] == [
+        "arn:<ref AWS::Partition>:states:::athena:startQueryExecution.sync"
+    ] * 2
+    assert {task["Parameters"]["QueryString.$"] for task in athena} == {"$.wallets_sql", "$.transfers_sql"}
+    assert {task["Parameters"]["WorkGroup"] for task in athena} == {SETTINGS.athena_workgroup}
+    assert day_states["ReconcileQueries"]["Next"] == "ClassifyDay"
+    assert f"<ref {function_id(synthesized, RECONCILE_CLASSIFY_HANDLER)}>" in json.dumps(
+        day_states["ClassifyDay"]
     )
-    definition = json.dumps(machine["Properties"]["DefinitionString"])
-    # THEN it runs daily at 01:30 UTC, starting the state machine, which invokes the nightly
-    # function and publishes to the alerts topic whatever the outcome
-    assert rule["Properties"]["ScheduleExpression"] == "cron(30 1 * * ? *)"
-    assert rule["Properties"]["Targets"][0]["Arn"] == {"Ref": machine_id}
-    assert nightly_id in definition
-    assert definition.count(topic_id) == 3  # reconciled, findings, job failed
-    assert '\\"Next\\":\\"ReportError\\"' in definition
+    # AND findings and failures of any step go to the alerts topic
+    assert [catch["Next"] for catch in days["Catch"]] == ["ReportFindings", "ReportError"]
+    for step in order[:-1]:
+        assert "ReportError" in [catch["Next"] for catch in states[step]["Catch"]], step
+    for report in ("ReportSuccess", "ReportFindings", "ReportError"):
+        assert states[report]["Parameters"]["TopicArn"] == f"<ref {topic_id}>"
+    machine = synthesized.resources("AWS::StepFunctions::StateMachine")[machine_id]
     assert machine["Properties"]["TracingConfiguration"] == {"Enabled": True}
     assert machine["Properties"]["LoggingConfiguration"]["Level"] == "ALL"
+
+
+def test_hourly_schedule_compacts_the_closed_hours_in_parallel_units(synthesized: Synthesized) -> None:
+    # GIVEN the hourly schedule and state machine
+    machine_id, definition = definition_of(synthesized, "HourlyStateMachine")
+    rules = {
+        rule["Properties"]["Targets"][0]["Arn"]["Ref"]: rule["Properties"]
+        for rule in synthesized.resources("AWS::Events::Rule").values()
+    }
+    states = definition["States"]
+    # THEN ten minutes past every hour it plans today's closed hours and runs their units
+    target = rules[machine_id]["Targets"][0]
+    assert rules[machine_id]["ScheduleExpression"] == "cron(10 * * * ? *)"
+    assert json.loads(target["Input"]) == {"closed_hours_of": "today"}
+    assert definition["StartAt"] == "HourlyPlanUnits"
+    plan = states["HourlyPlanUnits"]
+    assert plan["Resource"] == f"<ref {function_id(synthesized, COMPACTION_PLAN_HANDLER)}>"
+    assert plan["ResultPath"] == "$.compaction"
+    assert plan["Next"] == "HourlyCompactUnits"
+    units = states["HourlyCompactUnits"]
+    assert units["ItemsPath"] == "$.compaction.units"
+    assert units["MaxConcurrency"] == 100
+    assert units["ItemProcessor"]["ProcessorConfig"]["Mode"] == "DISTRIBUTED"
+    # AND a failure is published before the execution fails
+    assert [catch["Next"] for catch in units["Catch"]] == ["ReportHourlyError"]
+    assert states["ReportHourlyError"]["Next"] == "HourlyCompactionFailed"
+
+
+def test_each_unit_function_holds_only_what_its_unit_does(synthesized: Synthesized) -> None:
+    # GIVEN each unit function's role
+    lake_objects = f"/{SETTINGS.lake_prefix}/*"
+    table_id, _ = synthesized.only("AWS::DynamoDB::Table")
+
+    def grants(handler: str) -> list[tuple[frozenset[str], str]]:
+        return [
+            (actions, resource)
+            for actions, resource in actions_by_resource(
+                policy_statements(synthesized, role_of(synthesized, handler))
+            )
+            if not any(action.startswith(("logs:", "kms:")) for action in actions)
+        ]
+
+    # THEN planning compaction only lists the lake prefix
+    assert [actions for actions, _ in grants(COMPACTION_PLAN_HANDLER)] == [frozenset({"s3:ListBucket"})]
+    # AND a compaction unit reads, writes and deletes lake objects and nothing else
+    unit = grants(COMPACTION_UNIT_HANDLER)
+    assert (
+        frozenset({"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}),
+        json.dumps(
+            {
+                "Fn::Join": [
+                    "",
+                    [
+                        {"Fn::GetAtt": [synthesized.logical_id("AWS::S3::Bucket", "LakeBucket"), "Arn"]},
+                        lake_objects,
+                    ],
+                ]
+            }
+        ),
+    ) in unit
+    assert not any("dynamodb" in action for actions, _ in unit for action in actions)
+    # AND a snapshot segment scans the table and puts objects; planning the night holds nothing
+    segment = grants(SNAPSHOT_SEGMENT_HANDLER)
+    assert (frozenset({"dynamodb:Scan"}), json.dumps({"Fn::GetAtt": [table_id, "Arn"]})) in segment
+    assert {actions for actions, _ in segment} == {frozenset({"dynamodb:Scan"}), frozenset({"s3:PutObject"})}
+    assert grants(PLAN_NIGHT_HANDLER) == []
+    # AND planning the reconciliation only lists and reads; classifying may query Athena in the workgroup
+    assert {actions for actions, _ in grants(RECONCILE_PLAN_HANDLER)} == {
+        frozenset({"s3:ListBucket"}),
+        frozenset({"s3:GetObject"}),
+    }
+    classify = grants(RECONCILE_CLASSIFY_HANDLER)
+    athena = [resource for actions, resource in classify if "athena:StartQueryExecution" in actions]
+    assert len(athena) == 1
+    assert f"workgroup/{SETTINGS.athena_workgroup}" in athena[0]
+    assert not any("s3:DeleteObject" in actions for actions, _ in classify)
+    # AND every unit fits Lambda's limits: at most 15 minutes, 10,240 MB of memory and of /tmp
+    for handler in UNIT_HANDLERS:
+        properties = functions_by_handler(synthesized)[handler]
+        assert properties["Timeout"] <= 900
+        assert properties["MemorySize"] <= 10_240
+        assert properties["EphemeralStorage"]["Size"] <= 10_240
+
+
+def test_the_nightly_state_machine_runs_athena_with_scoped_grants(synthesized: Synthesized) -> None:
+    # GIVEN the nightly state machine's role
+    machine_id, _ = definition_of(synthesized, "NightlyStateMachine")
+    machine = synthesized.resources("AWS::StepFunctions::StateMachine")[machine_id]
+    role_id = machine["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+    statements = policy_statements(synthesized, role_id)
+    granted = actions_by_resource(statements)
+    # THEN it may start and watch queries in the workgroup only
+    athena = [resource for actions, resource in granted if "athena:StartQueryExecution" in actions]
+    assert any(f"workgroup/{SETTINGS.athena_workgroup}" in resource for resource in athena)
+    assert all("workgroup/" in resource or "datacatalog/AwsDataCatalog" in resource for resource in athena)
+    # AND S3 writes only under the Athena results prefix (where the UNLOADs go), never on "*"
+    writes = [resource for actions, resource in granted if "s3:PutObject" in actions]
+    assert writes
+    assert all(f"/{ATHENA_RESULTS_PREFIX}*" in resource for resource in writes)
+    assert UNLOAD_PREFIX.startswith(ATHENA_RESULTS_PREFIX)
+    assert not any(
+        resource == '"*"' and any(action.startswith(("s3:", "glue:", "athena:")) for action in actions)
+        for actions, resource in granted
+    )
+    assert not any(
+        action.startswith("glue:") and "Get" not in action for actions, _ in granted for action in actions
+    )
 
 
 def test_alarms_cover_lag_errors_failures_and_reconciliation_and_publish_to_the_topic(
@@ -433,7 +638,7 @@ def test_alarms_cover_lag_errors_failures_and_reconciliation_and_publish_to_the_
     failures = by_name["StreamFailuresQueued"]
     assert failures["MetricName"] == "ApproximateNumberOfMessagesVisible"
     assert failures["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}]
-    machine_id, _ = synthesized.only("AWS::StepFunctions::StateMachine")
+    machine_id = synthesized.logical_id("AWS::StepFunctions::StateMachine", "NightlyStateMachine")
     assert machine_id in json.dumps(by_name["NightlyReconciliationFailed"]["Metrics"])
     # AND the topic is encrypted and has the on-call subscription
     _, subscription = synthesized.only("AWS::SNS::Subscription")

@@ -76,6 +76,10 @@ def test_defaults_are_the_documented_ones() -> None:
         ({"billing_mode": "reserved"}, "billing_mode"),
         ({"lambda_deps": "docker"}, "lambda_deps"),
         ({"stream_parallelization": "11"}, "stream_parallelization"),
+        ({"snapshot_segments": "0"}, "snapshot_segments must be 1..10000"),
+        ({"compaction_max_concurrency": "10001"}, "compaction_max_concurrency must be 1..10000"),
+        ({"snapshot_read_units_per_second": "100"}, "at least one per segment"),
+        ({"nightly_timeout_hours": "25"}, "nightly_timeout_hours"),
     ],
 )
 def test_unusable_context_is_refused_naming_the_key(context: dict[str, str], message: str) -> None:

@@ -50,8 +50,12 @@ class DeploymentConfig:
         Stage throttling: the seed's 20,000 requests/s plus 10 % headroom; bursts above that are
         refused with 429 before they reach Lambda or DynamoDB.
     stream_batch_size, stream_batching_window_seconds:
-        At 20,000 transactions/s a shard fills a 1,000-record batch in about a second, so the
-        window only matters at low load, where it bounds the number of small landing files.
+        Chosen for the seed's load (``docs/operations.md``, "Batching"): Lambda's largest batch
+        for a DynamoDB stream (10,000 records) and a 30 s window. At 20,000 transactions/s
+        (about 74,000 stream records/s) a batch closes on Lambda's 6 MB invocation payload
+        (a few thousand records) well before the window, so the lake receives about 15 landing
+        objects per second instead of 74 with 1,000-record batches; at low load the window
+        closes it, so a record waits at most 30 s before its batch is read: the freshness cost.
     warm_write_units_per_second, warm_read_units_per_second:
         Pre-warmed throughput (0: none). A new on-demand table serves about 4,000 writes/s at
         first and doubles with traffic; the seed's 20,000 transfers/s need about 120,000 write
@@ -90,8 +94,8 @@ class DeploymentConfig:
     api_rate_limit: int = 22_000
     api_burst_limit: int = 5_000
     api_memory_mb: int = 1_024
-    stream_batch_size: int = 1_000
-    stream_batching_window_seconds: int = 5
+    stream_batch_size: int = 10_000
+    stream_batching_window_seconds: int = 30
     stream_parallelization: int = 2
     stream_retry_attempts: int = 10
     stream_max_record_age_hours: int = 12

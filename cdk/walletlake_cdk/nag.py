@@ -34,11 +34,8 @@ _ATHENA_RESULTS_REASON = (
     "Athena writes one result object per query under the workgroup's own results prefix; the wildcard "
     "is limited to that prefix."
 )
-_ARN_HEAD = "/^Resource::arn:<AWS::Partition>:{service}:<AWS::Region>:<AWS::AccountId>:"
-_GLUE_DATABASE_CONTENTS = (
-    _ARN_HEAD.format(service="glue") + "(table|userDefinedFunction)\\/[A-Za-z0-9_]+\\/\\*$/"
-)
-_CHILD_EXECUTIONS = _ARN_HEAD.format(service="states") + "execution:.*\\*$/"
+#: A Distributed Map's child executions, with the partition, region and account as tokens or literals.
+_CHILD_EXECUTIONS = "/^Resource::arn:.+:states:.+:execution:.*\\*$/"
 _PYTHON_RUNTIME_REASON = (
     "The project targets Python 3.11 (pyproject requires-python) and the AWS-published layers it runs "
     "on (SDK for pandas, Powertools) are pinned for python3.11; a runtime bump is a project-wide change."

@@ -243,9 +243,17 @@ def _unit_functions(
 
 
 def _invoke(
-    scope: Construct, construct_id: str, function: PythonFunction, payload: sfn.TaskInput, result_path: str
+    scope: Construct,
+    construct_id: str,
+    function: PythonFunction,
+    payload: sfn.TaskInput | None,
+    result_path: str,
 ) -> tasks.LambdaInvoke:
-    """A Lambda task retried on Lambda's service errors and throttles only."""
+    """A Lambda task retried on Lambda's service errors and throttles only.
+
+    ``payload`` None hands the function the state's input as it is (no ``Parameters``: with
+    ``payload_response_only`` a JSONPath payload of ``$`` would render as the string ``"$"``).
+    """
     task = tasks.LambdaInvoke(
         scope,
         construct_id,
@@ -282,7 +290,7 @@ def _units_map(
             scope,
             f"{prefix}CompactUnit",
             functions["compaction_unit"],
-            sfn.TaskInput.from_json_path_at("$"),
+            None,
             "$",
         )
     )
@@ -296,7 +304,7 @@ def _hourly_definition(
         scope,
         "HourlyPlanUnits",
         functions["compaction_plan"],
-        sfn.TaskInput.from_json_path_at("$"),
+        None,
         "$.compaction",
     )
     units = _units_map(scope, "Hourly", config, functions)
@@ -313,9 +321,7 @@ def _hourly_definition(
 def _nightly_definition(
     scope: Construct, config: DeploymentConfig, functions: dict[str, PythonFunction], topic: sns.ITopic
 ) -> sfn.IChainable:
-    plan_night = _invoke(
-        scope, "PlanNight", functions["plan_night"], sfn.TaskInput.from_json_path_at("$"), "$.night"
-    )
+    plan_night = _invoke(scope, "PlanNight", functions["plan_night"], None, "$.night")
     snapshot = sfn.DistributedMap(
         scope,
         "SnapshotSegments",
@@ -325,11 +331,7 @@ def _nightly_definition(
         map_execution_type=sfn.StateMachineType.STANDARD,
         result_path=sfn.JsonPath.DISCARD,
     )
-    snapshot.item_processor(
-        _invoke(
-            scope, "ScanSegment", functions["snapshot_segment"], sfn.TaskInput.from_json_path_at("$"), "$"
-        )
-    )
+    snapshot.item_processor(_invoke(scope, "ScanSegment", functions["snapshot_segment"], None, "$"))
     plan_units = _invoke(
         scope,
         "NightlyPlanUnits",
@@ -350,9 +352,7 @@ def _nightly_definition(
     queries = sfn.Parallel(scope, "ReconcileQueries", result_path=sfn.JsonPath.DISCARD)
     for name, path in (("Wallets", "$.wallets_sql"), ("Transfers", "$.transfers_sql")):
         queries.branch(_athena_unload(scope, f"Unload{name}", path, config))
-    classify = _invoke(
-        scope, "ClassifyDay", functions["reconcile_classify"], sfn.TaskInput.from_json_path_at("$"), "$"
-    )
+    classify = _invoke(scope, "ClassifyDay", functions["reconcile_classify"], None, "$")
     day_ok = (
         sfn.Choice(scope, "DayOk")
         .when(
