@@ -1,0 +1,446 @@
+"""Capacity model: what 1 %, 10 % and 100 % of the seed's load need, from unit costs measured here.
+
+The seed's load is 20,000 transactions/s, 70 % of them transfers (two ledger rows; deposits one).
+This script measures, on this machine, what one unit of each kind of work costs:
+
+- **consumer**: CPU per stream record through the Lambda handler's batch loop
+  (:func:`stream_processor.batch.process_batch`: decode → Parquet → PUT, the PUT's body handed to
+  a counting client: its network time is not on this machine), on the seeded stream of
+  ``bench/stream_to_parquet.py``, and the stream records' JSON size (Lambda's 6 MB payload bound);
+- **compaction**: rows/s and bytes/s per core (CPU-seconds of the process, DuckDB's threads
+  included) of :func:`lake.compaction.compact_files` over landing files built like
+  ``bench/reconcile.py``'s (:func:`compact_landing` is the one function to point at
+  ``compact_unit`` once the hourly units land);
+- **reconciliation**: rows/s per core of the day's reconciliation on DuckDB
+  (``bench/reconcile.py``'s :func:`timed_reconciliation`);
+- **Parquet**: compacted bytes per ledger row, and the share of them the reconciliation's
+  queries read (the columns they name, from the column chunks' sizes).
+
+Then a pure model (:func:`model`, checked by ``tests/test_capacity.py``) turns those and AWS's
+published prices and limits into, per load: ledger rows and Parquet GB per day, landing objects
+per hour, compaction units and their size, parallel workers to finish in an hour, Athena bytes and
+cost per night, Lambda GB-seconds, DynamoDB request units, and the monthly cost. Money is integer
+micro-USD (1 USD = 1,000,000); every price and limit cites its AWS page.
+
+    .venv/bin/python bench/capacity.py [--quick] [--json] [--rows N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import json
+import math
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Final
+
+import pyarrow.parquet as pq
+import sqlglot
+from sqlglot import exp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from reconcile import DAY, SNAPSHOT_AT, build_lake, timed_reconciliation
+from stream_to_parquet import StreamGenerator
+
+from lake.compaction import compact_files, generation
+from lake.snapshots import SnapshotRef
+from queries.reconciliation import TRANSFERS_QUERY, WALLETS_QUERY, day_parameters, rendered_sql
+from stream_processor.batch import process_batch
+from walletlake.settings import Settings
+
+# --- the seed's load -------------------------------------------------------------------------
+SEED_TRANSACTIONS_PER_SECOND: Final = 20_000
+TRANSFER_SHARE_PERCENT: Final = 70
+FRACTIONS_PERCENT: Final = (1, 10, 100)
+#: Stream records per transaction: the transaction item's INSERT, one wallet MODIFY per wallet it
+#: touches (2 for a transfer, 1 for a deposit), and its TTL REMOVE 8 hours later.
+SECONDS_PER_DAY: Final = 86_400
+DAYS_PER_MONTH: Final = 30
+HOT_TTL_SECONDS: Final = 28_800
+#: Wallets at the seed's load (an assumption: the seed fixes the write rate, not the population);
+#: scaled with the load.
+SEED_WALLETS: Final = 10_000_000
+#: Item sizes (bytes) as DynamoDB counts them (names + values): a transaction item and a wallet item.
+TRANSACTION_ITEM_BYTES: Final = 450
+WALLET_ITEM_BYTES: Final = 200
+
+# --- deployment choices (cdk/walletlake_cdk/config.py) ----------------------------------------
+STREAM_BATCH_SIZE: Final = 10_000
+STREAM_WINDOW_SECONDS: Final = 30
+STREAM_PARALLELIZATION: Final = 2
+CONSUMER_MEMORY_MB: Final = 1_024
+COMPACTION_MEMORY_MB: Final = 4_096
+SNAPSHOT_SEGMENTS: Final = 200
+SNAPSHOT_READ_UNITS_PER_SECOND: Final = 60_000
+#: A compaction unit's target size: an hour is split into wallet_id ranges of about this many rows.
+UNIT_TARGET_ROWS: Final = 10_000_000
+#: S3 PUT latency added to each consumer invocation's duration (assumed, not measured here).
+PUT_SECONDS: Final = 0.05
+
+# --- AWS limits -------------------------------------------------------------------------------
+# https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html : 15-minute timeout,
+# 10,240 MB memory, 10,240 MB /tmp, 6 MB synchronous invocation payload (an event source
+# mapping's batch is cut at it).
+LAMBDA_TIMEOUT_SECONDS: Final = 900
+LAMBDA_MAX_MEMORY_MB: Final = 10_240
+LAMBDA_MAX_TMP_MB: Final = 10_240
+LAMBDA_PAYLOAD_BYTES: Final = 6 * 1024 * 1024
+# https://docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html : CPU grows with memory,
+# one vCPU at 1,769 MB.
+LAMBDA_MB_PER_VCPU: Final = 1_769
+# https://docs.aws.amazon.com/lambda/latest/dg/services-ddb-params.html : BatchSize up to 10,000,
+# ParallelizationFactor up to 10 concurrent batches per shard.
+STREAM_MAX_BATCH: Final = 10_000
+STREAM_MAX_PARALLELIZATION: Final = 10
+# https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html : a partition
+# serves up to 1,000 write units/s;
+# https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Streams.html : stream shards
+# follow the table's partitions (one shard per partition, as a lower bound here).
+WRITE_UNITS_PER_PARTITION: Final = 1_000
+# https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html : a
+# transactional write costs 2 write units per item (up to 1 KB).
+TRANSACTIONAL_WRU_PER_ITEM: Final = 2
+# https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/read-write-operations.html :
+# an eventually consistent read is half a read unit per 4 KB (a Scan sums the items it reads).
+READ_UNIT_BYTES: Final = 4_096
+# https://docs.aws.amazon.com/athena/latest/ug/service-limits.html : DML queries time out after
+# 30 minutes by default (raisable to 240); active DML queries default to 25 in most regions.
+ATHENA_DML_TIMEOUT_SECONDS: Final = 1_800
+ATHENA_ACTIVE_DML_QUERIES: Final = 25
+# https://docs.aws.amazon.com/step-functions/latest/dg/limits-overview.html : a Distributed Map
+# runs up to 10,000 child executions at once; an inline Map keeps its iterations in the parent's
+# 25,000-event history.
+DISTRIBUTED_MAP_MAX_CONCURRENCY: Final = 10_000
+
+# --- prices, us-east-1, integer micro-USD per quantity -----------------------------------------
+# https://aws.amazon.com/athena/pricing/ : $5.00 per TB scanned (10 MB minimum per query).
+ATHENA_MICRO_USD_PER_TB: Final = 5_000_000
+ATHENA_MIN_BYTES_PER_QUERY: Final = 10 * 1_000_000
+# https://aws.amazon.com/lambda/pricing/ : $0.0000166667 per GB-second (x86), $0.20 per 1M requests.
+LAMBDA_MICRO_USD_PER_MILLION_GB_SECONDS: Final = 16_666_700
+LAMBDA_MICRO_USD_PER_MILLION_REQUESTS: Final = 200_000
+# https://aws.amazon.com/dynamodb/pricing/on-demand/ : $0.625 per million write request units,
+# $0.125 per million read request units; GetRecords calls made by Lambda's DynamoDB trigger are
+# free (Streams read request units are billed only for other readers).
+DYNAMODB_MICRO_USD_PER_MILLION_WRU: Final = 625_000
+DYNAMODB_MICRO_USD_PER_MILLION_RRU: Final = 125_000
+STREAMS_MICRO_USD_PER_LAMBDA_READ: Final = 0
+# https://aws.amazon.com/s3/pricing/ : S3 Standard $0.005 per 1,000 PUT, $0.0004 per 1,000 GET,
+# $0.023 per GB-month (first 50 TB).
+S3_MICRO_USD_PER_THOUSAND_PUT: Final = 5_000
+S3_MICRO_USD_PER_THOUSAND_GET: Final = 400
+S3_MICRO_USD_PER_GB_MONTH: Final = 23_000
+# https://aws.amazon.com/step-functions/pricing/ : Standard workflows $0.025 per 1,000 state transitions.
+SFN_MICRO_USD_PER_THOUSAND_TRANSITIONS: Final = 25_000
+
+
+@dataclasses.dataclass(frozen=True)
+class Measured:
+    """Unit costs measured on this machine."""
+
+    consumer_cpu_us_per_record: float
+    stream_record_json_bytes: float
+    compaction_rows_per_core_second: float
+    compaction_bytes_per_core_second: float
+    reconciliation_rows_per_core_second: float
+    parquet_bytes_per_row: float
+    reconciliation_read_fraction: float
+
+
+def _ceil_div(numerator: float, denominator: float) -> int:
+    return max(0, math.ceil(numerator / denominator))
+
+
+def cost(quantity: float, micro_usd: int, per: int) -> int:
+    """Integer micro-USD of ``quantity`` at ``micro_usd`` per ``per`` units, rounded up."""
+    return _ceil_div(quantity * micro_usd, per)
+
+
+def model(measured: Measured, percent: int) -> dict[str, Any]:
+    """Everything a load of ``percent`` % of the seed's needs, from ``measured`` (pure)."""
+    tx_per_second = SEED_TRANSACTIONS_PER_SECOND * percent / 100
+    transfer = TRANSFER_SHARE_PERCENT / 100
+    rows_per_tx = 2 * transfer + (1 - transfer)
+    records_per_tx = 1 + (2 * transfer + (1 - transfer)) + 1
+    wallets = SEED_WALLETS * percent // 100
+
+    # Ledger and Parquet
+    rows_per_day = round(tx_per_second * SECONDS_PER_DAY * rows_per_tx)
+    rows_per_hour = rows_per_day / 24
+    parquet_bytes_per_day = rows_per_day * measured.parquet_bytes_per_row
+
+    # DynamoDB: transactional writes of 3 items (transfer) or 2 (deposit), 2 units each.
+    wru_per_tx = TRANSACTIONAL_WRU_PER_ITEM * (3 * transfer + 2 * (1 - transfer))
+    wru_per_second = tx_per_second * wru_per_tx
+    shards = max(1, _ceil_div(wru_per_second, WRITE_UNITS_PER_PARTITION))
+    table_bytes = tx_per_second * HOT_TTL_SECONDS * TRANSACTION_ITEM_BYTES + wallets * WALLET_ITEM_BYTES
+    snapshot_rru = _ceil_div(table_bytes, READ_UNIT_BYTES) / 2
+    snapshot_seconds = snapshot_rru / SNAPSHOT_READ_UNITS_PER_SECOND
+
+    # Consumer batching: a batch closes at BatchSize, the 6 MB payload, or the window.
+    records_per_second = tx_per_second * records_per_tx
+    batchers = shards * STREAM_PARALLELIZATION
+    per_batcher = records_per_second / batchers
+    payload_records = LAMBDA_PAYLOAD_BYTES / measured.stream_record_json_bytes
+    records_per_batch = max(1.0, min(STREAM_BATCH_SIZE, payload_records, per_batcher * STREAM_WINDOW_SECONDS))
+    batch_wait_seconds = min(STREAM_WINDOW_SECONDS, records_per_batch / per_batcher)
+    batches_per_day = records_per_second * SECONDS_PER_DAY / records_per_batch
+    landing_objects_per_hour = round(batches_per_day / 24)
+    batch_seconds = records_per_batch * measured.consumer_cpu_us_per_record / 1e6 + PUT_SECONDS
+    consumer_gb_seconds = batches_per_day * batch_seconds * CONSUMER_MEMORY_MB / 1024
+
+    # Compaction units: each closed hour split into wallet_id ranges of about UNIT_TARGET_ROWS.
+    ranges_per_hour = max(1, _ceil_div(rows_per_hour, UNIT_TARGET_ROWS))
+    units_per_day = 24 * ranges_per_hour
+    unit_rows = rows_per_hour / ranges_per_hour
+    unit_bytes = unit_rows * measured.parquet_bytes_per_row
+    vcpus = COMPACTION_MEMORY_MB / LAMBDA_MB_PER_VCPU
+    unit_seconds = unit_rows / (measured.compaction_rows_per_core_second * vcpus)
+    compaction_core_seconds = rows_per_day / measured.compaction_rows_per_core_second
+    compaction_gb_seconds = units_per_day * unit_seconds * COMPACTION_MEMORY_MB / 1024
+    workers_day_in_hour = max(1, _ceil_div(compaction_core_seconds, 3600))
+    workers_hour_in_10_minutes = max(
+        1, _ceil_div(rows_per_hour / measured.compaction_rows_per_core_second, 600)
+    )
+
+    # Reconciliation on Athena: the day's ledger columns the queries name (twice: wallets and
+    # transfers), the previous close and the snapshot (about 40 bytes per wallet each).
+    athena_bytes = 2 * parquet_bytes_per_day * measured.reconciliation_read_fraction + 2 * wallets * 40
+    athena_queries = 2
+    athena_billed = max(athena_bytes, athena_queries * ATHENA_MIN_BYTES_PER_QUERY)
+    reconcile_core_seconds = rows_per_day / measured.reconciliation_rows_per_core_second
+    athena_cores_for_timeout = max(1, _ceil_div(reconcile_core_seconds, ATHENA_DML_TIMEOUT_SECONDS))
+
+    snapshot_gb_seconds = SNAPSHOT_SEGMENTS * snapshot_seconds * 1024 / 1024
+    lambda_gb_seconds = consumer_gb_seconds + compaction_gb_seconds + snapshot_gb_seconds
+    lambda_requests = batches_per_day + units_per_day + SNAPSHOT_SEGMENTS + 4
+    compacted_files = units_per_day * max(1, _ceil_div(unit_bytes, 256 * 2**20))
+    s3_puts = batches_per_day + compacted_files + SNAPSHOT_SEGMENTS
+    s3_gets = batches_per_day + compacted_files * 4
+    transitions = 24 * (4 + 3 * ranges_per_hour) + 3 * (SNAPSHOT_SEGMENTS + ranges_per_hour) + 20
+
+    daily = {
+        "dynamodb_writes": cost(wru_per_second * SECONDS_PER_DAY, DYNAMODB_MICRO_USD_PER_MILLION_WRU, 10**6),
+        "dynamodb_snapshot_reads": cost(snapshot_rru, DYNAMODB_MICRO_USD_PER_MILLION_RRU, 10**6),
+        "streams_reads": 0 * STREAMS_MICRO_USD_PER_LAMBDA_READ,
+        "lambda_compute": cost(lambda_gb_seconds, LAMBDA_MICRO_USD_PER_MILLION_GB_SECONDS, 10**6),
+        "lambda_requests": cost(lambda_requests, LAMBDA_MICRO_USD_PER_MILLION_REQUESTS, 10**6),
+        "athena": cost(athena_billed, ATHENA_MICRO_USD_PER_TB, 10**12),
+        "s3_requests": cost(s3_puts, S3_MICRO_USD_PER_THOUSAND_PUT, 1_000)
+        + cost(s3_gets, S3_MICRO_USD_PER_THOUSAND_GET, 1_000),
+        "step_functions": cost(transitions, SFN_MICRO_USD_PER_THOUSAND_TRANSITIONS, 1_000),
+    }
+    storage_month = cost(parquet_bytes_per_day * DAYS_PER_MONTH / 1e9, S3_MICRO_USD_PER_GB_MONTH, 1)
+    monthly = {name: value * DAYS_PER_MONTH for name, value in daily.items()}
+    monthly["s3_storage_one_month_of_data"] = storage_month
+    return {
+        "percent": percent,
+        "transactions_per_second": tx_per_second,
+        "ledger_rows_per_day": rows_per_day,
+        "parquet_gb_per_day": round(parquet_bytes_per_day / 1e9, 3),
+        "stream_records_per_second": round(records_per_second),
+        "stream_shards_at_least": shards,
+        "records_per_batch": round(records_per_batch),
+        "batch_wait_seconds": round(batch_wait_seconds, 1),
+        "landing_objects_per_hour": landing_objects_per_hour,
+        "today_objects_bound": round(landing_objects_per_hour * 70 / 60) + 23 * ranges_per_hour,
+        "compaction_units_per_day": units_per_day,
+        "compaction_unit_rows": round(unit_rows),
+        "compaction_unit_mb": round(unit_bytes / 1e6, 1),
+        "compaction_unit_seconds": round(unit_seconds, 1),
+        "compaction_unit_fits_lambda": unit_seconds < LAMBDA_TIMEOUT_SECONDS / 2
+        and unit_bytes < LAMBDA_MAX_TMP_MB * 1e6 / 2,
+        "workers_to_compact_the_day_in_one_hour": workers_day_in_hour,
+        "workers_to_compact_an_hour_in_10_minutes": workers_hour_in_10_minutes,
+        "snapshot_read_units": round(snapshot_rru),
+        "snapshot_minutes": round(snapshot_seconds / 60, 1),
+        "snapshot_fits_lambda": snapshot_seconds < LAMBDA_TIMEOUT_SECONDS,
+        "athena_bytes_per_night": round(athena_bytes),
+        "athena_micro_usd_per_night": daily["athena"],
+        "reconciliation_core_seconds": round(reconcile_core_seconds),
+        "athena_cores_within_dml_timeout": athena_cores_for_timeout,
+        "lambda_gb_seconds_per_day": round(lambda_gb_seconds),
+        "dynamodb_write_units_per_day": round(wru_per_second * SECONDS_PER_DAY),
+        "dynamodb_read_units_per_day": round(snapshot_rru),
+        "daily_micro_usd": daily,
+        "monthly_micro_usd": monthly,
+        "monthly_total_micro_usd": sum(monthly.values()),
+    }
+
+
+# --- measurements ------------------------------------------------------------------------------
+
+
+class _CountingS3:
+    """Takes the consumer's PUTs without a network: the body is made, its length counted."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.puts = 0
+
+    def put_object(self, **request: Any) -> dict[str, Any]:
+        self.bytes += len(request["Body"])
+        self.puts += 1
+        return {}
+
+
+def measure_consumer(records: int, events: int) -> tuple[float, float]:
+    """CPU microseconds per record through the handler's batch loop, and a record's JSON bytes."""
+    generator = StreamGenerator(seed=3)
+    batches = [generator.event(records)["Records"] for _ in range(events)]
+    json_bytes = sum(len(json.dumps(record)) for record in batches[0]) / records
+    settings = Settings()
+    process_batch(batches[0], settings, s3_client=_CountingS3())  # type: ignore[arg-type]  # warm-up
+    started = time.process_time()
+    for batch in batches:
+        process_batch(batch, settings, s3_client=_CountingS3())  # type: ignore[arg-type]
+    cpu = time.process_time() - started
+    return cpu * 1e6 / (records * events), json_bytes
+
+
+def compact_landing(day_dir: Path, out_dir: Path, scratch: Path) -> tuple[int, int, int]:
+    """Compact one set of landing files (the unit of work); returns (rows, bytes in, bytes out)."""
+    inputs = sorted(day_dir.glob("*.parquet"))
+    done = compact_files(
+        "ledger",
+        [str(path) for path in inputs],
+        lambda name, body: (out_dir / name).write_bytes(body),
+        name=generation([(path.name, path.stat().st_size) for path in inputs]),
+        scratch=scratch,
+    )
+    return done.rows_out, sum(path.stat().st_size for path in inputs), done.bytes_out
+
+
+def reconciliation_read_fraction(compacted: list[Path]) -> float:
+    """The share of the compacted ledger's bytes in the columns the reconciliation queries name."""
+    snapshot = SnapshotRef(day=SNAPSHOT_AT.date(), snapshot_at=SNAPSHOT_AT, keys=())
+    parameters = day_parameters(DAY, snapshot)
+    names: set[str] = set()
+    for query in (WALLETS_QUERY, TRANSFERS_QUERY):
+        tree = sqlglot.parse_one(rendered_sql(query, parameters), read="trino")
+        names |= {column.name for column in tree.find_all(exp.Column)}
+    read = total = 0
+    for path in compacted:
+        metadata = pq.read_metadata(path)
+        for group in range(metadata.num_row_groups):
+            row_group = metadata.row_group(group)
+            for index in range(row_group.num_columns):
+                chunk = row_group.column(index)
+                total += chunk.total_compressed_size
+                if chunk.path_in_schema in names:
+                    read += chunk.total_compressed_size
+    return read / total if total else 1.0
+
+
+def measure(rows: int, wallets: int, records: int, events: int) -> Measured:
+    """Every unit cost, in one run (ratios within one run; the machine is shared)."""
+    cpu_per_record, record_bytes = measure_consumer(records, events)
+    root = Path(tempfile.mkdtemp(prefix="walletlake-capacity-"))
+    try:
+        build_lake(root, rows, wallets)
+        day_dir = root / "ledger" / f"dt={DAY.isoformat()}"
+        out_dir = root / "compacted"
+        out_dir.mkdir()
+        started = time.process_time()
+        rows_out, bytes_in, bytes_out = compact_landing(day_dir, out_dir, root / "spill")
+        compaction_cpu = time.process_time() - started
+        for path in day_dir.glob("*.parquet"):
+            path.unlink()
+        compacted = []
+        for path in out_dir.iterdir():
+            compacted.append(path.rename(day_dir / path.name))
+        fraction = reconciliation_read_fraction(compacted)
+        _, reconcile_cpu, outcome = timed_reconciliation(root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return Measured(
+        consumer_cpu_us_per_record=cpu_per_record,
+        stream_record_json_bytes=record_bytes,
+        compaction_rows_per_core_second=rows_out / compaction_cpu,
+        compaction_bytes_per_core_second=bytes_in / compaction_cpu,
+        reconciliation_rows_per_core_second=outcome.ledger_rows / reconcile_cpu,
+        parquet_bytes_per_row=bytes_out / rows_out,
+        reconciliation_read_fraction=fraction,
+    )
+
+
+# --- output ------------------------------------------------------------------------------------
+
+_ROWS: Final = (
+    ("ledger rows per day", "ledger_rows_per_day", "{:,}"),
+    ("Parquet GB per day", "parquet_gb_per_day", "{:,.1f}"),
+    ("stream records/s", "stream_records_per_second", "{:,}"),
+    ("stream shards (at least)", "stream_shards_at_least", "{:,}"),
+    ("records per Lambda batch", "records_per_batch", "{:,}"),
+    ("batch wait (freshness), s", "batch_wait_seconds", "{:,.1f}"),
+    ("landing objects per hour", "landing_objects_per_hour", "{:,}"),
+    ("objects a query on today touches (max)", "today_objects_bound", "{:,}"),
+    ("compaction units per day", "compaction_units_per_day", "{:,}"),
+    ("compaction unit, rows", "compaction_unit_rows", "{:,}"),
+    ("compaction unit, MB", "compaction_unit_mb", "{:,.1f}"),
+    ("compaction unit, s on a 4 GB Lambda", "compaction_unit_seconds", "{:,.1f}"),
+    ("workers: the whole day in 1 h", "workers_to_compact_the_day_in_one_hour", "{:,}"),
+    ("workers: an hour in 10 min", "workers_to_compact_an_hour_in_10_minutes", "{:,}"),
+    ("snapshot read units", "snapshot_read_units", "{:,}"),
+    ("snapshot minutes at the pace", "snapshot_minutes", "{:,.1f}"),
+    ("Athena bytes scanned per night", "athena_bytes_per_night", "{:,}"),
+    ("Athena USD per night", "athena_micro_usd_per_night", "usd"),
+    ("reconciliation core-seconds", "reconciliation_core_seconds", "{:,}"),
+    ("Athena cores to stay in 30 min", "athena_cores_within_dml_timeout", "{:,}"),
+    ("Lambda GB-seconds per day", "lambda_gb_seconds_per_day", "{:,}"),
+    ("DynamoDB write units per day", "dynamodb_write_units_per_day", "{:,}"),
+    ("DynamoDB read units per day", "dynamodb_read_units_per_day", "{:,}"),
+    ("monthly cost, USD", "monthly_total_micro_usd", "usd"),
+)
+
+
+def _usd(micro: int) -> str:
+    return f"${micro // 1_000_000:,}.{micro % 1_000_000 // 10_000:02d}"
+
+
+def print_table(measured: Measured, loads: list[dict[str, Any]]) -> None:
+    print("measured on this machine:")
+    for field in dataclasses.fields(measured):
+        print(f"  {field.name}: {getattr(measured, field.name):,.3f}")
+    header = f"{'':42}" + "".join(f"{str(load['percent']) + ' %':>18}" for load in loads)
+    print(header)
+    for label, key, spec in _ROWS:
+        cells = [_usd(load[key]) if spec == "usd" else spec.format(load[key]) for load in loads]
+        print(f"{label:42}" + "".join(f"{cell:>18}" for cell in cells))
+    print("monthly cost by item (USD):")
+    for item in loads[0]["monthly_micro_usd"]:
+        print(f"  {item:40}" + "".join(f"{_usd(load['monthly_micro_usd'][item]):>18}" for load in loads))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument(
+        "--quick", action="store_true", help="small measurements (tests): seconds, not minutes"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--rows", type=int, default=None, help="ledger rows of the measured day")
+    args = parser.parse_args(argv)
+    rows = args.rows or (200_000 if args.quick else 3_000_000)
+    measured = measure(
+        rows=rows,
+        wallets=max(1_000, rows // 10),
+        records=2_000 if args.quick else 10_000,
+        events=2 if args.quick else 5,
+    )
+    loads = [model(measured, percent) for percent in FRACTIONS_PERCENT]
+    if args.json:
+        print(json.dumps({"measured": dataclasses.asdict(measured), "rows_measured": rows, "loads": loads}))
+    else:
+        print(f"capacity model ({dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {rows:,} ledger rows measured)")
+        print_table(measured, loads)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

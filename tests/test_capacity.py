@@ -1,0 +1,94 @@
+"""bench/capacity.py: the model's arithmetic, on fixed unit costs and on a quick measured run."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import capacity  # noqa: E402
+
+FIXED = capacity.Measured(
+    consumer_cpu_us_per_record=10.0,
+    stream_record_json_bytes=1_048.576,  # 6,000 records fill Lambda's 6 MB payload
+    compaction_rows_per_core_second=250_000.0,
+    compaction_bytes_per_core_second=20_000_000.0,
+    reconciliation_rows_per_core_second=500_000.0,
+    parquet_bytes_per_row=82.0,
+    reconciliation_read_fraction=0.5,
+)
+
+
+def test_the_seed_load_gives_the_issue_figures() -> None:
+    # GIVEN fixed unit costs (82 bytes per row, as measured for the issue)
+    # WHEN the model runs for 100 % of the seed's load
+    load = capacity.model(FIXED, 100)
+    # THEN a day is 20,000 tx/s * 86,400 s * 1.7 rows (70 % transfers of two rows, 30 % deposits of one)
+    assert load["ledger_rows_per_day"] == 2_937_600_000
+    assert load["parquet_gb_per_day"] == pytest.approx(2_937_600_000 * 82 / 1e9, abs=1e-3)
+    # AND the stream carries 3.7 records per transaction (INSERT, 1.7 wallet MODIFYs, TTL REMOVE)
+    assert load["stream_records_per_second"] == 74_000
+    # AND a transactional write costs 2 units per item: 3 items per transfer, 2 per deposit
+    assert load["dynamodb_write_units_per_day"] == 9_331_200_000  # 20,000 * (0.7 * 6 + 0.3 * 4) * 86,400
+    assert load["stream_shards_at_least"] == 108  # 108,000 write units/s at 1,000 per partition
+    # AND batches close on the 6 MB payload (6,000 records), before the 30 s window
+    assert load["records_per_batch"] == 6_000
+    assert load["batch_wait_seconds"] == pytest.approx(6_000 / (74_000 / (108 * 2)), abs=0.1)
+    assert load["landing_objects_per_hour"] == round(74_000 * 86_400 / 6_000 / 24)
+    # AND an hour (122.4 M rows) splits into 13 ranges of under 10 M rows: 312 units a day
+    assert load["compaction_units_per_day"] == 24 * 13
+    assert load["compaction_unit_rows"] == round(2_937_600_000 / 24 / 13)
+    assert load["compaction_unit_fits_lambda"] is True
+    # AND the whole day's compaction in one hour needs ceil(11,750.4 core-seconds / 3,600) workers
+    assert load["workers_to_compact_the_day_in_one_hour"] == math.ceil(2_937_600_000 / 250_000 / 3_600)
+
+
+def test_costs_are_integer_micro_usd_and_add_up() -> None:
+    # GIVEN the model at each load
+    loads = [capacity.model(FIXED, percent) for percent in (1, 10, 100)]
+    for load in loads:
+        # THEN every amount is an integer of micro-USD, the month is 30 days, the total the sum
+        assert all(isinstance(value, int) for value in load["monthly_micro_usd"].values())
+        for item, daily in load["daily_micro_usd"].items():
+            assert load["monthly_micro_usd"][item] == 30 * daily
+        assert load["monthly_total_micro_usd"] == sum(load["monthly_micro_usd"].values())
+        # AND Athena bills $5 per TB scanned, rounded up to the micro-USD
+        assert load["athena_micro_usd_per_night"] == math.ceil(load["athena_bytes_per_night"] * 5 / 1e6)
+    # AND writes scale with the load: $0.625 per million write units
+    assert loads[2]["daily_micro_usd"]["dynamodb_writes"] == math.ceil(9_331_200_000 * 0.625)
+    assert (
+        loads[2]["daily_micro_usd"]["dynamodb_writes"] == 100 * loads[0]["daily_micro_usd"]["dynamodb_writes"]
+    )
+
+
+def test_quick_run_prints_one_json_object_whose_figures_follow_its_measurements() -> None:
+    # WHEN the script measures on this machine in quick mode
+    completed = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "capacity.py"), "--quick", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    report = json.loads(completed.stdout)
+    measured = report["measured"]
+    loads = {load["percent"]: load for load in report["loads"]}
+    # THEN it measured positive unit costs and modelled 1, 10 and 100 %
+    assert set(loads) == {1, 10, 100}
+    assert all(value > 0 for value in measured.values())
+    assert 0 < measured["reconciliation_read_fraction"] <= 1
+    # AND every load's figures are the model of those measurements
+    for percent, load in loads.items():
+        assert load == capacity.model(capacity.Measured(**measured), percent)
+        assert load["ledger_rows_per_day"] == round(20_000 * percent / 100 * 86_400 * 1.7)
+        assert load["parquet_gb_per_day"] == pytest.approx(
+            load["ledger_rows_per_day"] * measured["parquet_bytes_per_row"] / 1e9, abs=1e-3
+        )
+    assert loads[100]["ledger_rows_per_day"] == 100 * loads[1]["ledger_rows_per_day"]
