@@ -1,0 +1,166 @@
+"""The AWS nightly job's units, run here as Step Functions would run them, against the local path.
+
+Athena is the one piece not on the embedded stack: where the state machine runs a rendered
+``UNLOAD`` on Athena, the test runs the same query on DuckDB and writes its result as Parquet
+under the UNLOAD's location, then lets the classification function take it from there.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+
+import pyarrow as pa
+import pytest
+import sqlglot
+from ledger_builder import USD, Book, put_wallet_items, read_partition, s3_client, write_landing
+
+from lake import objects
+from lake.snapshots import (
+    SnapshotRef,
+    SnapshotSegment,
+    latest_snapshot,
+    plan_snapshot,
+    snapshot_segment,
+    take_snapshot,
+)
+from queries import engine_for, get_query
+from queries.reconciliation import TRANSFERS_QUERY, WALLETS_QUERY, day_parameters, reconcile
+from walletlake.nightly_steps import classify_unloaded, plan_night, plan_reconciliation, unload_statement
+from walletlake.settings import Settings
+
+pytestmark = pytest.mark.stack
+
+DAY = dt.date(2026, 11, 20)
+NOW = dt.datetime(2026, 11, 21, 1, 30, tzinfo=dt.UTC)
+UNLOAD_PREFIX = "athena-results/unload/reconcile"
+
+
+def a_day() -> Book:
+    start = dt.datetime.combine(DAY, dt.time(10), tzinfo=dt.UTC)
+    book = Book()
+    for wallet in ("alice", "bob", "carol", "dave"):
+        book.open(wallet, start)
+    book.deposit("alice", 40 * USD, start)
+    book.deposit("bob", 5 * USD, start + dt.timedelta(minutes=1))
+    book.transfer("alice", "carol", 15 * USD, start + dt.timedelta(minutes=2))
+    book.transfer("carol", "bob", 5 * USD, start + dt.timedelta(minutes=3))
+    book.deposit("dave", 1 * USD, start + dt.timedelta(minutes=4))
+    return book
+
+
+def run_like_athena(settings: Settings, item: dict[str, str]) -> None:
+    """What ``athena:startQueryExecution.sync`` does with the item's UNLOADs, on DuckDB."""
+    parameters = day_parameters(dt.date.fromisoformat(item["date"]), latest_or_fail(settings))
+    client = s3_client(settings)
+    engine = engine_for(settings)
+    try:
+        for name, location in (
+            (WALLETS_QUERY, item["wallets_location"]),
+            (TRANSFERS_QUERY, item["transfers_location"]),
+        ):
+            query = get_query(name)
+            declared = {parameter.name for parameter in query.parameters}
+            result = engine.arrow(
+                query.sql, query.bind({k: v for k, v in parameters.items() if k in declared})
+            )
+            if result.num_rows:  # Athena's UNLOAD writes no file for an empty result
+                bucket, _, prefix = location.removeprefix("s3://").partition("/")
+                objects.put_table(client, bucket, prefix + "part-0.parquet", pa.table(result))
+    finally:
+        engine.close()
+
+
+def latest_or_fail(settings: Settings) -> SnapshotRef:
+    found = latest_snapshot(s3_client(settings), settings, not_before=DAY)
+    assert found is not None
+    return found
+
+
+def test_snapshot_segments_as_map_items_make_one_complete_snapshot(settings: Settings) -> None:
+    # GIVEN wallets in the table
+    book = a_day()
+    put_wallet_items(settings, book.wallets.values())
+    # WHEN the night is planned and every segment runs from its Map item (JSON round trip), one twice
+    night = plan_night({"date": DAY.isoformat()}, segments=3, max_read_units_per_second=300.0, now=NOW)
+    summaries = [snapshot_segment(settings, SnapshotSegment.from_dict(item)) for item in night["segments"]]
+    rerun = snapshot_segment(settings, SnapshotSegment.from_dict(night["segments"][1]))
+    # THEN the day and the pace shared out are in the plan
+    assert night["date"] == DAY.isoformat()
+    assert [item["max_read_units_per_second"] for item in night["segments"]] == [100.0] * 3
+    # AND the segments wrote one complete snapshot holding every wallet once; the rerun replaced its object
+    assert rerun["key"] == summaries[1]["key"]
+    found = latest_or_fail(settings)
+    assert found.snapshot_at == NOW
+    assert sorted(found.keys) == sorted(summary["key"] for summary in summaries)
+    assert sum(summary["wallets"] for summary in summaries) == 4
+    assert read_partition(settings, "balance_snapshots", NOW.date()).num_rows == 4
+
+
+def test_a_missing_segment_leaves_no_snapshot_and_a_bad_item_is_refused(settings: Settings) -> None:
+    # GIVEN two of three segments written
+    put_wallet_items(settings, a_day().wallets.values())
+    units = plan_snapshot(segments=3, max_read_units_per_second=None, now=NOW)
+    for unit in units[:2]:
+        snapshot_segment(settings, unit)
+    # THEN no snapshot counts yet
+    assert latest_snapshot(s3_client(settings), settings, not_before=DAY) is None
+    # AND a malformed Map item is refused with its content named, before anything is read
+    with pytest.raises(ValueError, match="not a snapshot segment"):
+        SnapshotSegment.from_dict({"segment": 3, "segments": 3, "snapshot_at": "2026-11-21T01:30:00Z"})
+
+
+def test_athena_path_classifies_and_writes_what_the_local_reconciliation_does(
+    make_settings: Callable[..., Settings],
+) -> None:
+    # GIVEN the same compacted day, table and snapshot in two lakes
+    local, aws = make_settings(), make_settings()
+    book = a_day()
+    for settings in (local, aws):
+        write_landing(settings, book.rows, batch_rows=2)
+        put_wallet_items(settings, book.wallets.values())
+        take_snapshot(settings, now=NOW, max_read_units_per_second=None)
+    # WHEN one is reconciled locally, the other as the state machine does it
+    expected = reconcile(local, DAY, now=NOW)
+    plan = plan_reconciliation(s3_client(aws), aws, DAY, run="exec-1", unload_prefix=UNLOAD_PREFIX)
+    results = []
+    for item in plan["days"]:
+        run_like_athena(aws, item)
+        results.append(classify_unloaded(s3_client(aws), aws, item, now=NOW, max_lag_seconds=3600))
+    # THEN the plan holds the day's two UNLOADs into this run's own locations
+    assert [item["date"] for item in plan["days"]] == [DAY.isoformat()]
+    item = plan["days"][0]
+    base = f"s3://{aws.bucket}/{UNLOAD_PREFIX}/exec-1/dt={DAY.isoformat()}"
+    assert item["wallets_location"] == f"{base}/wallets/"
+    assert item["wallets_sql"].startswith("UNLOAD (\n")
+    assert item["wallets_sql"].endswith(
+        f"\n) TO '{base}/wallets/' WITH (format = 'PARQUET', compression = 'ZSTD')"
+    )
+    inner = item["transfers_sql"].removeprefix("UNLOAD (\n").rsplit("\n) TO ", 1)[0]
+    assert ":date" not in inner
+    assert f"'{DAY.isoformat()}'" in inner
+    sqlglot.parse_one(inner, read="trino")  # the rendered query is valid Trino
+    # AND the classification agrees with the local run, and wrote the same tables
+    assert results[0]["ok"] is expected.ok is True
+    assert results[0]["counts"] == expected.counts
+    assert results[0]["wallets"] == expected.wallets == 4
+    assert (
+        read_partition(aws, "daily_balances", DAY)
+        .sort_by("wallet_id")
+        .equals(read_partition(local, "daily_balances", DAY).sort_by("wallet_id"))
+    )
+    columns = ["wallet_id", "status", "expected", "actual", "detail", "run_at"]
+    assert (
+        read_partition(aws, "reconciliation", DAY)
+        .select(columns)
+        .sort_by("detail")
+        .equals(read_partition(local, "reconciliation", DAY).select(columns).sort_by("detail"))
+    )
+
+
+def test_unload_statement_wraps_the_query_and_drops_a_trailing_semicolon() -> None:
+    statement = unload_statement("SELECT 1 AS x;\n", "s3://b/p/")
+    assert (
+        statement
+        == "UNLOAD (\nSELECT 1 AS x\n) TO 's3://b/p/' WITH (format = 'PARQUET', compression = 'ZSTD')"
+    )
