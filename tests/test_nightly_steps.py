@@ -164,3 +164,23 @@ def test_unload_statement_wraps_the_query_and_drops_a_trailing_semicolon() -> No
         statement
         == "UNLOAD (\nSELECT 1 AS x\n) TO 's3://b/p/' WITH (format = 'PARQUET', compression = 'ZSTD')"
     )
+
+
+def test_athena_path_reports_lost_entries_as_the_state_machine_expects(settings: Settings) -> None:
+    # GIVEN a day whose first two entries never reached the lake, and a snapshot taken long after
+    book = a_day()
+    write_landing(settings, book.rows[2:], batch_rows=2)
+    put_wallet_items(settings, book.wallets.values())
+    take_snapshot(settings, now=NOW, max_read_units_per_second=None)
+    # WHEN the reconciliation runs as the state machine runs it, hours after the day closed
+    plan = plan_reconciliation(s3_client(settings), settings, DAY, run="exec-2", unload_prefix=UNLOAD_PREFIX)
+    item = plan["days"][0]
+    run_like_athena(settings, item)
+    later = NOW + dt.timedelta(hours=6)
+    result = classify_unloaded(s3_client(settings), settings, item, now=later, max_lag_seconds=3600)
+    # THEN the result is not ok (the Choice state fails the day) and names the missing entries
+    assert result["ok"] is False
+    assert result["counts"]["missing"] == 2
+    assert "findings" not in result  # the state stays small; findings are in the lake
+    statuses = read_partition(settings, "reconciliation", DAY).column("status").to_pylist()
+    assert statuses.count("missing") == 2
