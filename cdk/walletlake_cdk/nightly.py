@@ -45,6 +45,7 @@ from constructs import Construct
 
 from lake.schemas import TABLES
 from walletlake.nightly_steps import (
+    DEFAULT_UNLOAD_PREFIX,
     RESULTS_PREFIX_VARIABLE,
     SNAPSHOT_READ_UNITS_VARIABLE,
     SNAPSHOT_SEGMENTS_VARIABLE,
@@ -62,9 +63,9 @@ SNAPSHOT_SEGMENT_HANDLER: Final = "walletlake.nightly_steps.snapshot_segment_han
 RECONCILE_PLAN_HANDLER: Final = "walletlake.nightly_steps.reconcile_plan_handler"
 RECONCILE_CLASSIFY_HANDLER: Final = "walletlake.nightly_steps.reconcile_classify_handler"
 
-#: Where the reconciliation's UNLOADs write: inside the workgroup's results prefix, so the
-#: results' lifecycle rule expires them and no new S3 grant is needed.
-UNLOAD_PREFIX: Final = f"{ATHENA_RESULTS_PREFIX}unload/reconcile"
+#: Where the reconciliation's UNLOADs write: inside the workgroup's results prefix (checked in
+#: tests/test_cdk.py), so the results' lifecycle rule expires them and no new S3 grant is needed.
+UNLOAD_PREFIX: Final = DEFAULT_UNLOAD_PREFIX
 
 #: Athena actions a classification needs for its rare second pass (awswrangler's read path).
 ATHENA_ACTIONS: Final = (
