@@ -13,6 +13,7 @@ has registered as ``python3``.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -194,3 +195,29 @@ def _busiest_wallet(sample: SampleLake) -> str:
     for row in sample.ledger:
         volume[row["wallet_id"]] = volume.get(row["wallet_id"], 0) + row["amount"]
     return max(sorted(volume), key=lambda wallet: volume[wallet])
+
+
+def test_reconciliation_on_a_lake_never_reconciled_says_so_and_goes_on(
+    stack: EmbeddedStack,
+    settings: Settings,
+    jupyter_env: dict[str, str],
+    jupyter_environ: None,
+    project_root: Path,
+    tmp_path: Path,
+) -> None:
+    # GIVEN a lake with ledger rows but no reconciliation run yet (a new deployment's first day)
+    first_day = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=3)
+    write_sample(settings, dataclasses.replace(make_sample(first_day=first_day), reconciliation=[]))
+    # WHEN the reconciliation notebook runs (it would raise on an error)
+    notebook = _execute(
+        project_root / "notebooks" / "reconciliation.ipynb",
+        _kernel_env(stack, settings, jupyter_env),
+        tmp_path,
+    )
+    text = _text_of(notebook)
+    # THEN a cell says there is no run yet, and the later cells still ran, with empty plots
+    assert "no reconciliation run between" in text
+    assert "no findings: no run in the window" in text
+    assert "chain breaks: 0, repeated versions: 0, gaps: 0" in text
+    assert "worst p99 in window" in text
+    assert _images_of(notebook) >= 3

@@ -110,14 +110,17 @@ def test_deposit_credits_the_wallet_and_records_the_transaction(api: Api) -> Non
 
 MALFORMED_MOVEMENTS: list[Any] = [
     {"amount": 1.5, "nonce": "n"},
-    {"amount": 1.0, "nonce": "n"},
+    {"amount": 1.0000001, "nonce": "n"},
     {"amount": "1.5", "nonce": "n"},
     {"amount": "-3", "nonce": "n"},
     {"amount": -3, "nonce": "n"},
     {"amount": "0", "nonce": "n"},
     {"amount": 0, "nonce": "n"},
     {"amount": "1e3", "nonce": "n"},
-    {"amount": 1e3, "nonce": "n"},
+    {"amount": 1e-3, "nonce": "n"},
+    {"amount": 1e16, "nonce": "n"},
+    {"amount": "5", "nonce": "n", "memo": "unknown fields are refused"},
+    {"amount": "5", "nonce": "n", "Amount": "5"},
     {"amount": True, "nonce": "n"},
     {"amount": str(10**15 + 1), "nonce": "n"},
     {"amount": 10**15 + 1, "nonce": "n"},
@@ -146,6 +149,21 @@ def test_malformed_amounts_and_nonces_are_refused_and_store_nothing(api: Api) ->
         response = api.call("PUT", f"/api/v1/wallets/{wallet_id}/transfer/{other}/", body)
         assert error_of(response) == (422, "validation_error"), body
     # THEN the table is exactly as before
+    assert api.table() == before
+
+
+def test_a_json_number_is_read_exactly_integral_values_accepted_fractions_refused(api: Api) -> None:
+    # GIVEN a wallet
+    wallet_id = api.create()
+    path = f"/api/v1/wallets/{wallet_id}/deposit/"
+    # WHEN 100.0 arrives THEN it is 100 (JSON Schema's integer), and 1e2 is the same request again
+    assert api.call("PUT", path, raw=b'{"amount": 100.0, "nonce": "n"}').status_code == 204
+    assert api.call("PUT", path, raw=b'{"amount": 1e2, "nonce": "n"}').status_code == 204
+    assert api.balance(wallet_id).json() == {"balance": "100"}
+    # AND a number that a float would round to an integer is still refused, by its written value
+    before = api.table()
+    for raw in (b'{"amount": 100.0000000000000001, "nonce": "m"}', b'{"amount": 1e15000, "nonce": "m"}'):
+        assert error_of(api.call("PUT", path, raw=raw)) == (422, "validation_error"), raw
     assert api.table() == before
 
 
@@ -254,6 +272,42 @@ def test_unknown_routes_answer_json_errors(api: Api) -> None:
     assert error_of(response) == (405, "method_not_allowed")
 
 
+def test_a_method_the_route_lacks_is_405_with_allow(api: Api) -> None:
+    # RFC 9110 §15.5.6: the 405 names the methods the resource has
+    wallet_id = api.create()
+    for method, path, allow in (
+        ("TRACE", f"/api/v1/wallets/{wallet_id}/balance", "GET"),
+        ("DELETE", f"/api/v1/wallets/{wallet_id}/deposit/", "PUT"),
+        ("POST", f"/api/v1/wallets/{wallet_id}/transfer/{UNKNOWN}", "PUT"),
+        ("PATCH", "/api/v1/wallets", "POST"),
+    ):
+        response = api.http.request(method, path)
+        assert error_of(response) == (405, "method_not_allowed"), (method, path)
+        assert set(response.headers["Allow"].split(", ")) - {"HEAD"} == {allow}, (method, path)
+
+
+def test_both_spellings_of_every_route_answer_directly_and_alike(api: Api) -> None:
+    # GIVEN two wallets, created once with each spelling of the collection
+    payer = api.call("POST", "/api/v1/wallets/", {"user_id": str(uuid.uuid4())}).json()["id"]
+    payee = api.call("POST", "/api/v1/wallets", {"user_id": str(uuid.uuid4())}).json()["id"]
+    # WHEN seed 000's implementation's spelling (no slash) and its design's (slash) are both used
+    for slash, nonce in (("", "a"), ("/", "b")):
+        deposit = api.call("PUT", f"/api/v1/wallets/{payer}/deposit{slash}", {"amount": 10, "nonce": nonce})
+        # THEN each answers itself: no redirect for the client to (not) follow
+        assert deposit.status_code == 204, (slash, deposit.status_code, deposit.headers)
+        transfer = api.call(
+            "PUT", f"/api/v1/wallets/{payer}/transfer/{payee}{slash}", {"amount": 3, "nonce": f"t{nonce}"}
+        )
+        assert transfer.status_code == 204, (slash, transfer.status_code)
+    # AND a replay under the other spelling is the same request (one nonce space per wallet)
+    replay = api.call("PUT", f"/api/v1/wallets/{payer}/deposit", {"amount": 10, "nonce": "b"})
+    assert replay.status_code == 204
+    assert api.call("GET", f"/api/v1/wallets/{payer}/balance").json() == {"balance": "14"}
+    assert api.call("GET", f"/api/v1/wallets/{payer}/balance/").json() == {"balance": "14"}
+    assert error_of(api.call("GET", "/api/v1/wallets/me")) == (501, "not_implemented")
+    assert error_of(api.call("GET", f"/api/v1/wallets/{UNKNOWN}/balance/")) == (404, "wallet_not_found")
+
+
 def test_openapi_documents_every_route_with_its_statuses(api: Api) -> None:
     paths = api.openapi["paths"]
     statuses = {
@@ -274,6 +328,15 @@ def test_openapi_documents_every_route_with_its_statuses(api: Api) -> None:
     }
     for (method, path), expected in statuses.items():
         assert set(paths[path][method]["responses"]) == expected, (method, path)
+        # the other spelling of each wallet route is documented alike
+        if path.startswith("/api/v1/wallets"):
+            other = path.removesuffix("/") if path.endswith("/") else f"{path}/"
+            assert paths[other][method]["responses"] == paths[path][method]["responses"], other
+    # request bodies refuse fields they do not declare, as the server does
+    for path in ("/api/v1/wallets/", "/api/v1/wallets/{wallet_id}/deposit"):
+        method = "post" if path.endswith("wallets/") else "put"
+        schema = paths[path][method]["requestBody"]["content"]["application/json"]["schema"]
+        assert schema["additionalProperties"] is False
     transfer = paths["/api/v1/wallets/{wallet_id}/transfer/{target_wallet_id}/"]["put"]
     body = transfer["requestBody"]["content"]["application/json"]["schema"]
     assert body["required"] == ["amount", "nonce"]

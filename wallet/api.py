@@ -33,8 +33,10 @@ loop itself (:mod:`wallet.dynamodb`), with no thread-pool hop.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Coroutine
+from decimal import Decimal
 from typing import Annotated, Any, Final
 
 import orjson
@@ -143,6 +145,9 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
     )
     app.state.store = store
     app.router.route_class = LeanRoute
+    # Both spellings of every wallet route are routes of their own (_both_spellings): a 307 to the
+    # other spelling would break clients that do not follow redirects for a PUT (httpx's default).
+    app.router.redirect_slashes = False
 
     async def on_wallet_error(request: Request, error: Exception) -> Response:
         assert isinstance(error, WalletError)
@@ -154,7 +159,10 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         assert isinstance(error, StarletteHTTPException)
         code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
         telemetry.response(error.status_code, code)
-        return error_response(error.status_code, code, str(error.detail))
+        response = error_response(error.status_code, code, str(error.detail))
+        # RFC 9110 §15.5.6: a 405 names the methods the resource has (Starlette sets ``Allow``).
+        response.headers.update(error.headers or {})
+        return response
 
     async def on_validation_error(request: Request, error: Exception) -> Response:
         telemetry.response(422, InvalidRequestError.code)
@@ -170,7 +178,9 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(Exception, on_unexpected)
 
-    @app.post(
+    @_both_spellings(
+        app,
+        "POST",
         f"{_PREFIX}/",
         tags=["wallets"],
         summary="Create the user's wallet (one per user)",
@@ -178,8 +188,13 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         response_class=Response,
         openapi_extra={"requestBody": _body_schema("CreateWallet", {"user_id": validation.UUID_SCHEMA})},
         responses={
-            201: _json_response("The wallet was created.", _WALLET_ID_SCHEMA),
-            200: _json_response("The user already had a wallet: its id, nothing created.", _WALLET_ID_SCHEMA),
+            201: {**_json_response("The wallet was created.", _WALLET_ID_SCHEMA), "links": _WALLET_LINKS},
+            200: {
+                **_json_response(
+                    "The user already had a wallet: its id, nothing created.", _WALLET_ID_SCHEMA
+                ),
+                "links": _WALLET_LINKS,
+            },
             **_errors(InvalidRequestError, ThrottledError, StoreUnavailableError),
         },
     )
@@ -190,7 +205,9 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         telemetry.response(status)
         return Response(orjson.dumps({"id": wallet_id}), status_code=status, media_type=_JSON)
 
-    @app.get(
+    @_both_spellings(
+        app,
+        "GET",
         f"{_PREFIX}/me/",
         tags=["wallets"],
         summary="The caller's wallet (not implemented: the system has no authentication)",
@@ -201,7 +218,9 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
     async def my_wallet(request: Request) -> Response:
         raise NotImplementedRouteError("the system has no authentication, so it cannot know who 'me' is")
 
-    @app.put(
+    @_both_spellings(
+        app,
+        "PUT",
         f"{_PREFIX}/{{wallet_id}}/deposit/",
         tags=["wallets"],
         summary="Deposit micro-USD into a wallet, once per nonce",
@@ -226,7 +245,9 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         await store.execute(command)  # applied or replayed: both answer 204
         return _no_content(telemetry)
 
-    @app.put(
+    @_both_spellings(
+        app,
+        "PUT",
         f"{_PREFIX}/{{wallet_id}}/transfer/{{target_wallet_id}}/",
         tags=["wallets"],
         summary="Transfer micro-USD to another wallet, once per nonce",
@@ -253,7 +274,9 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         await store.execute(command)  # applied or replayed: both answer 204
         return _no_content(telemetry)
 
-    @app.get(
+    @_both_spellings(
+        app,
+        "GET",
         f"{_PREFIX}/{{wallet_id}}/balance",
         tags=["wallets"],
         summary="The wallet's balance (strongly consistent read)",
@@ -292,12 +315,54 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
     return app
 
 
+def _other_spelling(path: str) -> str:
+    """The route's path with its trailing slash toggled (seed 000's code and design differ on it)."""
+    return path.removesuffix("/") if path.endswith("/") else f"{path}/"
+
+
+def _both_spellings(
+    app: FastAPI, method: str, path: str, **documentation: Any
+) -> Callable[[Callable[..., Coroutine[Any, Any, Response]]], Callable[..., Coroutine[Any, Any, Response]]]:
+    """Register an endpoint under ``path`` and its other spelling, both answered directly.
+
+    Seed 000's implementation routes ``/deposit`` and ``/transfer/{id}`` without a trailing slash
+    while its design writes them with one; serving both (instead of redirecting) lets clients of
+    either work. Both are in the OpenAPI document, so the fuzzer checks both; the alias's
+    operation id ends in ``_alt``.
+    """
+
+    def register(
+        endpoint: Callable[..., Coroutine[Any, Any, Response]],
+    ) -> Callable[..., Coroutine[Any, Any, Response]]:
+        name = endpoint.__name__
+        summary = documentation.pop("summary", name)
+        app.add_api_route(
+            path, endpoint, methods=[method], operation_id=name, summary=summary, **documentation
+        )
+        app.add_api_route(
+            _other_spelling(path),
+            endpoint,
+            methods=[method],
+            operation_id=f"{name}_alt",
+            summary=f"{summary} (the same, spelt {_other_spelling(path)!r})",
+            **documentation,
+        )
+        return endpoint
+
+    return register
+
+
 async def _json_body(request: Request) -> Any:
     raw = await request.body()
     try:
-        return orjson.loads(raw)
+        body = orjson.loads(raw)
     except orjson.JSONDecodeError:
         raise InvalidRequestError("the request body must be a JSON object") from None
+    if isinstance(body, dict) and isinstance(body.get("amount"), float):
+        # orjson reads 100.0 as a float; read the body again with exact decimals so that the amount
+        # is judged by its written value (100.0 is 100; 100.0000000000000001 is not an integer).
+        body = json.loads(raw, parse_float=Decimal)
+    return body
 
 
 def _no_content(telemetry: Telemetry) -> Response:
@@ -326,6 +391,16 @@ _BALANCE_SCHEMA: Final = {
         }
     },
 }
+#: OpenAPI links from a created wallet to what can be done with it: clients (and the API fuzzer's
+#: stateful phase) learn that the returned id is the ``wallet_id`` of the other routes.
+_WALLET_LINKS: Final = {
+    name: {"operationId": operation, "parameters": {"wallet_id": "$response.body#/id"}}
+    for name, operation in (
+        ("DepositIntoWallet", "deposit"),
+        ("TransferFromWallet", "transfer"),
+        ("BalanceOfWallet", "balance"),
+    )
+}
 _HEALTH_SCHEMA: Final = {"type": "object", "properties": {"status": {"type": "string", "enum": ["ok"]}}}
 _METRICS_SCHEMA: Final = {"type": "object", "additionalProperties": True}
 
@@ -340,6 +415,8 @@ def _body_schema(title: str, properties: dict[str, Any]) -> dict[str, Any]:
                     "type": "object",
                     "required": list(properties),
                     "properties": properties,
+                    # wallet.validation refuses unknown fields (a misspelt field is an error).
+                    "additionalProperties": False,
                 }
             }
         },

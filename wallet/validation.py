@@ -6,10 +6,14 @@ friends), so the documentation cannot drift from the checks.
 
 The rules (issue 2, ARCHITECTURE.md "Money"):
 
-- an **amount** is micro-USD, a positive integer 1..10^15 given as a JSON integer or a string of
-  ASCII digits. Floats (``1.0``, ``1e3``), booleans, signs, spaces, decimal points, exponents and
-  leading zeros are refused: money never passes through a float, and one canonical spelling per
-  value keeps ``"100"`` and ``100`` the same request without guessing what ``"0100"`` meant;
+- an **amount** is micro-USD, a positive integer 1..10^15 given as a JSON number whose exact value
+  is an integer (``100``, and, as JSON Schema's ``integer`` reads them, ``100.0`` and ``1e2``), or a
+  string of ASCII digits. A number with a fraction (``100.5``, ``100.0000000000000001``), booleans,
+  and strings with signs, spaces, decimal points, exponents or leading zeros are refused. Money never
+  passes through a float: a JSON number that is not a plain integer reaches :func:`parse_amount` as
+  an exact :class:`~decimal.Decimal` (:func:`wallet.api` re-reads such a body with one), and one
+  canonical spelling per string keeps ``"100"`` and ``100`` the same request without guessing what
+  ``"0100"`` meant;
 - a **nonce** is 1..64 characters of ``[0-9A-Za-z_-]`` (a JSON string). It becomes part of the
   transaction item's key ``{wallet_id}_{nonce}#transaction``, so it may not contain the key's
   ``#`` nor anything that needs escaping in keys, logs or the lake;
@@ -20,6 +24,7 @@ The rules (issue 2, ARCHITECTURE.md "Money"):
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Any, Final
 
 from wallet.commands import CreateWallet, Deposit, Transfer
@@ -31,7 +36,9 @@ MAX_AMOUNT: Final = 10**15
 MAX_BALANCE: Final = 9 * 10**18
 MAX_NONCE_LENGTH: Final = 64
 
-AMOUNT_PATTERN: Final = r"^[1-9][0-9]{0,15}$"
+#: Exactly the strings of 1..10^15: up to 15 digits, or 10^15 itself (16 digits), so the published
+#: pattern refuses what the server refuses and nothing else.
+AMOUNT_PATTERN: Final = r"^(?:[1-9][0-9]{0,14}|1000000000000000)$"
 NONCE_PATTERN: Final = rf"^[0-9A-Za-z_-]{{1,{MAX_NONCE_LENGTH}}}$"
 UUID_PATTERN: Final = r"^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$"
 
@@ -43,7 +50,8 @@ _UUID_RE: Final = re.compile(UUID_PATTERN.removesuffix("$") + r"\Z", re.ASCII)
 AMOUNT_SCHEMA: Final[dict[str, Any]] = {
     "description": (
         "Micro-USD (1 USD = 1,000,000), a positive integer 1..10^15 as a string of digits or a JSON "
-        "integer. Floats, exponents, signs, leading zeros and booleans are refused."
+        "number whose exact value is an integer. Fractions, booleans, and strings with signs, exponents "
+        "or leading zeros are refused."
     ),
     "oneOf": [
         {"type": "string", "pattern": AMOUNT_PATTERN, "example": "100000"},
@@ -89,6 +97,10 @@ def parse_amount(value: object) -> int:
     if type(value) is int:
         if MIN_AMOUNT <= value <= MAX_AMOUNT:
             return value
+    elif isinstance(value, Decimal):
+        # A JSON number with a fraction or exponent, read exactly: 100.0 is 100, 100.5 is refused.
+        if value.is_finite() and value == value.to_integral_value() and MIN_AMOUNT <= value <= MAX_AMOUNT:
+            return int(value)
     elif isinstance(value, str) and _AMOUNT_RE.match(value):
         amount = int(value)
         if amount <= MAX_AMOUNT:
@@ -105,16 +117,22 @@ def parse_nonce(value: object) -> str:
     raise InvalidRequestError(f"nonce must be a string of 1..{MAX_NONCE_LENGTH} characters of [0-9A-Za-z_-]")
 
 
+#: The fields each request body may carry; anything else is refused (the OpenAPI document says
+#: ``additionalProperties: false``), so a misspelt field (``"ammount"``) is an error, not ignored.
+CREATE_WALLET_FIELDS: Final = frozenset({"user_id"})
+MOVEMENT_FIELDS: Final = frozenset({"amount", "nonce"})
+
+
 def parse_create_wallet(body: object) -> CreateWallet:
     """``{"user_id": "<uuid>"}`` → :class:`CreateWallet`."""
-    fields = _object(body)
+    fields = _object(body, CREATE_WALLET_FIELDS)
     return CreateWallet(user_id=parse_uuid(_required(fields, "user_id"), "user_id"))
 
 
 def parse_deposit(wallet_id: str, body: object) -> Deposit:
     """Path wallet id + ``{"amount", "nonce"}`` → :class:`Deposit`."""
     wallet = parse_uuid(wallet_id, "wallet_id")
-    fields = _object(body)
+    fields = _object(body, MOVEMENT_FIELDS)
     return Deposit(
         wallet_id=wallet,
         amount=parse_amount(_required(fields, "amount")),
@@ -130,7 +148,7 @@ def parse_transfer(wallet_id: str, target_id: str, body: object) -> Transfer:
     """
     payer = parse_uuid(wallet_id, "wallet_id")
     payee = parse_uuid(target_id, "target_wallet_id")
-    fields = _object(body)
+    fields = _object(body, MOVEMENT_FIELDS)
     amount = parse_amount(_required(fields, "amount"))
     nonce = parse_nonce(_required(fields, "nonce"))
     if payer == payee:
@@ -138,10 +156,15 @@ def parse_transfer(wallet_id: str, target_id: str, body: object) -> Transfer:
     return Transfer(wallet_id=payer, to_wallet_id=payee, amount=amount, nonce=nonce)
 
 
-def _object(body: object) -> dict[str, Any]:
-    if isinstance(body, dict):
-        return body
-    raise InvalidRequestError("the request body must be a JSON object")
+def _object(body: object, allowed: frozenset[str]) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise InvalidRequestError("the request body must be a JSON object")
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise InvalidRequestError(
+            f"unknown field(s) {', '.join(map(repr, unknown))}; allowed: {sorted(allowed)}"
+        )
+    return body
 
 
 def _required(fields: dict[str, Any], name: str) -> object:
