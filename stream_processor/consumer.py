@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Final
 import boto3
 from botocore.exceptions import ClientError
 
+from lake.writer import LandingWriteError
 from stream_processor.batch import BatchOutcome, BatchProcessor
 from stream_processor.checkpoints import Checkpoint, CheckpointStore
 from stream_processor.lambda_records import CREATION_TIME, SEQUENCE_NUMBER, lambda_record
@@ -59,6 +60,9 @@ CLOCK_SKEW_SECONDS: Final = 2.0
 BACKLOG_MARGIN_SECONDS: Final = 60.0
 #: How often ``follow`` mode looks for new shards (DynamoDB rolls shards every few hours).
 SHARD_REFRESH_SECONDS: Final = 30.0
+#: ``--follow``: the first and the longest pause before writing a batch again while S3 fails.
+WRITE_RETRY_FIRST_SECONDS: Final = 0.5
+WRITE_RETRY_MAX_SECONDS: Final = 15.0
 
 #: Called with a stage name — ``before_write``, ``after_write``, ``after_checkpoint`` — around each
 #: batch; a hook that raises simulates a crash at that point (tests use it; nothing else should).
@@ -455,8 +459,49 @@ class _ShardReader:
         if not records:
             return
         batch = list(records)
-        self.processor.process(batch)
+        if self.consumer.options.follow:
+            self._process_until_landed(batch)
+        else:
+            self.processor.process(batch)  # a drain stops on the error; the next run replays the batch
         del self.buffer[: len(batch)]
+
+    def _process_until_landed(self, batch: list[dict[str, Any]]) -> None:
+        """``--follow``: write the batch again, with backoff, while S3 fails; never skip it.
+
+        A follower is a long-lived process: an object store that is down, frozen or restarting is
+        a pause, not an end. The checkpoint stays pending through every attempt, and each attempt
+        writes the same object names (named from the batch's first sequence number), so a retry
+        replaces what a failed one may have left instead of adding a copy.
+        """
+        pause = WRITE_RETRY_FIRST_SECONDS
+        failures = 0
+        while True:
+            try:
+                self.processor.process(batch)
+            except LandingWriteError as error:
+                failures += 1
+                stop = self.consumer.options.should_stop
+                if stop is not None and stop():
+                    raise
+                _logger.error(
+                    "shard %s: S3 write failed (attempt %d; the batch through %s stays pending, "
+                    "retrying in %.1f s): %s",
+                    self.shard.shard_id,
+                    failures,
+                    batch[-1]["dynamodb"][SEQUENCE_NUMBER],
+                    pause,
+                    error,
+                )
+                time.sleep(pause)
+                pause = min(pause * 2, WRITE_RETRY_MAX_SECONDS)
+                continue
+            if failures:
+                _logger.warning(
+                    "shard %s: S3 write succeeded after %d failed attempts; caught up from the pending batch",
+                    self.shard.shard_id,
+                    failures,
+                )
+            return
 
     def _finish_closed(self) -> None:
         self.finished = True

@@ -51,7 +51,17 @@ def _read_exports(process: subprocess.Popen[str], timeout: float = 90.0) -> dict
 @pytest.fixture
 def local_up(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[str, str], Path]]:
     data_dir = tmp_path / "data"
-    argv = [*WALLETLAKE, "local", "up", "--dynamodb-port", str(free_port()), "--aws-port", str(free_port())]
+    argv = [
+        *WALLETLAKE,
+        "local",
+        "up",
+        "--dynamodb-port",
+        str(free_port()),
+        "--aws-port",
+        str(free_port()),
+        "--s3-port",
+        str(free_port()),
+    ]
     process = subprocess.Popen(
         [*argv, "--data-dir", str(data_dir)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )
@@ -117,7 +127,14 @@ def test_restart_keeps_the_wallets_on_disk(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
 
     def up() -> tuple[subprocess.Popen[str], dict[str, str]]:
-        ports = ["--dynamodb-port", str(free_port()), "--aws-port", str(free_port())]
+        ports = [
+            "--dynamodb-port",
+            str(free_port()),
+            "--aws-port",
+            str(free_port()),
+            "--s3-port",
+            str(free_port()),
+        ]
         process = subprocess.Popen(
             [*WALLETLAKE, "local", "up", *ports, "--data-dir", str(data_dir)],
             stdout=subprocess.PIPE,
@@ -172,6 +189,8 @@ def test_missing_java_is_a_one_line_error(tmp_path: Path) -> None:
             str(free_port()),
             "--aws-port",
             str(free_port()),
+            "--s3-port",
+            str(free_port()),
             "--data-dir",
             str(tmp_path / "d"),
         ],
@@ -205,6 +224,8 @@ def test_busy_port_is_a_one_line_error(tmp_path: Path) -> None:
                 "--dynamodb-port",
                 str(port),
                 "--aws-port",
+                str(free_port()),
+                "--s3-port",
                 str(free_port()),
                 "--data-dir",
                 str(tmp_path / "d"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import boto3
 import psutil
 import pytest
+from botocore.exceptions import ClientError
 
 from lake.schemas import TABLES
 from wallet.table import PARTITION_KEY, STREAM_VIEW_TYPE, TTL_ATTRIBUTE
@@ -41,15 +42,41 @@ def test_provisioning_twice_changes_nothing(stack: EmbeddedStack) -> None:
 
 def test_servers_listen_on_loopback_only(stack: EmbeddedStack) -> None:
     assert stack.endpoints is not None
-    ports = {int(url.rsplit(":", 1)[1]) for url in (stack.endpoints.dynamodb, stack.endpoints.aws)}
+    endpoints = (stack.endpoints.dynamodb, stack.endpoints.s3, stack.endpoints.aws)
+    ports = {int(url.rsplit(":", 1)[1]) for url in endpoints}
+    pids = set()
+    for name in ("DynamoDB Local", "SeaweedFS", "moto server"):
+        root = psutil.Process(stack.server(name).process.pid)
+        pids |= {root.pid, *(child.pid for child in root.children(recursive=True))}
     listening = {
         (conn.laddr.ip, conn.laddr.port)
         for conn in psutil.net_connections(kind="tcp")
-        if conn.status == psutil.CONN_LISTEN and conn.laddr.port in ports
+        if conn.status == psutil.CONN_LISTEN and conn.pid in pids
     }
-    # THEN both servers listen, and only on the loopback address (DynamoDB Local via our launcher)
-    assert {port for _, port in listening} == ports
+    # THEN every endpoint listens, and every listener of every server (SeaweedFS's master, volume,
+    # filer and gRPC ports too) is on the loopback address only
+    assert ports <= {port for _, port in listening}
+    assert len(listening) >= 3 + 9  # SeaweedFS: S3 and the nine internal listeners
     assert {ip.removeprefix("::ffff:") for ip, _ in listening} == {"127.0.0.1"}
+
+
+def test_s3_checks_signatures_and_conditional_writes(stack: EmbeddedStack) -> None:
+    # GIVEN SeaweedFS as the stack's S3, and a client whose secret is wrong
+    assert stack.endpoints is not None
+    bucket = stack.settings.bucket
+    wrong = boto3.client("s3", aws_secret_access_key="not-the-secret", aws_access_key_id="walletlakelocal")
+    # THEN a wrongly signed request is refused as AWS refuses it
+    with pytest.raises(ClientError) as refused:
+        wrong.list_objects_v2(Bucket=bucket)
+    assert refused.value.response["Error"]["Code"] == "SignatureDoesNotMatch"
+    # AND a write that must not replace an object is refused when one exists (If-None-Match: *)
+    s3 = boto3.client("s3")
+    s3.put_object(Bucket=bucket, Key="conditional/once.txt", Body=b"first")
+    with pytest.raises(ClientError) as exists:
+        s3.put_object(Bucket=bucket, Key="conditional/once.txt", Body=b"second", IfNoneMatch="*")
+    assert exists.value.response["Error"]["Code"] == "PreconditionFailed"
+    assert s3.get_object(Bucket=bucket, Key="conditional/once.txt")["Body"].read() == b"first"
+    s3.delete_object(Bucket=bucket, Key="conditional/once.txt")
 
 
 def test_busy_port_is_a_one_line_error_naming_the_flag(stack: EmbeddedStack) -> None:

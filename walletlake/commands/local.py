@@ -20,20 +20,33 @@ def register(subparsers: Any) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     up = actions.add_parser(
         "up",
-        help="start DynamoDB Local and a moto server, provision them, stay in the foreground",
+        help="start DynamoDB Local, SeaweedFS (S3) and moto (Glue), provision them, stay in the foreground",
         description=(
-            "Starts DynamoDB Local (data kept under --data-dir) and a moto server (S3, Glue; in memory), "
-            "creates every resource the pipeline needs, prints the variables that point the AWS SDK at "
-            "them, and runs until Ctrl-C or SIGTERM."
+            "Starts DynamoDB Local and SeaweedFS (S3), both keeping their data under --data-dir, and a "
+            "moto server (Glue's metadata, rebuilt at every start), all on loopback; creates every "
+            "resource the pipeline needs, prints the variables that point the AWS SDK at them, and "
+            "runs until Ctrl-C or SIGTERM. A restart on the same --data-dir keeps the table, the "
+            "consumer's checkpoints and the lake."
         ),
     )
     up.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     up.add_argument("--dynamodb-port", type=int, default=8000, help="DynamoDB Local's port (default 8000)")
+    up.add_argument("--aws-port", type=int, default=5000, help="moto server's port for Glue (default 5000)")
+    up.add_argument("--s3-port", type=int, default=8333, help="SeaweedFS's S3 port (default 8333)")
     up.add_argument(
-        "--aws-port", type=int, default=5000, help="moto server's port for S3 and Glue (default 5000)"
+        "--seaweedfs-port-base",
+        type=int,
+        default=None,
+        help=(
+            "first of the 9 consecutive ports SeaweedFS uses inside (master, volume, filer, admin; HTTP "
+            "and gRPC); default: free ports chosen at start"
+        ),
     )
     up.add_argument(
-        "--data-dir", type=Path, default=Path(".walletlake"), help="where DynamoDB Local keeps data"
+        "--data-dir",
+        type=Path,
+        default=Path(".walletlake"),
+        help="where DynamoDB Local and SeaweedFS keep their data (default .walletlake)",
     )
     up.set_defaults(func=_up)
 
@@ -51,17 +64,21 @@ def _up(args: argparse.Namespace) -> int:
         host=args.host,
         dynamodb_port=args.dynamodb_port,
         aws_port=args.aws_port,
+        s3_port=args.s3_port,
+        seaweedfs_port_base=args.seaweedfs_port_base,
         settings=Settings.from_env(),
     )
-    print("starting DynamoDB Local and moto server ...", file=sys.stderr, flush=True)
+    print("starting DynamoDB Local, SeaweedFS and moto server ...", file=sys.stderr, flush=True)
     with stack:
         for line in stack.provisioned:
             print(f"  {line}", file=sys.stderr)
+        if stack.footprint is not None:
+            print(f"  {stack.footprint.describe()}", file=sys.stderr)
         print("# point the AWS SDK and walletlake at the embedded stack:")
         for key, value in stack.environment().items():
             print(f"export {key}={value}")
         # Last line on stdout, after the exports, so a reader of stdout knows the stack is ready.
-        print("# running; Ctrl-C or SIGTERM stops both servers", flush=True)
+        print("# running; Ctrl-C or SIGTERM stops every server", flush=True)
         stop.wait()
     print("stopped", file=sys.stderr)
     return 0

@@ -1,7 +1,10 @@
-"""The embedded stack: DynamoDB Local and a moto server on loopback, provisioned and ready.
+"""The embedded stack: DynamoDB Local, SeaweedFS (S3) and a moto server (Glue) on loopback.
 
 Clients reach it only through the AWS SDK's standard per-service endpoint variables, so the code
-under test talks to it exactly as it would talk to AWS.
+under test talks to it exactly as it would talk to AWS. DynamoDB Local and SeaweedFS keep their
+data under the data dir, so a restart keeps the table, the consumer's checkpoints and the lake in
+agreement; moto serves only what has no real local stand-in (Glue's metadata, and SQS for the
+replay tests), rebuilt by provisioning at every start.
 """
 
 from __future__ import annotations
@@ -11,9 +14,10 @@ import dataclasses
 import logging
 import os
 import sys
+import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -22,7 +26,22 @@ import boto3
 
 from stream_processor.checkpoint_table import LEASE_KEY
 from walletlake.local._provision import provision
-from walletlake.local._servers import ManagedProcess, StackError, ensure_port_free, free_port, wait_until
+from walletlake.local._seaweedfs import (
+    SeaweedPorts,
+    find_weed,
+    remove_stale_sockets,
+    weed_argv,
+    write_identities,
+)
+from walletlake.local._servers import (
+    ManagedProcess,
+    StackError,
+    disk_bytes,
+    ensure_port_free,
+    free_port,
+    resident_bytes,
+    wait_until,
+)
 from walletlake.local._tools import dynamodb_local_argv, dynamodb_local_dir, find_java
 from walletlake.settings import Settings
 
@@ -40,6 +59,8 @@ class Endpoints:
     """Where the embedded stack listens."""
 
     dynamodb: str
+    s3: str
+    #: moto: Glue (and SQS, for the replay tests).
     aws: str
 
     def environment(self, region: str = "us-east-1") -> dict[str, str]:
@@ -47,11 +68,29 @@ class Endpoints:
         return {
             "AWS_ENDPOINT_URL_DYNAMODB": self.dynamodb,
             "AWS_ENDPOINT_URL_DYNAMODB_STREAMS": self.dynamodb,
-            "AWS_ENDPOINT_URL_S3": self.aws,
+            "AWS_ENDPOINT_URL_S3": self.s3,
             "AWS_ENDPOINT_URL_GLUE": self.aws,
             "AWS_DEFAULT_REGION": region,
             **LOCAL_CREDENTIALS,
         }
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StackFootprint:
+    """What the stack cost to start: seconds to ready, resident memory per server, data on disk."""
+
+    startup_seconds: float
+    resident_bytes: dict[str, int]
+    disk_bytes: int
+
+    def describe(self) -> str:
+        """One line for ``walletlake local up``'s readiness message."""
+        memory = ", ".join(f"{name} {size / 2**20:,.0f} MiB" for name, size in self.resident_bytes.items())
+        total = sum(self.resident_bytes.values()) / 2**20
+        return (
+            f"ready in {self.startup_seconds:.1f} s; resident memory {total:,.0f} MiB ({memory}); "
+            f"data dir {self.disk_bytes / 2**20:,.1f} MiB"
+        )
 
 
 class EmbeddedStack:
@@ -70,15 +109,21 @@ class EmbeddedStack:
         host: str = "127.0.0.1",
         dynamodb_port: int | None = None,
         aws_port: int | None = None,
+        s3_port: int | None = None,
+        seaweedfs_port_base: int | None = None,
         settings: Settings | None = None,
     ) -> None:
         self.data_dir = data_dir.resolve()
         self.host = host
         self.dynamodb_port = dynamodb_port
         self.aws_port = aws_port
+        self.s3_port = s3_port
+        self.seaweedfs_port_base = seaweedfs_port_base
+        self.footprint: StackFootprint | None = None
         self.settings = settings or Settings()
         self.provisioned: list[str] = []
         self._processes: list[ManagedProcess] = []
+        self._readiness: dict[str, Callable[[], bool]] = {}
         self.endpoints: Endpoints | None = None
 
     def environment(self) -> dict[str, str]:
@@ -88,44 +133,60 @@ class EmbeddedStack:
         return self.endpoints.environment(self.settings.region)
 
     def start(self) -> Endpoints:
-        """Start both servers, wait until they answer, and provision every resource."""
+        """Start the servers, wait until they answer, and provision every resource."""
+        started = time.monotonic()
         java = find_java()
         jar_dir = dynamodb_local_dir()
+        weed = find_weed()
         dynamodb_port = self._port(self.dynamodb_port, "--dynamodb-port")
         aws_port = self._port(self.aws_port, "--aws-port")
+        seaweed_ports = SeaweedPorts.choose(self.host, self.s3_port, self.seaweedfs_port_base)
         db_path = self.data_dir / "dynamodb"
         db_path.mkdir(parents=True, exist_ok=True)
+        s3_path = self.data_dir / "s3"
+        s3_path.mkdir(parents=True, exist_ok=True)
+        remove_stale_sockets(s3_path)
+        identities = write_identities(
+            self.data_dir / "s3-identities.json",
+            LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        )
         logs = self.data_dir / "logs"
+        servers: dict[str, ManagedProcess] = {}
         try:
-            dynamodb = ManagedProcess(
+            servers["DynamoDB Local"] = ManagedProcess(
                 "DynamoDB Local",
                 dynamodb_local_argv(java, jar_dir, dynamodb_port, db_path, self.host, _LAUNCHER),
                 logs / "dynamodb-local.log",
                 cwd=jar_dir,
             )
-            self._processes.append(dynamodb)
-            moto = ManagedProcess(
+            self._processes.append(servers["DynamoDB Local"])
+            servers["SeaweedFS"] = ManagedProcess(
+                "SeaweedFS",
+                weed_argv(weed, self.host, s3_path, seaweed_ports, identities),
+                logs / "seaweedfs.log",
+                cwd=s3_path,
+            )
+            self._processes.append(servers["SeaweedFS"])
+            servers["moto server"] = ManagedProcess(
                 "moto server",
                 [sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(aws_port)],
                 logs / "moto-server.log",
             )
-            self._processes.append(moto)
+            self._processes.append(servers["moto server"])
             endpoints = Endpoints(
-                dynamodb=f"http://{self.host}:{dynamodb_port}", aws=f"http://{self.host}:{aws_port}"
+                dynamodb=f"http://{self.host}:{dynamodb_port}",
+                s3=f"http://{self.host}:{seaweed_ports.s3}",
+                aws=f"http://{self.host}:{aws_port}",
             )
             self.endpoints = endpoints
-            wait_until(
-                lambda: _answers(endpoints.dynamodb),
-                timeout=60,
-                what="DynamoDB Local",
-                process=dynamodb.process,
-            )
-            wait_until(
-                lambda: _answers(endpoints.aws + "/moto-api/"),
-                timeout=60,
-                what="moto server",
-                process=moto.process,
-            )
+            self._readiness = {
+                "DynamoDB Local": lambda: _answers(endpoints.dynamodb),
+                "SeaweedFS": lambda: _s3_answers(endpoints.s3, self.settings.region),
+                "moto server": lambda: _answers(endpoints.aws + "/moto-api/"),
+            }
+            for name, server in servers.items():
+                wait_until(self._readiness[name], timeout=60, what=name, process=server.process)
             with patched_environ(self.environment()):
                 self.provisioned = provision(self.settings)
                 if f"s3 bucket {self.settings.bucket}: created" in self.provisioned:
@@ -133,13 +194,40 @@ class EmbeddedStack:
         except BaseException:
             self.stop()
             raise
+        self.footprint = StackFootprint(
+            startup_seconds=time.monotonic() - started,
+            resident_bytes={name: resident_bytes(server.process.pid) for name, server in servers.items()},
+            disk_bytes=disk_bytes(self.data_dir),
+        )
+        _logger.info("embedded stack %s", self.footprint.describe())
         return endpoints
 
     def stop(self) -> None:
-        """Stop both servers (moto first: it holds no state worth flushing)."""
+        """Stop every server, last started first (moto holds no state; SeaweedFS flushes its index)."""
         for process in reversed(self._processes):
             process.stop()
         self._processes.clear()
+
+    def server(self, name: str) -> ManagedProcess:
+        """One of the running servers, by name ("DynamoDB Local", "SeaweedFS", "moto server")."""
+        for process in self._processes:
+            if process.name == name:
+                return process
+        raise StackError(f"no server named {name!r} in this stack")
+
+    def restart_server(self, name: str) -> None:
+        """Start a server that died (or was killed) again, on the same ports and data; wait for it.
+
+        For fault-injection tests: the S3 server killed under a running consumer, then back.
+        """
+        server = self.server(name)
+        if server.process.poll() is None:
+            server.process.kill()
+            server.process.wait(10)
+        if name == "SeaweedFS":
+            remove_stale_sockets(self.data_dir / "s3")
+        server.restart()
+        wait_until(self._readiness[name], timeout=60, what=name, process=server.process)
 
     def _port(self, wanted: int | None, flag: str) -> int:
         if wanted is None:
@@ -173,11 +261,13 @@ def patched_environ(environment: dict[str, str]) -> Iterator[None]:
 
 
 def forget_checkpoints(settings: Settings) -> str:
-    """Delete the consumer's checkpoints when the lake starts empty.
+    """Delete the consumer's checkpoints when the lake is new but the table is not.
 
-    moto keeps S3 in memory, so a restarted stack has an empty lake while DynamoDB Local (on disk)
-    still holds the checkpoints of what the old lake contained. Rereading the stream from its trim
-    horizon (24 hours kept) refills the new lake; keeping the checkpoints would silently skip it.
+    The lake (SeaweedFS) and the table (DynamoDB Local) both live under the data dir and survive a
+    restart together, so this runs only when the lake's bucket had to be created: a new data dir
+    (no checkpoints yet, nothing to do) or one whose ``s3/`` folder was removed by hand. Then the
+    checkpoints would say the history is in a lake that no longer holds it; rereading the stream
+    from its trim horizon (24 hours kept) refills what it still has.
     """
     table = boto3.resource("dynamodb", region_name=settings.region).Table(settings.checkpoint_table)
     deleted = 0
@@ -197,6 +287,19 @@ def _scan_keys(table: Any) -> Iterator[list[dict[str, Any]]]:
         if "LastEvaluatedKey" not in page:
             return
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def _s3_answers(url: str, region: str) -> bool:
+    """True when the S3 gateway answers a signed ListBuckets (its filer is up, our identity loaded)."""
+    client = boto3.client(
+        "s3",
+        endpoint_url=url,
+        region_name=region,
+        aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+    )
+    client.list_buckets()
+    return True
 
 
 def _answers(url: str) -> bool:
