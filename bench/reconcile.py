@@ -49,6 +49,7 @@ from lake.compaction import compact_files, generation
 from lake.layout import landing_object_name
 from lake.schemas import BALANCE_SNAPSHOTS, DAILY_BALANCES, LEDGER
 from lake.snapshots import SnapshotRef
+from lake.writer import split_by_slot
 from queries import get_query
 from queries._duckdb import DuckDBEngine
 from queries._parameters import render
@@ -234,8 +235,9 @@ def build_lake(root: Path, rows: int, wallets: int) -> tuple[int, int]:
     day_dir.mkdir(parents=True)
     for offset in range(0, count, BATCH_ROWS):
         batch = ledger.slice(offset, BATCH_ROWS)
-        name = landing_object_name(STREAM_ARN, batch.column("stream_sequence")[0].as_py())
-        (day_dir / name).write_bytes(parquet.encode(batch))
+        first = batch.column("stream_sequence")[0].as_py()
+        for (_, slot), part in split_by_slot(batch, "created_at").items():
+            (day_dir / landing_object_name(STREAM_ARN, first, slot)).write_bytes(parquet.encode(part))
 
     write(
         root,

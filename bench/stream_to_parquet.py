@@ -7,7 +7,7 @@ size it times, in the same run and on the same events:
 
 - **walletlake**: what the Lambda handler does between receiving the event and the S3 PUT —
   :func:`stream_processor.decoder.decode_records` (typed attributes straight into columns, checks
-  and double entry in Arrow), then :func:`lake.writer.split_by_day` and :func:`lake.parquet.encode`
+  and double entry in Arrow), then :func:`lake.writer.split_by_slot` and :func:`lake.parquet.encode`
   for every landing object;
 - **naive**: boto3's ``TypeDeserializer`` per record → Python row dicts → ``pandas.DataFrame`` →
   ``to_parquet`` (zstd), the way a first version usually looks.
@@ -37,7 +37,7 @@ import pandas as pd
 from boto3.dynamodb.types import TypeDeserializer
 
 from lake import parquet
-from lake.writer import DAY_COLUMNS, split_by_day
+from lake.writer import DAY_COLUMNS, split_by_slot
 from stream_processor.decoder import decode_records
 
 TARGET_RECORDS_PER_SECOND = 200_000
@@ -168,11 +168,11 @@ class StreamGenerator:
 
 
 def walletlake_path(records: list[dict[str, Any]]) -> tuple[int, int]:
-    """The handler's path up to the PUT: decode, split by day, encode. Returns (ledger rows, bytes)."""
+    """The handler's path up to the PUT: decode, split by day and slot, encode; (ledger rows, bytes)."""
     decoded = decode_records(records, ingested_at_ms=int(time.time() * 1000))
     size = 0
     for name, table in decoded.tables().items():
-        for part in split_by_day(table, DAY_COLUMNS[name]).values():
+        for part in split_by_slot(table, DAY_COLUMNS[name]).values():
             size += len(parquet.encode(part, text_statistics=False))  # as the landing writer
     return decoded.ledger_rows, size
 

@@ -2,6 +2,13 @@
 
 Object names are derived from what wrote them, never random, so a retried write replaces its own
 object instead of adding a copy (ARCHITECTURE.md, "The lake").
+
+Inside a day, every landing object and every compacted file starts with its *slot*: the five
+minutes of the day its rows belong to, ``hHHmMM`` (``h07m05`` holds 07:05:00.000-07:09:59.999
+UTC). A compaction unit (a run of whole slots, an hour by default) then finds its inputs by
+listing its slots' prefixes, whatever else the partition holds, and late rows for a closed hour
+land under that hour's slots, where its unit picks them up again. Readers (Athena through Glue,
+DuckDB) read every ``.parquet`` object of the partition and never look at names.
 """
 
 from __future__ import annotations
@@ -14,6 +21,33 @@ from lake.schemas import PARTITION_COLUMN, TABLES
 
 _UNSAFE_LABEL_CHARACTERS: Final = re.compile(r"[^A-Za-z0-9._-]")
 PARQUET_SUFFIX: Final = ".parquet"
+#: Minutes of one slot: the finest compaction unit (a unit is a run of whole slots).
+SLOT_MINUTES: Final = 5
+SLOTS_PER_DAY: Final = 24 * 60 // SLOT_MINUTES
+_SLOT: Final = re.compile(r"^h([01]\d|2[0-3])m([0-5]\d)-")
+
+
+def slot_name(slot: int) -> str:
+    """``hHHmMM`` of the ``slot``-th five minutes of a day (0..287).
+
+    Examples
+    --------
+    >>> slot_name(0), slot_name(85), slot_name(287)
+    ('h00m00', 'h07m05', 'h23m55')
+    """
+    if not 0 <= slot < SLOTS_PER_DAY:
+        raise ValueError(f"slot {slot} is not in 0..{SLOTS_PER_DAY - 1}")
+    minute = slot * SLOT_MINUTES
+    return f"h{minute // 60:02d}m{minute % 60:02d}"
+
+
+def slot_of_name(name: str) -> int | None:
+    """The slot an object name starts with (None for a name without one, e.g. an older layout)."""
+    match = _SLOT.match(name)
+    if match is None:
+        return None
+    minute = int(match.group(1)) * 60 + int(match.group(2))
+    return minute // SLOT_MINUTES if minute % SLOT_MINUTES == 0 else None
 
 
 def table_prefix(lake_prefix: str, table: str) -> str:
@@ -44,17 +78,20 @@ def stream_label(event_source_arn: str) -> str:
     return _UNSAFE_LABEL_CHARACTERS.sub("-", event_source_arn.rsplit("/", 1)[-1])
 
 
-def landing_object_name(event_source_arn: str, first_sequence_number: str) -> str:
-    """``{stream_label}-{first_sequence_number}.parquet``: one name per batch, stable on retry."""
-    return f"{stream_label(event_source_arn)}-{first_sequence_number}{PARQUET_SUFFIX}"
+def landing_object_name(event_source_arn: str, first_sequence_number: str, slot: int) -> str:
+    """``{slot}-{stream_label}-{first_sequence_number}.parquet``: one name per batch and slot.
+
+    Stable on retry: the same batch always writes the same names.
+    """
+    return f"{slot_name(slot)}-{stream_label(event_source_arn)}-{first_sequence_number}{PARQUET_SUFFIX}"
 
 
 def landing_key(
-    lake_prefix: str, table: str, day: dt.date, event_source_arn: str, first_sequence_number: str
+    lake_prefix: str, table: str, day: dt.date, event_source_arn: str, first_sequence_number: str, slot: int
 ) -> str:
-    """The full key of a batch's landing object for one table and UTC day."""
+    """The full key of a batch's landing object for one table, UTC day and slot."""
     return partition_prefix(lake_prefix, table, day) + landing_object_name(
-        event_source_arn, first_sequence_number
+        event_source_arn, first_sequence_number, slot
     )
 
 

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa
+from botocore.exceptions import ClientError
 
 from lake import parquet
 
@@ -33,6 +34,21 @@ def put_table(
     body = parquet.encode(table, row_group_size=row_group_size, text_statistics=text_statistics)
     client.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/vnd.apache.parquet")
     return len(body)
+
+
+def put_if_absent(client: S3Client, bucket: str, key: str, body: bytes, *, content_type: str) -> bool:
+    """PUT ``body`` unless ``key`` exists (``If-None-Match: *``); False when it existed.
+
+    S3 (since 2024) and SeaweedFS answer 412 ``PreconditionFailed`` to a conditional PUT of an
+    existing key, so an object written this way is never replaced, even by a concurrent writer.
+    """
+    try:
+        client.put_object(Bucket=bucket, Key=key, Body=body, ContentType=content_type, IfNoneMatch="*")
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412"):
+            return False
+        raise
+    return True
 
 
 def get_table(client: S3Client, bucket: str, key: str, schema: pa.Schema | None = None) -> pa.Table:

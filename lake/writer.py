@@ -1,11 +1,13 @@
-"""Landing objects: the rows of one stream batch become one Parquet object per table and UTC day.
+"""Landing objects: the rows of one stream batch become one Parquet object per table, day and slot.
 
 Objects are named after the batch that wrote them (:func:`lake.layout.landing_key`: the stream's
 label and the batch's first sequence number), never at random, so a retried batch overwrites its own
 objects instead of adding copies (ARCHITECTURE.md, "The lake"; awswrangler's dataset mode names
-files at random, which is why it is not used here). Each table's ``dt`` comes from one of its
-columns (:data:`DAY_COLUMNS`): ``created_at`` for ledger and wallets rows, the ingestion time for
-quarantine entries.
+files at random, which is why it is not used here). Each table's ``dt`` and slot (its five
+minutes of the day, :mod:`lake.layout`) come from one of its columns (:data:`DAY_COLUMNS`):
+``created_at`` for ledger and wallets rows, the ingestion time for quarantine entries. A batch
+usually falls in one slot (a batching window of 30 s crosses a slot boundary one time in ten),
+so slots rarely add an object; they let compaction work a closed hour at a time.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lake.layout import landing_key
+from lake.layout import SLOT_MINUTES, SLOTS_PER_DAY, landing_key
 from lake.objects import delete_keys, put_table
 
 if TYPE_CHECKING:
@@ -36,6 +38,7 @@ DAY_COLUMNS: Final[Mapping[str, str]] = {
 }
 
 _MS_PER_DAY: Final = 86_400_000
+_MS_PER_SLOT: Final = SLOT_MINUTES * 60_000
 _EPOCH: Final = dt.date(1970, 1, 1)
 
 
@@ -52,6 +55,7 @@ class LandingObject:
     key: str
     rows: int
     size: int
+    slot: int = 0
 
 
 def split_by_day(table: pa.Table, column: str) -> dict[dt.date, pa.Table]:
@@ -74,6 +78,25 @@ def split_by_day(table: pa.Table, column: str) -> dict[dt.date, pa.Table]:
     return {_day(int(day)): table.filter(pa.array(days == day)) for day in np.unique(days)}
 
 
+def split_by_slot(table: pa.Table, column: str) -> dict[tuple[dt.date, int], pa.Table]:
+    """Rows of ``table`` grouped by the UTC day and five-minute slot of its timestamp ``column``.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> t = pa.table({"at": pa.array([299_999, 300_000, 86_400_000], pa.timestamp("ms", tz="UTC"))})
+    >>> {(d.isoformat(), s): p.num_rows for (d, s), p in split_by_slot(t, "at").items()}
+    {('1970-01-01', 0): 1, ('1970-01-01', 1): 1, ('1970-01-02', 0): 1}
+    """
+    if table.num_rows == 0:
+        return {}
+    slots = np.floor_divide(pc.cast(table[column], pa.int64()).to_numpy(), _MS_PER_SLOT)
+    first, last = int(slots.min()), int(slots.max())
+    if first == last:  # the usual batch: one slot, no copy
+        return {_day_and_slot(first): table}
+    return {_day_and_slot(int(slot)): table.filter(pa.array(slots == slot)) for slot in np.unique(slots)}
+
+
 def write_landing(
     client: S3Client,
     bucket: str,
@@ -83,7 +106,7 @@ def write_landing(
     event_source_arn: str,
     first_sequence_number: str,
 ) -> list[LandingObject]:
-    """Write a batch's tables: one object per table and day, named after the batch.
+    """Write a batch's tables: one object per table, day and slot, named after the batch.
 
     A retry of the same batch writes the same keys, and a PUT replaces an object whole, so readers
     never see a partial or doubled batch. If any PUT fails, the objects this call already wrote are
@@ -91,13 +114,13 @@ def write_landing(
     batch from its first record, which rewrites them.
     """
     planned = [
-        (name, day, part)
+        (name, day, slot, part)
         for name, table in tables.items()
-        for day, part in split_by_day(table, DAY_COLUMNS[name]).items()
+        for (day, slot), part in split_by_slot(table, DAY_COLUMNS[name]).items()
     ]
     written: list[LandingObject] = []
-    for name, day, part in planned:
-        key = landing_key(lake_prefix, name, day, event_source_arn, first_sequence_number)
+    for name, day, slot, part in planned:
+        key = landing_key(lake_prefix, name, day, event_source_arn, first_sequence_number, slot)
         try:
             size = put_table(client, bucket, key, part, text_statistics=False)  # arrival order
         except Exception as error:
@@ -106,7 +129,7 @@ def write_landing(
                 f"could not write s3://{bucket}/{key} ({len(written)} of {len(planned)} objects written, "
                 f"then removed): {error}"
             ) from error
-        written.append(LandingObject(table=name, day=day, key=key, rows=part.num_rows, size=size))
+        written.append(LandingObject(table=name, day=day, key=key, rows=part.num_rows, size=size, slot=slot))
     return written
 
 
@@ -122,6 +145,11 @@ def _remove_partial(client: S3Client, bucket: str, keys: list[str]) -> None:
             ", ".join(keys),
             exc_info=True,
         )
+
+
+def _day_and_slot(slots_since_epoch: int) -> tuple[dt.date, int]:
+    days, slot = divmod(slots_since_epoch, SLOTS_PER_DAY)
+    return _day(days), slot
 
 
 def _day(days_since_epoch: int) -> dt.date:

@@ -8,7 +8,7 @@ copies. Compaction then removes any ``entry_id`` that also reached the lake anot
 
 Quarantine (``quarantine/dt=…/*.parquet``)
     Each row holds a whole stream record (``raw``) that the decoder refused. Replay decodes every
-    row again: rows that now decode land as ``{table}/dt=…/replay-{object}-{digest}.parquet``
+    row again: rows that now decode land as ``{table}/dt=…/{slot}-replay-{object}-{digest}.parquet``
     (``digest`` is a hash of the records replayed, so a later replay of other rows of the same
     object cannot overwrite this one); the quarantine object is then rewritten with only the rows
     that still fail, or deleted when none does. A crash in between repeats the same writes.

@@ -117,7 +117,7 @@ def s3_client(settings: Settings) -> Any:
 
 
 def write_landing(settings: Settings, rows: Sequence[dict[str, Any]], batch_rows: int = 4) -> list[str]:
-    """Land rows as the stream processor would: batches of whole transactions, one file per batch and day."""
+    """Land rows as the stream processor would: whole transactions per batch, a file per batch and slot."""
     client = s3_client(settings)
     batches: list[list[dict[str, Any]]] = []
     for row in rows:
@@ -127,12 +127,14 @@ def write_landing(settings: Settings, rows: Sequence[dict[str, Any]], batch_rows
         batches[-1].append(row)
     keys = []
     for batch in batches:
-        by_day: dict[dt.date, list[dict[str, Any]]] = {}
+        by_slot: dict[tuple[dt.date, int], list[dict[str, Any]]] = {}
         for row in batch:
-            by_day.setdefault(row["created_at"].astimezone(dt.UTC).date(), []).append(row)
-        for day, day_rows in by_day.items():
-            key = landing_key(settings.lake_prefix, "ledger", day, STREAM_ARN, batch[0]["stream_sequence"])
-            objects.put_table(client, settings.bucket, key, ledger_table(day_rows))
+            at = row["created_at"].astimezone(dt.UTC)
+            by_slot.setdefault((at.date(), (at.hour * 60 + at.minute) // 5), []).append(row)
+        for (day, slot), slot_rows in by_slot.items():
+            first = batch[0]["stream_sequence"]
+            key = landing_key(settings.lake_prefix, "ledger", day, STREAM_ARN, first, slot)
+            objects.put_table(client, settings.bucket, key, ledger_table(slot_rows))
             keys.append(key)
     return keys
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import json
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -167,7 +168,8 @@ def test_quarantine_replay_lands_what_now_decodes_and_keeps_the_rest(
     assert report.days == {DAY}
     ledger_keys, wallet_keys = _keys(settings, "ledger"), _keys(settings, "wallets")
     assert len(ledger_keys) == len(wallet_keys) == 1
-    assert ledger_keys[0].startswith(partition_prefix(settings.lake_prefix, "ledger", DAY) + "replay-")
+    name = ledger_keys[0].removeprefix(partition_prefix(settings.lake_prefix, "ledger", DAY))
+    assert re.match(r"^h\d\dm\d\d-replay-", name), name  # the slot of its rows, then what was replayed
     ledger = get_table(_s3(), settings.bucket, ledger_keys[0], LEDGER).to_pylist()
     assert [
         (r["wallet_id"], r["amount"], r["delta"], r["wallet_version"], r["stream_sequence"]) for r in ledger
@@ -307,7 +309,7 @@ def test_dead_lettered_batch_is_read_again_and_landed_under_its_own_name(
     # THEN exactly the two deposits landed, under the name the consumer gives that batch
     assert (report.records, report.ledger_rows, report.wallets, report.sources_cleared) == (2, 2, 0, 1)
     day = dt.datetime.fromtimestamp(CREATED_MS / 1000, dt.UTC).date()
-    key = landing_key(settings.lake_prefix, "ledger", day, arn, first)
+    key = landing_key(settings.lake_prefix, "ledger", day, arn, first, CREATED_MS // 300_000 % 288)
     assert _keys(settings, "ledger") == [key]
     rows = get_table(_s3(), settings.bucket, key, LEDGER).to_pylist()
     assert [(r["wallet_version"], r["balance_after"], r["stream_sequence"]) for r in rows] == [
@@ -403,7 +405,7 @@ def test_export_items_become_the_rows_their_stream_records_would_have(settings: 
     # THEN both wallets, the deposit (one row) and the transfer (two rows) are in the lake
     assert (report.records, report.wallets, report.ledger_rows, report.still_failing) == (4, 2, 3, 0)
     (ledger_key,) = _keys(settings, "ledger")
-    assert ledger_key.endswith("/export-01772000000000-a1b2c3d4-abcdefgh-0.parquet")
+    assert ledger_key.endswith("-export-01772000000000-a1b2c3d4-abcdefgh-0.parquet")  # after its slot
     rows = get_table(_s3(), settings.bucket, ledger_key, LEDGER).to_pylist()
     assert sorted((r["wallet_id"], r["direction"], r["delta"], r["wallet_version"]) for r in rows) == [
         ("wp", "credit", 1_000_000, 1),

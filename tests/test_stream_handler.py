@@ -87,8 +87,8 @@ def test_same_event_twice_leaves_the_same_objects(handler_env: Settings) -> None
     first_sequence = records[0]["dynamodb"]["SequenceNumber"]
     day = dt.date(2026, 11, 22)
     assert keys_after_first == [
-        landing_key("lake", "ledger", day, STREAM_ARN, first_sequence),
-        landing_key("lake", "wallets", day, STREAM_ARN, first_sequence),
+        landing_key("lake", "ledger", day, STREAM_ARN, first_sequence, 120),  # h10m00
+        landing_key("lake", "wallets", day, STREAM_ARN, first_sequence, 120),
     ]
     assert lake_keys(handler_env) == keys_after_first
     again = s3_bodies(handler_env, keys_after_first)
@@ -113,8 +113,8 @@ def test_batch_spanning_midnight_lands_in_two_partitions(handler_env: Settings) 
     first_sequence = records[0]["dynamodb"]["SequenceNumber"]
     ledger_keys = lake_keys(handler_env, "ledger")
     assert ledger_keys == [
-        f"lake/ledger/dt=2026-11-22/{LABEL}-{first_sequence}.parquet",
-        f"lake/ledger/dt=2026-11-23/{LABEL}-{first_sequence}.parquet",
+        f"lake/ledger/dt=2026-11-22/h23m55-{LABEL}-{first_sequence}.parquet",
+        f"lake/ledger/dt=2026-11-23/h00m00-{LABEL}-{first_sequence}.parquet",
     ]
     bodies = s3_bodies(handler_env, ledger_keys)
     for key, rows in bodies.items():

@@ -174,13 +174,17 @@ def _pipeline(
 
     with stages.stage("snapshot balances"):
         snapshot = take_snapshot(settings)
-    with stages.stage("compact today's partition"):
+    with stages.stage("compact today's partition, hour by hour (one unit per table and hour)"):
         compaction = compact_day(settings, today)
     with stages.stage("reconcile (exact)"):
         report = reconcile(settings, today)
     result.reconciliation = report.to_dict()
     counts["nightly"] = {
         "wallets snapshotted": _attr(snapshot, "wallets"),
+        "compaction units with work (one per table and hour)": len(compaction.units),
+        "hours compacted (UTC)": ", ".join(
+            sorted({f"{unit['unit']['hour']:02d}:00" for unit in compaction.units}) or ["none"]
+        ),
         "ledger rows after compaction": _attr(compaction, "rows_out", "ledger_rows"),
         "reconciliation": "CLEAN" if report.ok else "FAILED",
         **{f"findings: {k}": v for k, v in report.counts.items()},

@@ -1,12 +1,16 @@
-"""``walletlake compact``: rewrite a closed day of the landing tables into few large sorted files."""
+"""``walletlake compact``: rewrite landing files into few large sorted files, unit by unit."""
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
+import sys
 from typing import Any
 
-from lake.compaction import DEFAULT_ROW_GROUP_ROWS, DEFAULT_TARGET_FILE_BYTES, compact_day
+from lake.compaction import DEFAULT_TARGET_FILE_BYTES, compact_day
+from lake.compaction_units import UNIT_MINUTES_CHOICES, closed_units, run_units
+from walletlake.compaction_handlers import unit_minutes_from_env
 from walletlake.nightly import day_argument, yesterday
 from walletlake.settings import Settings
 
@@ -15,14 +19,29 @@ def register(subparsers: Any) -> None:
     """Add the sub-command's parser."""
     parser = subparsers.add_parser(
         "compact",
-        help="compact one UTC day of ledger, wallets and quarantine (idempotent, crash-safe)",
+        help="compact a UTC day (or today's closed hours) of ledger, wallets and quarantine",
         description=(
-            "Merges a day's landing files into files of at most --target-file-mb, sorted by wallet and "
-            "version, with no duplicate entry, then removes the inputs. Running it twice changes nothing; "
-            "a run killed half way loses nothing and the next run finishes it."
+            "Merges landing files into files of at most --target-file-mb, sorted by wallet and version, "
+            "with no duplicate entry, then removes the inputs. The work is split into independent units "
+            "(--unit-minutes of one table each, an hour by default) run --workers at a time; units "
+            "already compacted are skipped. Running it twice changes nothing; a run killed half way "
+            "loses nothing and the next run finishes it. --closed-hours compacts the units of today "
+            "(and yesterday) that have closed, as the hourly schedule does in AWS."
         ),
     )
-    parser.add_argument("--date", type=day_argument, default=None, help="the UTC day (default: yesterday)")
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("--date", type=day_argument, default=None, help="the UTC day (default: yesterday)")
+    target.add_argument(
+        "--closed-hours", action="store_true", help="the units closed by now (today's and yesterday's)"
+    )
+    parser.add_argument(
+        "--unit-minutes",
+        type=int,
+        choices=UNIT_MINUTES_CHOICES,
+        default=None,
+        help="minutes of one unit (default $WALLETLAKE_COMPACTION_UNIT_MINUTES or 60)",
+    )
+    parser.add_argument("--workers", type=int, default=1, help="units compacted side by side (processes)")
     parser.add_argument(
         "--target-file-mb",
         type=int,
@@ -30,24 +49,54 @@ def register(subparsers: Any) -> None:
         help="largest output file (MB)",
     )
     parser.add_argument(
-        "--row-group-rows", type=int, default=DEFAULT_ROW_GROUP_ROWS, help="rows per row group"
+        "--row-group-rows",
+        type=int,
+        default=None,
+        help="rows per row group (default: sized per unit so one-wallet reads stay under 1%%)",
     )
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
     parser.set_defaults(func=_run)
 
 
+def _progress(summary: dict[str, Any]) -> None:
+    unit = summary["unit"]
+    state = (
+        "already compact"
+        if summary["already_compact"]
+        else f"{summary['files_in']} files, {summary['rows_in']:,} rows → {summary['files_out']} files"
+    )
+    print(
+        f"  unit {unit['table']:<10} {unit['date']} {unit['hour']:02d}:{unit['minute']:02d}"
+        f"+{unit['minutes']}m: {state} ({summary['seconds']:.1f} s)",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def _run(args: argparse.Namespace) -> int:
+    if args.workers < 1:
+        raise ValueError("--workers must be at least 1")
+    settings = Settings.from_env()
+    unit_minutes = args.unit_minutes or unit_minutes_from_env()
+    options = {"target_file_bytes": args.target_file_mb * 2**20, "row_group_rows": args.row_group_rows}
+    on_unit = None if args.json else _progress
+    if args.closed_hours:
+        units = closed_units(settings, dt.datetime.now(dt.UTC), unit_minutes=unit_minutes)
+        results = run_units(settings, units, workers=args.workers, on_done=on_unit, **options)
+        rows = sum(done.rows_out for _, done in results)
+        if args.json:
+            print(json.dumps({"units": len(results), "rows_out": rows}))
+        else:
+            print(f"compacted {len(results)} closed unit(s), {rows:,} rows")
+        return 0
     day = args.date or yesterday()
     report = compact_day(
-        Settings.from_env(),
-        day,
-        target_file_bytes=args.target_file_mb * 2**20,
-        row_group_rows=args.row_group_rows,
+        settings, day, unit_minutes=unit_minutes, workers=args.workers, on_unit=on_unit, **options
     )
     if args.json:
         print(json.dumps(report.to_dict()))
         return 0
-    print(f"compaction of {day}:")
+    print(f"compaction of {day} ({len(report.units)} unit(s) with work, {unit_minutes}-minute units):")
     for name, table in report.tables.items():
         if table.already_compact:
             state = "nothing to do" if not table.files_in else "already compact"

@@ -1,0 +1,84 @@
+"""Lambda entry points of compaction in AWS: plan the units, then compact one unit per invocation.
+
+The hourly and nightly state machines (``cdk/walletlake_cdk/nightly.py``) call
+:func:`plan_handler`, then run :func:`unit_handler` once per planned unit in a Distributed Map, so
+compaction scales out with the number of units and no invocation depends on the day's volume
+(:mod:`lake.compaction_units`). Locally, ``walletlake compact`` and the nightly job run the same
+units with :func:`lake.compaction_units.run_units`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+from typing import Any, Final
+
+from lake.compaction_units import (
+    DEFAULT_UNIT_MINUTES,
+    CompactionUnit,
+    closed_units,
+    compact_unit,
+    plan_units,
+    unit_summary,
+)
+from walletlake.settings import Settings
+
+#: The unit length the deployment chose for its load (set by the CDK app; minutes).
+UNIT_MINUTES_VARIABLE: Final = "WALLETLAKE_COMPACTION_UNIT_MINUTES"
+
+
+def unit_minutes_from_env() -> int:
+    """The deployment's unit length, :data:`lake.compaction_units.DEFAULT_UNIT_MINUTES` if unset."""
+    return int(os.environ.get(UNIT_MINUTES_VARIABLE) or DEFAULT_UNIT_MINUTES)
+
+
+def plan(event: dict[str, Any], settings: Settings, *, unit_minutes: int, now: dt.datetime) -> dict[str, Any]:
+    """The units to compact, as Map items.
+
+    ``{"date": "YYYY-MM-DD"}`` plans every unit of that day with work left (the nightly job);
+    ``{"closed_hours_of": "today"}`` plans the units closed by now (the hourly schedule),
+    yesterday's last hour included. ``"hours": [..]`` narrows a dated plan to those hours.
+    """
+    if event.get("date"):
+        day = dt.date.fromisoformat(str(event["date"]))
+        hours = [int(hour) for hour in event["hours"]] if event.get("hours") else None
+        units = plan_units(settings, day, hours=hours, unit_minutes=unit_minutes)
+        label = day.isoformat()
+    elif event.get("closed_hours_of") == "today":
+        units = closed_units(settings, now, unit_minutes=unit_minutes)
+        label = now.astimezone(dt.UTC).date().isoformat()
+    else:
+        raise ValueError('plan needs {"date": "YYYY-MM-DD"} or {"closed_hours_of": "today"}')
+    return {"date": label, "units": [unit.to_dict() for unit in units]}
+
+
+def plan_handler(event: dict[str, Any] | None, context: Any) -> dict[str, Any]:
+    """Lambda: plan the units (one S3 listing per table and day)."""
+    from aws_lambda_powertools import Logger
+
+    planned = plan(
+        event or {}, Settings.from_env(), unit_minutes=unit_minutes_from_env(), now=dt.datetime.now(dt.UTC)
+    )
+    Logger(service="walletlake-compaction").info(
+        "compaction planned", extra={"date": planned["date"], "units": len(planned["units"])}
+    )
+    return planned
+
+
+def unit_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Lambda: compact one unit; returns its summary (rows, files, seconds)."""
+    from aws_lambda_powertools import Logger, Metrics
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    logger = Logger(service="walletlake-compaction")
+    metrics = Metrics(namespace="walletlake", service="compaction")
+    unit = CompactionUnit.from_dict(event)
+    started = time.perf_counter()
+    done = compact_unit(Settings.from_env(), unit)
+    summary = unit_summary(unit, done, time.perf_counter() - started)
+    metrics.add_metric(name="compaction_rows", unit=MetricUnit.Count, value=done.rows_out)
+    metrics.add_metric(name="compaction_seconds", unit=MetricUnit.Seconds, value=summary["seconds"])
+    metrics.flush_metrics()
+    logger.info("compaction unit done", extra=summary)
+    return summary
