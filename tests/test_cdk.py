@@ -316,6 +316,10 @@ def test_functions_use_published_layers_and_name_the_deployed_resources(synthesi
             {name: value for name, value in environment.items() if isinstance(value, str)}
         )
         assert settings == SETTINGS.replace(bucket=BUCKET, query_engine="athena")
+    # AND both compaction functions size units as the deployment says (5-minute units by default)
+    for handler in (COMPACTION_PLAN_HANDLER, COMPACTION_UNIT_HANDLER):
+        variables = functions[handler]["Environment"]["Variables"]
+        assert variables["WALLETLAKE_COMPACTION_UNIT_MINUTES"] == "5", handler
     # AND the pipeline functions get the SDK for pandas layer from the region mapping
     # (environment-agnostic stack), plus the Powertools layer built from the region
     mapping = synthesized.template["Mappings"]

@@ -80,6 +80,7 @@ def test_defaults_are_the_documented_ones() -> None:
         ({"compaction_max_concurrency": "10001"}, "compaction_max_concurrency must be 1..10000"),
         ({"snapshot_read_units_per_second": "100"}, "at least one per segment"),
         ({"nightly_timeout_hours": "25"}, "nightly_timeout_hours"),
+        ({"compaction_unit_minutes": "7"}, "compaction_unit_minutes must be one of"),
     ],
 )
 def test_unusable_context_is_refused_naming_the_key(context: dict[str, str], message: str) -> None:

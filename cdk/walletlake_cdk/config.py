@@ -15,6 +15,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
+from lake.compaction_units import UNIT_MINUTES_CHOICES
 from walletlake.settings import Settings
 
 BillingMode = Literal["on_demand", "provisioned"]
@@ -68,6 +69,10 @@ class DeploymentConfig:
     compaction_schedule, compaction_max_concurrency, compaction_memory_mb:
         The hourly state machine (``HH:10``: the hour that closed ten minutes earlier, after the
         consumer's batching window and retries) and how many unit functions run at once.
+    compaction_unit_minutes:
+        Minutes of landing data one compaction unit merges (5..60, dividing an hour;
+        ``lake.compaction_units``). 5 at the seed's load keeps a unit near 10 million rows (about
+        1 GB, ~20 s on a 4 GB function: ``bench/capacity.py``); 60 suits 1 % of it.
     snapshot_segments, snapshot_read_units_per_second:
         Parallel-scan segments (one Lambda each, all at once) and the read pace they share. A
         scan reads the whole table, hot transaction items included (about 580 million at the
@@ -105,6 +110,7 @@ class DeploymentConfig:
     compaction_schedule: str = "cron(10 * * * ? *)"
     compaction_max_concurrency: int = 100
     compaction_memory_mb: int = 4_096
+    compaction_unit_minutes: int = 5
     snapshot_segments: int = 200
     snapshot_read_units_per_second: int = 60_000
     classify_memory_mb: int = 4_096
@@ -144,6 +150,8 @@ class DeploymentConfig:
             raise DeploymentConfigError("stream_parallelization must be 1..10")
         if not 1 <= self.compaction_max_concurrency <= 10_000:
             raise DeploymentConfigError("compaction_max_concurrency must be 1..10000 (Distributed Map)")
+        if self.compaction_unit_minutes not in UNIT_MINUTES_CHOICES:
+            raise DeploymentConfigError(f"compaction_unit_minutes must be one of {UNIT_MINUTES_CHOICES}")
         if not 1 <= self.snapshot_segments <= 10_000:
             raise DeploymentConfigError("snapshot_segments must be 1..10000 (Distributed Map)")
         if self.snapshot_read_units_per_second < self.snapshot_segments:

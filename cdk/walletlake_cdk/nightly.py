@@ -44,6 +44,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from lake.schemas import TABLES
+from walletlake.compaction_handlers import UNIT_MINUTES_VARIABLE
 from walletlake.nightly_steps import (
     DEFAULT_UNLOAD_PREFIX,
     RESULTS_PREFIX_VARIABLE,
@@ -175,18 +176,18 @@ def _unit_functions(
         "compaction_plan": (
             "CompactionPlanFunction",
             COMPACTION_PLAN_HANDLER,
-            "walletlake: plan the compaction units (closed hours by wallet_id ranges) of a day",
+            "walletlake: plan the compaction units (closed runs of five-minute slots) of a day",
             512,
             512,
-            {},
+            {UNIT_MINUTES_VARIABLE: str(config.compaction_unit_minutes)},
         ),
         "compaction_unit": (
             "CompactionUnitFunction",
             COMPACTION_UNIT_HANDLER,
-            "walletlake: compact one unit (one closed hour and wallet_id range) of the lake",
+            "walletlake: compact one unit (one table, day and closed run of slots) of the lake",
             config.compaction_memory_mb,
             10_240,
-            {},
+            {UNIT_MINUTES_VARIABLE: str(config.compaction_unit_minutes)},
         ),
         "plan_night": (
             "PlanNightFunction",
