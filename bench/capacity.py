@@ -49,6 +49,7 @@ from reconcile import DAY, SNAPSHOT_AT, build_lake, timed_reconciliation
 from stream_to_parquet import StreamGenerator
 
 from lake.compaction import compact_files, generation
+from lake.compaction_units import UNIT_MINUTES_CHOICES
 from lake.snapshots import SnapshotRef
 from queries.reconciliation import TRANSFERS_QUERY, WALLETS_QUERY, day_parameters, rendered_sql
 from stream_processor.batch import process_batch
@@ -78,7 +79,8 @@ CONSUMER_MEMORY_MB: Final = 1_024
 COMPACTION_MEMORY_MB: Final = 4_096
 SNAPSHOT_SEGMENTS: Final = 200
 SNAPSHOT_READ_UNITS_PER_SECOND: Final = 60_000
-#: A compaction unit's target size: an hour is split into wallet_id ranges of about this many rows.
+#: A compaction unit's target size: the longest run of five-minute slots (lake.compaction_units,
+#: 5..60 minutes) whose rows stay near this many; past it at 5 minutes, units simply grow.
 UNIT_TARGET_ROWS: Final = 10_000_000
 #: S3 PUT latency added to each consumer invocation's duration (assumed, not measured here).
 PUT_SECONDS: Final = 0.05
@@ -162,6 +164,14 @@ def cost(quantity: float, micro_usd: int, per: int) -> int:
     return _ceil_div(quantity * micro_usd, per)
 
 
+def unit_minutes_for(rows_per_hour: float) -> int:
+    """The longest unit (lake.compaction_units.UNIT_MINUTES_CHOICES) near UNIT_TARGET_ROWS at this load."""
+    for minutes in sorted(UNIT_MINUTES_CHOICES, reverse=True):
+        if rows_per_hour * minutes / 60 <= UNIT_TARGET_ROWS * 1.05:
+            return minutes
+    return min(UNIT_MINUTES_CHOICES)
+
+
 def model(measured: Measured, percent: int) -> dict[str, Any]:
     """Everything a load of ``percent`` % of the seed's needs, from ``measured`` (pure)."""
     tx_per_second = SEED_TRANSACTIONS_PER_SECOND * percent / 100
@@ -195,8 +205,9 @@ def model(measured: Measured, percent: int) -> dict[str, Any]:
     batch_seconds = records_per_batch * measured.consumer_cpu_us_per_record / 1e6 + PUT_SECONDS
     consumer_gb_seconds = batches_per_day * batch_seconds * CONSUMER_MEMORY_MB / 1024
 
-    # Compaction units: each closed hour split into wallet_id ranges of about UNIT_TARGET_ROWS.
-    ranges_per_hour = max(1, _ceil_div(rows_per_hour, UNIT_TARGET_ROWS))
+    # Compaction units: each closed hour split into runs of slots of about UNIT_TARGET_ROWS.
+    unit_minutes = unit_minutes_for(rows_per_hour)
+    ranges_per_hour = 60 // unit_minutes  # units per hour
     units_per_day = 24 * ranges_per_hour
     unit_rows = rows_per_hour / ranges_per_hour
     unit_bytes = unit_rows * measured.parquet_bytes_per_row
@@ -251,6 +262,7 @@ def model(measured: Measured, percent: int) -> dict[str, Any]:
         "landing_objects_per_hour": landing_objects_per_hour,
         "today_objects_bound": round(landing_objects_per_hour * 70 / 60) + 23 * ranges_per_hour,
         "compaction_units_per_day": units_per_day,
+        "compaction_unit_minutes": unit_minutes,
         "compaction_unit_rows": round(unit_rows),
         "compaction_unit_mb": round(unit_bytes / 1e6, 1),
         "compaction_unit_seconds": round(unit_seconds, 1),
@@ -382,6 +394,7 @@ _ROWS: Final = (
     ("landing objects per hour", "landing_objects_per_hour", "{:,}"),
     ("objects a query on today touches (max)", "today_objects_bound", "{:,}"),
     ("compaction units per day", "compaction_units_per_day", "{:,}"),
+    ("compaction unit, minutes of landing data", "compaction_unit_minutes", "{:,}"),
     ("compaction unit, rows", "compaction_unit_rows", "{:,}"),
     ("compaction unit, MB", "compaction_unit_mb", "{:,.1f}"),
     ("compaction unit, s on a 4 GB Lambda", "compaction_unit_seconds", "{:,.1f}"),

@@ -42,9 +42,10 @@ def test_the_seed_load_gives_the_issue_figures() -> None:
     assert load["records_per_batch"] == 6_000
     assert load["batch_wait_seconds"] == pytest.approx(6_000 / (74_000 / (108 * 2)), abs=0.1)
     assert load["landing_objects_per_hour"] == round(74_000 * 86_400 / 6_000 / 24)
-    # AND an hour (122.4 M rows) splits into 13 ranges of under 10 M rows: 312 units a day
-    assert load["compaction_units_per_day"] == 24 * 13
-    assert load["compaction_unit_rows"] == round(2_937_600_000 / 24 / 13)
+    # AND an hour (122.4 M rows) is compacted in 5-minute units of 10.2 M rows: 288 units a day
+    assert load["compaction_unit_minutes"] == 5
+    assert load["compaction_units_per_day"] == 24 * 12
+    assert load["compaction_unit_rows"] == round(2_937_600_000 / 24 / 12)
     assert load["compaction_unit_fits_lambda"] is True
     # AND the whole day's compaction in one hour needs ceil(11,750.4 core-seconds / 3,600) workers
     assert load["workers_to_compact_the_day_in_one_hour"] == math.ceil(2_937_600_000 / 250_000 / 3_600)
