@@ -9,8 +9,8 @@ This script measures, on this machine, what one unit of each kind of work costs:
   ``bench/stream_to_parquet.py``, and the stream records' JSON size (Lambda's 6 MB payload bound);
 - **compaction**: rows/s and bytes/s per core (CPU-seconds of the process, DuckDB's threads
   included) of :func:`lake.compaction.compact_files` over landing files built like
-  ``bench/reconcile.py``'s (:func:`compact_landing` is the one function to point at
-  ``compact_unit`` once the hourly units land);
+  ``bench/reconcile.py``'s (:func:`compact_landing`: the kernel ``lake.compaction_units.compact_unit``
+  runs on a unit's downloaded inputs, without the S3 transfers);
 - **reconciliation**: rows/s per core of the day's reconciliation on DuckDB
   (``bench/reconcile.py``'s :func:`timed_reconciliation`);
 - **Parquet**: compacted bytes per ledger row, and the share of them the reconciliation's

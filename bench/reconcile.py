@@ -9,7 +9,8 @@ wallet's opening) and a complete snapshot taken after midnight. Then, in the nig
    the footers, plus the column chunks the query reads in every row group whose ``wallet_id``
    min/max (from the Parquet metadata) holds the wallet — what Athena reads after partition
    pruning and row-group skipping, and bills;
-2. compaction of the day (``lake.compaction.compact_files``, the kernel ``compact_day`` runs);
+2. compaction of the day in hourly units, as the product does (``lake.compaction.compact_files``,
+   the kernel ``compact_unit`` runs, once per ``lake.compaction_units`` unit);
 3. the same statement's bytes after compaction;
 4. the reconciliation of the day with DuckDB (``queries.reconciliation.reconcile_day``: both
    reconciliation queries and the classification) plus writing its ``daily_balances`` and
@@ -46,6 +47,7 @@ from sqlglot import exp
 
 from lake import parquet
 from lake.compaction import compact_files, generation
+from lake.compaction_units import DEFAULT_UNIT_MINUTES, group_into_units
 from lake.layout import landing_object_name
 from lake.schemas import BALANCE_SNAPSHOTS, DAILY_BALANCES, LEDGER
 from lake.snapshots import SnapshotRef
@@ -105,19 +107,28 @@ def run(root: Path, rows: int, wallets: int) -> int:
     inputs = sorted(day_dir.glob("*.parquet"))
     out_dir = root / "compacting"
     out_dir.mkdir()
-    done = compact_files(
-        "ledger",
-        [str(path) for path in inputs],
-        lambda name, body: (out_dir / name).write_bytes(body),
-        name=generation([(path.name, path.stat().st_size) for path in inputs]),
-        scratch=root / "spill",
-    )
+    # As the product compacts: one unit per hour (lake.compaction_units), row groups sized per unit.
+    units = group_into_units("ledger", DAY, [path.name for path in inputs], DEFAULT_UNIT_MINUTES)
+    outputs = rows_out = 0
+    for unit, names in sorted(units.items(), key=lambda item: item[0].first_slot):
+        paths = [day_dir / name for name in names]
+        done = compact_files(
+            "ledger",
+            [str(path) for path in paths],
+            lambda name, body: (out_dir / name).write_bytes(body),
+            name=generation([(path.name, path.stat().st_size) for path in paths]),
+            row_group_rows=None,
+            scratch=root / "spill",
+            file_prefix=unit.file_prefix,
+        )
+        outputs += len(done.names)
+        rows_out += done.rows_out
     for path in inputs:
         path.unlink()
     for path in out_dir.iterdir():
         path.rename(day_dir / path.name)
     print(
-        f"compaction: {len(inputs)} files → {len(done.names)} files, {done.rows_out:,} rows, "
+        f"compaction in {len(units)} hourly units: {len(inputs)} files → {outputs} files, {rows_out:,} rows, "
         f"{time.perf_counter() - started:.1f} s"
     )
 
