@@ -79,6 +79,35 @@ def test_s3_checks_signatures_and_conditional_writes(stack: EmbeddedStack) -> No
     s3.delete_object(Bucket=bucket, Key="conditional/once.txt")
 
 
+def test_s3_multipart_complete_honours_if_none_match(stack: EmbeddedStack) -> None:
+    # GIVEN an object already at a key on the stack's S3
+    bucket = stack.settings.bucket
+    s3 = boto3.client("s3")
+    s3.put_object(Bucket=bucket, Key="conditional/multipart.txt", Body=b"first")
+    upload = s3.create_multipart_upload(Bucket=bucket, Key="conditional/multipart.txt")
+    part = s3.upload_part(
+        Bucket=bucket,
+        Key="conditional/multipart.txt",
+        UploadId=upload["UploadId"],
+        PartNumber=1,
+        Body=b"second",
+    )
+    # WHEN a multipart upload to that key completes with If-None-Match: *
+    with pytest.raises(ClientError) as exists:
+        s3.complete_multipart_upload(
+            Bucket=bucket,
+            Key="conditional/multipart.txt",
+            UploadId=upload["UploadId"],
+            MultipartUpload={"Parts": [{"ETag": part["ETag"], "PartNumber": 1}]},
+            IfNoneMatch="*",
+        )
+    # THEN it is refused as AWS refuses it, and the object is the first one
+    assert exists.value.response["Error"]["Code"] == "PreconditionFailed"
+    assert s3.get_object(Bucket=bucket, Key="conditional/multipart.txt")["Body"].read() == b"first"
+    s3.abort_multipart_upload(Bucket=bucket, Key="conditional/multipart.txt", UploadId=upload["UploadId"])
+    s3.delete_object(Bucket=bucket, Key="conditional/multipart.txt")
+
+
 def test_busy_port_is_a_one_line_error_naming_the_flag(stack: EmbeddedStack) -> None:
     assert stack.endpoints is not None
     port = int(stack.endpoints.dynamodb.rsplit(":", 1)[1])
