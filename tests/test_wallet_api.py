@@ -311,18 +311,19 @@ def test_both_spellings_of_every_route_answer_directly_and_alike(api: Api) -> No
 def test_openapi_documents_every_route_with_its_statuses(api: Api) -> None:
     paths = api.openapi["paths"]
     statuses = {
-        ("post", "/api/v1/wallets/"): {"200", "201", "422", "429", "503"},
-        ("get", "/api/v1/wallets/me/"): {"501"},
-        ("put", "/api/v1/wallets/{wallet_id}/deposit/"): {"204", "404", "409", "422", "429", "503"},
+        ("post", "/api/v1/wallets/"): {"200", "201", "422", "429", "500", "503"},
+        ("get", "/api/v1/wallets/me/"): {"500", "501"},
+        ("put", "/api/v1/wallets/{wallet_id}/deposit/"): {"204", "404", "409", "422", "429", "500", "503"},
         ("put", "/api/v1/wallets/{wallet_id}/transfer/{target_wallet_id}/"): {
             "204",
             "404",
             "409",
             "422",
             "429",
+            "500",
             "503",
         },
-        ("get", "/api/v1/wallets/{wallet_id}/balance"): {"200", "404", "422", "429", "503"},
+        ("get", "/api/v1/wallets/{wallet_id}/balance"): {"200", "404", "422", "429", "500", "503"},
         ("get", "/healthz"): {"200"},
         ("get", "/metrics"): {"200"},
     }

@@ -445,14 +445,7 @@ def _errors(*errors: type[WalletError]) -> dict[int | str, dict[str, Any]]:
         by_status.setdefault(status, []).append(error)
     responses: dict[int | str, dict[str, Any]] = {}
     for status, group in sorted(by_status.items()):
-        schema = {
-            "type": "object",
-            "required": ["error", "detail"],
-            "properties": {
-                "error": {"type": "string", "enum": [error.code for error in group]},
-                "detail": {"type": "string"},
-            },
-        }
+        schema = _error_schema([error.code for error in group])
         description = "\n".join(
             f"- `{error.code}`: {(error.__doc__ or '').splitlines()[0]}" for error in group
         )
@@ -460,4 +453,17 @@ def _errors(*errors: type[WalletError]) -> dict[int | str, dict[str, Any]]:
         if status in (429, 503):
             response["headers"] = _RETRY_AFTER
         responses[status] = response
+    # Any route can fail unexpectedly; the answer has the same body (and is logged with a trace).
+    responses[500] = {
+        "description": "- `internal_error`: an unexpected server error (logged); retry with the same nonce.",
+        "content": {_JSON: {"schema": _error_schema(["internal_error"])}},
+    }
     return responses
+
+
+def _error_schema(codes: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["error", "detail"],
+        "properties": {"error": {"type": "string", "enum": codes}, "detail": {"type": "string"}},
+    }
