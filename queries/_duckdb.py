@@ -94,7 +94,19 @@ def scratch_directory() -> Path:
     return path
 
 
-def connect(session: boto3.Session | None = None, region: str = "us-east-1") -> duckdb.DuckDBPyConnection:
+#: DuckDB's memory for one engine; past it, sorts, joins and windows spill to the scratch folder.
+#: DuckDB's own default is 80 % of the machine, which a nightly reconciliation of a busy day
+#: (29 million rows at 1 % of the seed's load: ``bench/nightly_scale.py``) would take, beside the
+#: stack's servers and the compaction workers.
+DEFAULT_MEMORY_LIMIT: Final = "2GB"
+
+
+def connect(
+    session: boto3.Session | None = None,
+    region: str = "us-east-1",
+    *,
+    memory_limit: str = DEFAULT_MEMORY_LIMIT,
+) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with httpfs loaded and an S3 secret from the SDK's configuration.
 
     With ``session=None`` no S3 secret is made (for lakes on the local file system).
@@ -107,6 +119,7 @@ def connect(session: boto3.Session | None = None, region: str = "us-east-1") -> 
             "extension_directory": str(scratch / "extensions"),
             "home_directory": str(scratch),
             "temp_directory": str(scratch / "spill"),
+            "memory_limit": memory_limit,
         }
     )
     connection.execute("SET TimeZone = 'UTC'")
