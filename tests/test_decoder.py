@@ -311,6 +311,19 @@ def test_value_of_the_wrong_python_type_is_quarantined_not_fatal() -> None:
     assert batch.ledger.column("entry_id").to_pylist() == ["t-dep:credit"]
 
 
+def test_a_type_holding_null_is_an_unknown_type_quarantined_not_fatal() -> None:
+    # GIVEN a transaction whose type is {"S": null} beside a good one (found by the property test:
+    # the missing type made "is it a transfer?" unknowable, and the batch stopped)
+    records = RecordFactory()
+    broken = transfer(txn_id="t-broken")
+    broken[Attr.TYPE] = {"S": None}
+    batch = decode([records.insert(deposit()), records.insert(broken)])
+
+    # THEN only the broken record is quarantined, as an unknown type
+    assert batch.quarantine.column("reason").to_pylist() == ["unknown transaction type"]
+    assert batch.ledger.column("entry_id").to_pylist() == ["t-dep:credit"]
+
+
 def test_text_that_is_not_utf8_is_quarantined_not_fatal() -> None:
     # GIVEN a nonce holding a lone surrogate (JSON can carry one; UTF-8 and Parquet cannot)
     records = RecordFactory()
