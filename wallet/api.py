@@ -47,7 +47,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from wallet import validation
 from wallet.errors import (
     BalanceLimitExceededError,
-    ContentionError,
     IdempotencyKeyReusedError,
     InsufficientFundsError,
     InvalidRequestError,
@@ -72,7 +71,6 @@ ERROR_STATUS: Final[dict[type[WalletError], int]] = {
     InsufficientFundsError: 409,
     BalanceLimitExceededError: 409,
     ThrottledError: 429,
-    ContentionError: 503,
     StoreUnavailableError: 503,
     NotImplementedRouteError: 501,
 }
@@ -216,7 +214,6 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
                 IdempotencyKeyReusedError,
                 BalanceLimitExceededError,
                 ThrottledError,
-                ContentionError,
                 StoreUnavailableError,
             ),
         },
@@ -243,7 +240,6 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
                 InsufficientFundsError,
                 BalanceLimitExceededError,
                 ThrottledError,
-                ContentionError,
                 StoreUnavailableError,
             ),
         },
