@@ -49,7 +49,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from wallet import validation
 from wallet.errors import (
     BalanceLimitExceededError,
-    ContentionError,
     IdempotencyKeyReusedError,
     InsufficientFundsError,
     InvalidRequestError,
@@ -74,7 +73,6 @@ ERROR_STATUS: Final[dict[type[WalletError], int]] = {
     InsufficientFundsError: 409,
     BalanceLimitExceededError: 409,
     ThrottledError: 429,
-    ContentionError: 503,
     StoreUnavailableError: 503,
     NotImplementedRouteError: 501,
 }
@@ -235,7 +233,6 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
                 IdempotencyKeyReusedError,
                 BalanceLimitExceededError,
                 ThrottledError,
-                ContentionError,
                 StoreUnavailableError,
             ),
         },
@@ -264,7 +261,6 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
                 InsufficientFundsError,
                 BalanceLimitExceededError,
                 ThrottledError,
-                ContentionError,
                 StoreUnavailableError,
             ),
         },

@@ -80,7 +80,7 @@ class BalanceLimitExceededError(WalletError):
 
 
 class ThrottledError(WalletError):
-    """DynamoDB refused for capacity; retry after the Retry-After header's seconds, same nonce."""
+    """DynamoDB refused for capacity or the wallet is busy; retry after Retry-After seconds, same nonce."""
 
     code = "throttled"
 
@@ -89,14 +89,15 @@ class ThrottledError(WalletError):
         self.retry_after = retry_after
 
 
-class ContentionError(WalletError):
-    """Every compare-and-swap attempt lost the race; nothing written, retry with the same nonce."""
+class ContentionError(ThrottledError):
+    """A busy wallet: every bounded, jittered attempt lost the race to other writers; nothing written.
 
-    code = "contention"
-
-    def __init__(self, detail: str, retry_after: int = 1) -> None:
-        super().__init__(detail)
-        self.retry_after = retry_after
+    Seed 000 answers traffic above one wallet's ceiling (about 333 operations/s on one DynamoDB
+    partition) with 429, not a failure: the request was sound and will succeed when repeated with the
+    same nonce after ``Retry-After`` seconds. So a busy wallet is a kind of throttling, with the same
+    public code and status (429 ``throttled``); the subclass stays so the store's telemetry can tell a
+    lost race (``contention_exhausted``) from DynamoDB's own capacity refusals (``throttles``).
+    """
 
 
 class StoreUnavailableError(WalletError):

@@ -13,8 +13,8 @@ When DynamoDB cancels the transaction, ``ReturnValuesOnConditionCheckFailure=ALL
 the item that failed, which tells the cases apart without another read: the transaction item exists
 (a replay if its ``request_hash`` matches, otherwise ``idempotency_key_reused``), or a wallet moved
 (a version conflict: re-read and retry with jittered exponential backoff, a bounded number of
-times), or the service throttled (429) or failed (503; the transaction is all-or-nothing, so a
-transfer is never half-written).
+times; a wallet still busy after them answers 429 ``throttled``, as does DynamoDB's own throttling),
+or the service failed (503; the transaction is all-or-nothing, so a transfer is never half-written).
 
 Nonces are remembered while their transaction item exists: the hot window
 (``WALLETLAKE_HOT_TTL_SECONDS``, 8 hours by default), until DynamoDB's TTL physically deletes the
@@ -212,7 +212,8 @@ class WalletStore:
         WalletNotFoundError, IdempotencyKeyReusedError, InsufficientFundsError, BalanceLimitExceededError
             Refusals, in ARCHITECTURE.md's precedence; nothing was written.
         ContentionError
-            Every attempt lost a compare-and-swap race; nothing was written.
+            A busy wallet: every attempt lost a compare-and-swap race; nothing was written (a
+            :class:`ThrottledError`, answered 429 ``throttled`` with ``Retry-After``).
         ThrottledError, StoreUnavailableError
             DynamoDB pushed back or failed.
         """

@@ -1,0 +1,216 @@
+"""Benchmark of busy wallets: walletlake against the seed's write pattern, in one run, alternating.
+
+Starts its own embedded stack (DynamoDB Local + moto) on a RAM folder when there is one, the API
+(``walletlake serve``) and, as the reference, seed 000's write pattern in a few lines
+(:func:`reference_app`: one conditional TransactWriteItems per transfer, no read, no versions:
+``ADD balance`` under ``balance >= :amount`` on the payer, ``attribute_exists`` on both wallets,
+``attribute_not_exists`` on the nonce item), served by the same uvicorn stack and the same lean
+DynamoDB client so only the write pattern differs. For each load, the two servers run one after
+the other, ``--rounds`` times (alternating, so machine drift hits both alike):
+
+- ``many``: transfers between random wallets among ``--wallets``;
+- ``hot pair``: transfers between one pair of wallets, half the clients in each direction.
+
+Each phase prints throughput, p50/p99 latency, answers by status and the API server's CPU per
+request (the pieces of ``bench/write_path.py``: psutil counters of the server process only).
+Targets (issue 13): hot pair throughput >= the reference's, no 503, p99 <= 1.5x the reference's;
+many wallets no slower than the reference; API CPU per transfer not above today's.
+
+    .venv/bin/python bench/hot_wallet.py --clients 8 --seconds 15 --rounds 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import urllib3
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from write_path import Phase, _default_stack_parent, _listening, fund, run_phase
+
+from walletlake.api_server import ApiServer
+from walletlake.local import EmbeddedStack, free_port, patched_environ
+from walletlake.settings import Settings
+
+
+def reference_app(table: str, region: str) -> Any:
+    """Seed 000's write pattern as a bare ASGI app: one TransactWriteItems, no read, no versions."""
+    from wallet.dynamodb import DynamoDBClient, DynamoDBError
+    from wallet.table import transaction_key, wallet_key
+
+    client: DynamoDBClient | None = None
+
+    async def respond(send: Any, status: int, body: bytes = b"") -> None:
+        headers = [(b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        nonlocal client
+        if scope["type"] != "http":
+            return
+        parts = scope["path"].strip("/").split("/")
+        if scope["path"] in ("/metrics", "/healthz"):
+            await respond(send, 200, b"{}")
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        payer, payee = parts[3], parts[5]
+        request = orjson.loads(body)
+        amount = str(int(request["amount"]))
+        client = client or DynamoDBClient(region)
+        exists = "attribute_exists(pk)"
+        items = [
+            {
+                "Update": {
+                    "TableName": table,
+                    "Key": {"pk": {"S": wallet_key(payer)}},
+                    "UpdateExpression": "ADD balance :minus",
+                    "ConditionExpression": f"{exists} AND balance >= :amount",
+                    "ExpressionAttributeValues": {":minus": {"N": f"-{amount}"}, ":amount": {"N": amount}},
+                }
+            },
+            {
+                "Update": {
+                    "TableName": table,
+                    "Key": {"pk": {"S": wallet_key(payee)}},
+                    "UpdateExpression": "ADD balance :amount",
+                    "ConditionExpression": exists,
+                    "ExpressionAttributeValues": {":amount": {"N": amount}},
+                }
+            },
+            {
+                "Put": {
+                    "TableName": table,
+                    "Item": {
+                        "pk": {"S": transaction_key(payer, request["nonce"] + "-ref")},
+                        "amount": {"N": amount},
+                    },
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            },
+        ]
+        try:
+            await client.call("TransactWriteItems", {"TransactItems": items})
+        except DynamoDBError as error:
+            codes = [r.get("Code") for r in error.body.get("CancellationReasons", [])]
+            busy = "TransactionConflict" in codes or error.throttled
+            await respond(send, 429 if busy else 409, b"{}")
+            return
+        await respond(send, 204)
+
+    return app
+
+
+def serve_reference(port: int, table: str, region: str) -> None:
+    """Serve :func:`reference_app` with uvicorn as ``walletlake serve`` does (one worker)."""
+    import uvicorn
+
+    uvicorn.run(reference_app(table, region), host="127.0.0.1", port=port, log_level="warning")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--clients", type=int, default=8, help="concurrent HTTP clients (default 8)")
+    parser.add_argument("--seconds", type=float, default=15.0, help="duration of each phase (default 15)")
+    parser.add_argument("--wallets", type=int, default=200, help="wallets of the 'many' load (default 200)")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds (default 2)")
+    parser.add_argument("--stack-parent", default=_default_stack_parent())
+    parser.add_argument("--serve-reference", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve_reference:
+        serve_reference(int(args.serve_reference[0]), args.serve_reference[1], args.serve_reference[2])
+        return 0
+    with tempfile.TemporaryDirectory(prefix="walletlake-hot-", dir=args.stack_parent) as tmp:
+        print(f"starting the embedded stack under {tmp} ...", flush=True)
+        with EmbeddedStack(Path(tmp) / "stack") as stack, patched_environ(stack.environment()):
+            phases = measure(args, stack.environment())
+    print()
+    for runs in phases.values():
+        for phase in runs:
+            print("\n".join(phase.lines()))
+    print("\nmedians over rounds:")
+    print(
+        f"{'load':<10} {'system':<11} {'req/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'CPU us/req':>10}  statuses"
+    )
+    for (load, system), runs in phases.items():
+        rate = statistics.median(p.requests / p.seconds for p in runs)
+        p50 = statistics.median(_percentile(p, 0.5) for p in runs)
+        p99 = statistics.median(_percentile(p, 0.99) for p in runs)
+        cpu = statistics.median(p.cpu_us_per_request for p in runs)
+        statuses: dict[int, int] = {}
+        for p in runs:
+            for status, count in p.statuses.items():
+                statuses[status] = statuses.get(status, 0) + count
+        print(f"{load:<10} {system:<11} {rate:>7,.0f} {p50:>7.1f} {p99:>7.1f} {cpu:>10,.0f}  {statuses}")
+    return 0
+
+
+def _percentile(phase: Phase, q: float) -> float:
+    ordered = sorted(phase.latencies_ms)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else float("nan")
+
+
+def measure(args: argparse.Namespace, environment: dict[str, str]) -> dict[tuple[str, str], list[Phase]]:
+    """Fund wallets through walletlake, then alternate the two servers on each load."""
+    settings = Settings.from_env(environment)
+    table, region = settings.table, settings.region
+    port = free_port()
+    reference = subprocess.Popen(
+        [sys.executable, __file__, "--serve-reference", str(port), table, region], env=None
+    )
+    phases: dict[tuple[str, str], list[Phase]] = {}
+    try:
+        with ApiServer(env=environment) as api:
+            deadline = time.monotonic() + 30
+            while not _listening(port):
+                if reference.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit("the reference server did not start")
+                time.sleep(0.05)
+            ref_url = f"http://127.0.0.1:{port}"
+            ids = fund(api.url, args.wallets, args.clients)
+            pair = ids[:2]
+            headers = {"Content-Type": "application/json"}
+            loads = {
+                "many": lambda rng, index: rng.sample(ids, 2),
+                "hot pair": lambda rng, index: pair if int(index.split("-")[1]) % 2 == 0 else pair[::-1],
+            }
+            systems = {"walletlake": (api.url, api.pid), "reference": (ref_url, reference.pid)}
+            for _ in range(args.rounds):
+                for load, choose in loads.items():
+                    for system, (url, pid) in systems.items():
+
+                        def transfer(
+                            pool: urllib3.HTTPConnectionPool, rng: Any, nonce: str, c: Any = choose
+                        ) -> int:
+                            payer, payee = c(rng, nonce)
+                            body = orjson.dumps({"amount": str(rng.randint(1, 1_000)), "nonce": nonce})
+                            path = f"/api/v1/wallets/{payer}/transfer/{payee}/"
+                            return int(pool.urlopen("PUT", path, body=body, headers=headers).status)
+
+                        print(f"{load} / {system} ...", flush=True)
+                        phase = run_phase(f"{load} {system}", url, pid, args.clients, args.seconds, transfer)
+                        phases.setdefault((load, system), []).append(phase)
+    finally:
+        reference.terminate()
+        reference.wait(10)
+    return phases
+
+
+if __name__ == "__main__":
+    sys.exit(main())
