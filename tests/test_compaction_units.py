@@ -238,10 +238,15 @@ def test_queries_and_reconciliation_answer_alike_before_and_after_unit_compactio
     # WHEN analysts' queries run on both THEN they answer the same
     start, end = f"{DAY.isoformat()}T00:00:00Z", f"{(DAY + dt.timedelta(days=1)).isoformat()}T00:00:00Z"
     wallet = book.rows[-1]["wallet_id"]
-    for name, params in (
-        ("daily_volume", {"start_date": DAY.isoformat(), "end_date": DAY.isoformat()}),
-        ("top_wallets", {"start_date": DAY.isoformat(), "end_date": DAY.isoformat(), "limit": "5"}),
+    days = {"start_date": DAY.isoformat(), "end_date": DAY.isoformat()}
+    for name, params in (  # every ledger query the analysts' notebooks run
+        ("daily_volume", days),
+        ("top_wallets", {**days, "limit": "5"}),
+        ("ingest_lag", days),
+        ("money_conservation", {"date": DAY.isoformat()}),
         ("wallet_statement", {"wallet_id": wallet, "start": start, "end": end}),
+        ("wallet_versions", {"wallet_id": wallet, **days}),
+        ("balance_as_of", {"wallet_id": wallet, "at": f"{DAY.isoformat()}T01:30:00Z"}),
     ):
         left = run_query(name, params, compacted).to_dict("records")
         right = run_query(name, params, landed).to_dict("records")
