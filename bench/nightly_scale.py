@@ -45,18 +45,17 @@ import boto3
 import numpy as np
 import psutil
 import pyarrow as pa
-import pyarrow.compute as pc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import capacity
-from reconcile import MS, STREAM_ARN, statement_columns, uuid_strings
+from reconcile import MS, STREAM_ARN, WalletState, ledger_chunk, statement_columns, uuid_strings
 
 from lake import objects, parquet
 from lake.compaction import compact_day, read_footer
 from lake.compaction_units import closed_units, run_units
 from lake.layout import landing_key, partition_prefix
-from lake.schemas import BALANCE_SNAPSHOTS, DAILY_BALANCES, LEDGER
+from lake.schemas import BALANCE_SNAPSHOTS, DAILY_BALANCES
 from lake.writer import split_by_slot
 from queries.reconciliation import reconcile
 from walletlake.local import EmbeddedStack, patched_environ
@@ -201,17 +200,22 @@ def build_day(
     wallet_ids = uuid_strings(rng, wallets)
     open_version = rng.integers(1, 50, wallets)
     open_balance = rng.integers(10**10, 10**12, wallets)
-    version, balance = open_version.copy(), open_balance.copy()
-    updated = np.full(wallets, _ms(dt.datetime.combine(DAY, dt.time(), tzinfo=dt.UTC)) - 3_600_000)
-    moved = np.zeros(wallets, bool)
+    start_of_day = _ms(dt.datetime.combine(DAY, dt.time(), tzinfo=dt.UTC))
+    state = WalletState(open_version.copy(), open_balance.copy(), np.full(wallets, start_of_day - 3_600_000))
     sequence = 10**16
     written = 0
     transactions_per_hour = rows * 10 // 17 // 24  # 1.7 rows per transaction
     with concurrent.futures.ThreadPoolExecutor(UPLOAD_THREADS) as pool:
         for hour in range(24):
             start_ms = _ms(dt.datetime.combine(DAY, dt.time(hour), tzinfo=dt.UTC))
-            ledger = hour_of_ledger(
-                rng, wallet_ids, version, balance, updated, moved, start_ms, transactions_per_hour, sequence
+            ledger = ledger_chunk(  # 70 % transfers, as seed 000's load
+                rng,
+                wallet_ids,
+                state,
+                created=start_ms + np.sort(rng.integers(0, 3_600_000, transactions_per_hour)),
+                is_transfer=rng.random(transactions_per_hour) < 0.7,
+                amount=rng.integers(1, 10**6, transactions_per_hour),
+                first_sequence=sequence,
             )
             sequence += ledger.num_rows
             written += ledger.num_rows
@@ -256,92 +260,18 @@ def build_day(
         pa.table(
             {
                 "wallet_id": wallet_ids,
-                "balance": balance,
-                "version": version,
-                "updated_at": pa.array(updated, MS),
+                "balance": state.balance,
+                "version": state.version,
+                "updated_at": pa.array(state.updated, MS),
                 "snapshot_at": pa.array(np.full(wallets, _ms(SNAPSHOT_AT)), MS),
             },
             schema=BALANCE_SNAPSHOTS,
         ),
     )
-    busy = np.flatnonzero(moved)
+    assert state.moved is not None
+    busy = np.flatnonzero(state.moved)
     probe = wallet_ids.take(pa.array(busy[np.linspace(0, len(busy) - 1, 20).astype(np.int64)])).to_pylist()
     return {"rows": written, "wallets": wallets, "moved": wallets, "probe": probe}
-
-
-def hour_of_ledger(
-    rng: np.random.Generator,
-    wallet_ids: pa.Array,
-    version: np.ndarray,
-    balance: np.ndarray,
-    updated: np.ndarray,
-    moved: np.ndarray,
-    start_ms: int,
-    transactions: int,
-    first_sequence: int,
-) -> pa.Table:
-    """One hour of deposits (30 %) and transfers (70 %) in commit order; advances the wallets' state."""
-    wallets = len(version)
-    is_transfer = rng.random(transactions) < 0.7
-    created = start_ms + np.sort(rng.integers(0, 3_600_000, transactions))
-    amount = rng.integers(1, 10**6, transactions)
-    payer = rng.integers(0, wallets, transactions)
-    payee = (payer + rng.integers(1, wallets, transactions)) % wallets
-    legs = np.where(is_transfer, 2, 1)
-    txn = np.repeat(np.arange(transactions), legs)
-    first_leg = np.concatenate([[True], txn[1:] != txn[:-1]])
-    transfer_row = is_transfer[txn]
-    debit = transfer_row & first_leg
-    wallet = np.where(transfer_row & ~first_leg, payee[txn], payer[txn])
-    counterparty = np.where(first_leg, payee[txn], payer[txn])
-    delta = np.where(debit, -amount[txn], amount[txn])
-    count = len(txn)
-    order = np.argsort(wallet, kind="stable")
-    sorted_wallet = wallet[order]
-    starts = np.flatnonzero(np.concatenate([[True], sorted_wallet[1:] != sorted_wallet[:-1]]))
-    sizes = np.diff(np.append(starts, count))
-    rank = np.arange(count) - np.repeat(starts, sizes)
-    sorted_delta = delta[order]
-    running = np.cumsum(sorted_delta)
-    running -= np.repeat(running[starts] - sorted_delta[starts], sizes)
-    row_version = np.empty(count, np.int64)
-    row_balance = np.empty(count, np.int64)
-    row_version[order] = version[sorted_wallet] + rank + 1
-    row_balance[order] = balance[sorted_wallet] + running
-    if row_balance.min() < 0:
-        raise SystemExit("synthetic ledger went negative; raise the opening balances")
-    last = np.append(starts[1:] - 1, count - 1)
-    touched = sorted_wallet[last]
-    version[touched] = row_version[order[last]]
-    balance[touched] = row_balance[order[last]]
-    updated[touched] = created[txn[order[last]]]
-    moved[touched] = True
-    txn_ids = uuid_strings(rng, transactions).take(pa.array(txn))
-    direction = pa.array(np.where(debit, "debit", "credit"))
-    sequence = pc.binary_join_element_wise(
-        "1000", pc.cast(pa.array(first_sequence + np.arange(count)), pa.string()), ""
-    )
-    return pa.table(
-        {
-            "entry_id": pc.binary_join_element_wise(txn_ids, direction, ":"),
-            "txn_id": txn_ids,
-            "txn_type": pa.array(np.where(transfer_row, "transfer", "deposit")),
-            "wallet_id": wallet_ids.take(pa.array(wallet)),
-            "counterparty_wallet_id": pc.if_else(
-                pa.array(transfer_row), wallet_ids.take(pa.array(counterparty)), pa.scalar(None, pa.string())
-            ),
-            "direction": direction,
-            "amount": amount[txn],
-            "delta": delta,
-            "wallet_version": row_version,
-            "balance_after": row_balance,
-            "nonce": uuid_strings(rng, count, dashed=False),
-            "created_at": pa.array(created[txn], MS),
-            "stream_sequence": sequence,
-            "ingested_at": pa.array(created[txn] + rng.integers(200, 2_000, count), MS),
-        },
-        schema=LEDGER,
-    )
 
 
 def ledger_objects(client: Any, settings: Settings) -> list[tuple[str, int]]:

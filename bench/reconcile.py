@@ -29,6 +29,7 @@ Run: ``.venv/bin/python bench/reconcile.py`` (about 3 minutes and 8 GB of memory
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import os
 import shutil
@@ -183,65 +184,17 @@ def build_lake(root: Path, rows: int, wallets: int) -> tuple[int, int]:
 
     # Transactions: a fifth of them deposits (one row), the rest transfers (two rows).
     transactions = rows * 5 // 9
-    is_transfer = rng.random(transactions) >= 0.2
-    created = start_ms + np.sort(rng.integers(0, 86_400_000, transactions))
-    amount = rng.integers(1, 10**8, transactions)
-    payer = rng.integers(0, wallets, transactions)
-    payee = (payer + rng.integers(1, wallets, transactions)) % wallets
-
-    legs = np.where(is_transfer, 2, 1)
-    txn = np.repeat(np.arange(transactions), legs)
-    first_leg = np.concatenate([[True], txn[1:] != txn[:-1]])
-    transfer_row = is_transfer[txn]
-    debit = transfer_row & first_leg
-    wallet = np.where(first_leg, payer[txn], payee[txn])
-    counterparty = np.where(first_leg, payee[txn], payer[txn])
-    delta = np.where(debit, -amount[txn], amount[txn])
-    count = len(txn)
-
-    # Versions and balances per wallet, in commit order (rows are already in time order).
-    order = np.argsort(wallet, kind="stable")
-    sorted_wallet = wallet[order]
-    starts = np.flatnonzero(np.concatenate([[True], sorted_wallet[1:] != sorted_wallet[:-1]]))
-    sizes = np.diff(np.append(starts, count))
-    rank = np.arange(count) - np.repeat(starts, sizes)
-    sorted_delta = delta[order]
-    running = np.cumsum(sorted_delta)
-    running -= np.repeat(running[starts] - sorted_delta[starts], sizes)
-    version = np.empty(count, np.int64)
-    balance = np.empty(count, np.int64)
-    version[order] = open_version[sorted_wallet] + rank + 1
-    balance[order] = open_balance[sorted_wallet] + running
-    if balance.min() < 0:
-        raise SystemExit("synthetic ledger went negative; raise the opening balances")
-
-    txn_ids = uuid_strings(rng, transactions).take(pa.array(txn))
-    direction = pa.array(np.where(debit, "debit", "credit"))
-    ingested = created[txn] + rng.integers(200, 2_000, count)
-    sequence = pc.binary_join_element_wise(
-        "1000", pc.cast(pa.array(10**16 + np.arange(count)), pa.string()), ""
+    state = WalletState(open_version.copy(), open_balance.copy(), np.full(wallets, start_ms - 3_600_000))
+    ledger = ledger_chunk(
+        rng,
+        wallet_ids,
+        state,
+        created=start_ms + np.sort(rng.integers(0, 86_400_000, transactions)),
+        is_transfer=rng.random(transactions) >= 0.2,
+        amount=rng.integers(1, 10**8, transactions),
+        first_sequence=10**16,
     )
-    ledger = pa.table(
-        {
-            "entry_id": pc.binary_join_element_wise(txn_ids, direction, ":"),
-            "txn_id": txn_ids,
-            "txn_type": pa.array(np.where(transfer_row, "transfer", "deposit")),
-            "wallet_id": wallet_ids.take(pa.array(wallet)),
-            "counterparty_wallet_id": pc.if_else(
-                pa.array(transfer_row), wallet_ids.take(pa.array(counterparty)), pa.scalar(None, pa.string())
-            ),
-            "direction": direction,
-            "amount": amount[txn],
-            "delta": delta,
-            "wallet_version": version,
-            "balance_after": balance,
-            "nonce": uuid_strings(rng, count, dashed=False),
-            "created_at": pa.array(created[txn], MS),
-            "stream_sequence": sequence,
-            "ingested_at": pa.array(ingested, MS),
-        },
-        schema=LEDGER,
-    )
+    count = ledger.num_rows
     day_dir = root / "ledger" / f"dt={DAY.isoformat()}"
     day_dir.mkdir(parents=True)
     for offset in range(0, count, BATCH_ROWS):
@@ -266,12 +219,7 @@ def build_lake(root: Path, rows: int, wallets: int) -> tuple[int, int]:
             schema=DAILY_BALANCES,
         ),
     )
-    last = np.append(starts[1:] - 1, count - 1)
-    close_version, close_balance = open_version.copy(), open_balance.copy()
-    updated = np.full(wallets, start_ms - 3_600_000)
-    close_version[sorted_wallet[last]] = version[order[last]]
-    close_balance[sorted_wallet[last]] = balance[order[last]]
-    updated[sorted_wallet[last]] = created[txn[order[last]]]
+    close_version, close_balance, updated = state.version, state.balance, state.updated
     snapshot_ms = int(SNAPSHOT_AT.timestamp() * 1000)
     write(
         root,
@@ -290,6 +238,101 @@ def build_lake(root: Path, rows: int, wallets: int) -> tuple[int, int]:
         ),
     )
     return count, wallets
+
+
+@dataclasses.dataclass
+class WalletState:
+    """Every wallet's version, balance and last update, carried from one chunk of ledger to the next."""
+
+    version: np.ndarray
+    balance: np.ndarray
+    updated: np.ndarray
+    moved: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.moved is None:
+            self.moved = np.zeros(len(self.version), bool)
+
+
+def ledger_chunk(
+    rng: np.random.Generator,
+    wallet_ids: pa.Array,
+    state: WalletState,
+    *,
+    created: np.ndarray,
+    is_transfer: np.ndarray,
+    amount: np.ndarray,
+    first_sequence: int,
+) -> pa.Table:
+    """Ledger rows of transactions in commit order (``created`` sorted), advancing ``state``.
+
+    Deposits credit a random wallet; transfers debit it and credit another. Versions and balances
+    continue each wallet's chain from ``state``, so a day can be made an hour at a time in little
+    memory (``bench/nightly_scale.py``) or at once (this bench).
+    """
+    transactions, wallets = len(created), len(state.version)
+    payer = rng.integers(0, wallets, transactions)
+    payee = (payer + rng.integers(1, wallets, transactions)) % wallets
+    legs = np.where(is_transfer, 2, 1)
+    txn = np.repeat(np.arange(transactions), legs)
+    first_leg = np.concatenate([[True], txn[1:] != txn[:-1]])
+    transfer_row = is_transfer[txn]
+    debit = transfer_row & first_leg
+    wallet = np.where(first_leg, payer[txn], payee[txn])
+    counterparty = np.where(first_leg, payee[txn], payer[txn])
+    delta = np.where(debit, -amount[txn], amount[txn])
+    count = len(txn)
+
+    # Versions and balances per wallet, in commit order (rows are already in time order).
+    order = np.argsort(wallet, kind="stable")
+    sorted_wallet = wallet[order]
+    starts = np.flatnonzero(np.concatenate([[True], sorted_wallet[1:] != sorted_wallet[:-1]]))
+    sizes = np.diff(np.append(starts, count))
+    rank = np.arange(count) - np.repeat(starts, sizes)
+    sorted_delta = delta[order]
+    running = np.cumsum(sorted_delta)
+    running -= np.repeat(running[starts] - sorted_delta[starts], sizes)
+    version = np.empty(count, np.int64)
+    balance = np.empty(count, np.int64)
+    version[order] = state.version[sorted_wallet] + rank + 1
+    balance[order] = state.balance[sorted_wallet] + running
+    if balance.min() < 0:
+        raise SystemExit("synthetic ledger went negative; raise the opening balances")
+    last = np.append(starts[1:] - 1, count - 1)
+    touched = sorted_wallet[last]
+    state.version[touched] = version[order[last]]
+    state.balance[touched] = balance[order[last]]
+    state.updated[touched] = created[txn[order[last]]]
+    assert state.moved is not None
+    state.moved[touched] = True
+
+    txn_ids = uuid_strings(rng, transactions).take(pa.array(txn))
+    direction = pa.array(np.where(debit, "debit", "credit"))
+    ingested = created[txn] + rng.integers(200, 2_000, count)
+    sequence = pc.binary_join_element_wise(
+        "1000", pc.cast(pa.array(first_sequence + np.arange(count)), pa.string()), ""
+    )
+    return pa.table(
+        {
+            "entry_id": pc.binary_join_element_wise(txn_ids, direction, ":"),
+            "txn_id": txn_ids,
+            "txn_type": pa.array(np.where(transfer_row, "transfer", "deposit")),
+            "wallet_id": wallet_ids.take(pa.array(wallet)),
+            "counterparty_wallet_id": pc.if_else(
+                pa.array(transfer_row), wallet_ids.take(pa.array(counterparty)), pa.scalar(None, pa.string())
+            ),
+            "direction": direction,
+            "amount": amount[txn],
+            "delta": delta,
+            "wallet_version": version,
+            "balance_after": balance,
+            "nonce": uuid_strings(rng, count, dashed=False),
+            "created_at": pa.array(created[txn], MS),
+            "stream_sequence": sequence,
+            "ingested_at": pa.array(ingested, MS),
+        },
+        schema=LEDGER,
+    )
 
 
 def timed_reconciliation(root: Path) -> tuple[float, float, DayOutcome]:
