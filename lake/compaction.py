@@ -411,10 +411,12 @@ class _Output:
         rows_per_file: int,
         sizing: _Sizing,
         file_prefix: str = "",
+        sort_key: str | None = None,
     ) -> None:
         self._put = put
         self._name = name
         self._file_prefix = file_prefix
+        self._sort_key = sort_key
         self._rows_per_file = rows_per_file
         self._sizing = sizing
         self._pending: list[pa.Table] = []
@@ -439,7 +441,7 @@ class _Output:
         combined = pa.concat_tables(self._pending)
         take = min(self._rows_per_file, combined.num_rows)
         head = combined.slice(0, take).combine_chunks()
-        body = parquet.encode(head, row_group_size=self._sizing.row_group_rows)
+        body = self._encode(head)
         if len(body) > self._sizing.target_file_bytes and take > self._sizing.row_group_rows:
             # The estimate from the inputs' size was short (sorted rows can compress worse than
             # arrival order): learn from this file and cut it again.
@@ -454,7 +456,16 @@ class _Output:
 
     def _put_file(self, table: pa.Table | None) -> None:
         if table is not None:
-            self._store(parquet.encode(table, row_group_size=self._sizing.row_group_rows), table.num_rows)
+            self._store(self._encode(table), table.num_rows)
+
+    def _encode(self, table: pa.Table) -> bytes:
+        # Text min/max only for the sort key (the first ``order`` column): it is what prunes.
+        sort_key = next((name for name in table.column_names if name == self._sort_key), None)
+        return parquet.encode(
+            table,
+            row_group_size=self._sizing.row_group_rows,
+            text_statistics=[sort_key] if sort_key else True,
+        )
 
     def _store(self, body: bytes, rows: int) -> None:
         name = f"{self._file_prefix}compacted-{self._name}-{len(self.names):04d}{PARQUET_SUFFIX}"
@@ -498,7 +509,12 @@ def compact_files(
     groups = unit_row_group_rows(rows) if row_group_rows is None else row_group_rows
     sizing = _Sizing(target_file_bytes, groups, memory_limit)
     output = _Output(
-        put, name, rows_per_file(size / max(rows, 1), target_file_bytes, groups), sizing, file_prefix
+        put,
+        name,
+        rows_per_file(size / max(rows, 1), target_file_bytes, groups),
+        sizing,
+        file_prefix,
+        sort_key=LAYOUTS[table_name].order[0],
     )
     with _connection(memory_limit, scratch) as connection:
         kernel = _Kernel(connection, table_name, f"read_parquet([{', '.join(map(_quote, paths))}])")

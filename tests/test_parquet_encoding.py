@@ -46,3 +46,10 @@ def test_sorted_files_keep_every_range() -> None:
     # THEN the id column's min/max is there for a one-wallet reader to skip row groups
     assert _statistics(data)["wallet_id"] == ("w-1", "w-3")
     assert _statistics(data)["delta"] == (-5, 7)
+
+
+def test_compacted_files_keep_text_statistics_of_the_sort_key_only() -> None:
+    # WHEN a table sorted by wallet is encoded keeping the min/max of wallet_id among text columns
+    data = parquet.encode(_table(), text_statistics=["wallet_id"])
+    # THEN wallet_id (what prunes) and the numbers keep theirs; other text columns have none
+    assert _statistics(data) == {"wallet_id": ("w-1", "w-3"), "direction": None, "delta": (-5, 7)}
