@@ -89,6 +89,9 @@ _PARQUET_TYPE: Final = "application/vnd.apache.parquet"
 #: DuckDB's memory for the sort; beyond it, it spills to the scratch folder.
 DEFAULT_MEMORY_LIMIT: Final = "2GB"
 
+#: Time columns whose row-group min/max is kept in compacted files (time-range queries prune on them).
+PRUNING_TIME_COLUMNS: Final = ("created_at", "quarantined_at")
+
 _COMPACTED: Final = re.compile(r"compacted-([0-9a-f]{16})-(\d{4})\.parquet$")
 
 
@@ -459,12 +462,16 @@ class _Output:
             self._store(self._encode(table), table.num_rows)
 
     def _encode(self, table: pa.Table) -> bytes:
-        # Text min/max only for the sort key (the first ``order`` column): it is what prunes.
-        sort_key = next((name for name in table.column_names if name == self._sort_key), None)
+        # Min/max only where a row group's range can prune: the sort key (the first ``order``
+        # column) and the time columns (a unit is a few minutes of the day). Every other column's
+        # range spans nearly everything in a wallet-sorted group, and would only grow the footer
+        # that every reader fetches, many times over with the small groups of a busy day's units.
+        if self._sort_key is None or self._sort_key not in table.column_names:
+            return parquet.encode(table, row_group_size=self._sizing.row_group_rows)
         return parquet.encode(
             table,
             row_group_size=self._sizing.row_group_rows,
-            text_statistics=[sort_key] if sort_key else True,
+            statistics_columns=[self._sort_key, *PRUNING_TIME_COLUMNS],
         )
 
     def _store(self, body: bytes, rows: int) -> None:

@@ -21,7 +21,11 @@ LOW_CARDINALITY_COLUMNS: Final = frozenset({"txn_type", "direction", "status", "
 
 
 def encode(
-    table: pa.Table, *, row_group_size: int | None = None, text_statistics: bool | Sequence[str] = True
+    table: pa.Table,
+    *,
+    row_group_size: int | None = None,
+    text_statistics: bool | Sequence[str] = True,
+    statistics_columns: Sequence[str] | None = None,
 ) -> bytes:
     """Serialize ``table`` to Parquet with the lake's encoding choices.
 
@@ -30,12 +34,15 @@ def encode(
     encode; numbers and times keep theirs (``created_at`` ranges do prune landing files). A list
     keeps the min/max of just those text columns: compacted files sorted by ``wallet_id`` prune
     on it alone, and the min/max of every other id in every small row group would only grow the
-    footer, which every reader fetches.
+    footer, which every reader fetches. ``statistics_columns`` names exactly the columns that keep
+    min/max (text or not), overriding ``text_statistics``.
     """
     sink = pa.BufferOutputStream()
     dictionary = [name for name in table.column_names if name in LOW_CARDINALITY_COLUMNS]
     statistics: bool | list[str]
-    if text_statistics is True:
+    if statistics_columns is not None:
+        statistics = [name for name in table.column_names if name in set(statistics_columns)]
+    elif text_statistics is True:
         statistics = True
     else:
         kept = set() if text_statistics is False else set(text_statistics)

@@ -53,3 +53,8 @@ def test_compacted_files_keep_text_statistics_of_the_sort_key_only() -> None:
     data = parquet.encode(_table(), text_statistics=["wallet_id"])
     # THEN wallet_id (what prunes) and the numbers keep theirs; other text columns have none
     assert _statistics(data) == {"wallet_id": ("w-1", "w-3"), "direction": None, "delta": (-5, 7)}
+
+
+def test_statistics_columns_name_exactly_the_columns_with_min_max() -> None:
+    data = parquet.encode(_table(), statistics_columns=["wallet_id"])
+    assert _statistics(data) == {"wallet_id": ("w-1", "w-3"), "direction": None, "delta": None}
