@@ -49,13 +49,19 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import capacity
-from reconcile import MS, STREAM_ARN, WalletState, ledger_chunk, statement_columns, uuid_strings
+from reconcile import (
+    STREAM_ARN,
+    WalletState,
+    ledger_chunk,
+    opening_and_snapshot,
+    statement_columns,
+    uuid_strings,
+)
 
 from lake import objects, parquet
 from lake.compaction import compact_day, read_footer
 from lake.compaction_units import closed_units, run_units
 from lake.layout import landing_key, partition_prefix
-from lake.schemas import BALANCE_SNAPSHOTS, DAILY_BALANCES
 from lake.writer import split_by_slot
 from queries.reconciliation import reconcile
 from walletlake.local import EmbeddedStack, patched_environ
@@ -233,41 +239,14 @@ def build_day(
             for upload in uploads:
                 upload.result()
             print(f"  hour {hour:02d}: {ledger.num_rows:,} rows landed", flush=True)
-    _put_table(
-        client,
-        settings,
-        "daily_balances",
-        DAY - dt.timedelta(days=1),
-        "daily_balances.parquet",
-        pa.table(
-            {
-                "wallet_id": wallet_ids,
-                "closing_balance": open_balance,
-                "closing_version": open_version,
-                "entries": np.ones(wallets, np.int64),
-                "net_delta": np.zeros(wallets, np.int64),
-            },
-            schema=DAILY_BALANCES,
-        ),
+    opening, snapshot = opening_and_snapshot(wallet_ids, open_version, open_balance, state, SNAPSHOT_AT)
+    day_before = DAY - dt.timedelta(days=1)
+    _put_table(client, settings, "daily_balances", day_before, "daily_balances.parquet", opening)
+        client, settings, "daily_balances", DAY - dt.timedelta(days=1), "daily_balances.parquet", opening
     )
     stamp = SNAPSHOT_AT.strftime("%Y%m%dT%H%M%S") + f"{SNAPSHOT_AT.microsecond // 1000:03d}Z"
-    _put_table(
-        client,
-        settings,
-        "balance_snapshots",
-        SNAPSHOT_AT.date(),
-        f"snapshot-{stamp}-000-of-001.parquet",
-        pa.table(
-            {
-                "wallet_id": wallet_ids,
-                "balance": state.balance,
-                "version": state.version,
-                "updated_at": pa.array(state.updated, MS),
-                "snapshot_at": pa.array(np.full(wallets, _ms(SNAPSHOT_AT)), MS),
-            },
-            schema=BALANCE_SNAPSHOTS,
-        ),
-    )
+    name = f"snapshot-{stamp}-000-of-001.parquet"  # the name lake.snapshots gives a complete snapshot
+    _put_table(client, settings, "balance_snapshots", SNAPSHOT_AT.date(), name, snapshot)
     assert state.moved is not None
     busy = np.flatnonzero(state.moved)
     probe = wallet_ids.take(pa.array(busy[np.linspace(0, len(busy) - 1, 20).astype(np.int64)])).to_pylist()

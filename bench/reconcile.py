@@ -203,40 +203,9 @@ def build_lake(root: Path, rows: int, wallets: int) -> tuple[int, int]:
         for (_, slot), part in split_by_slot(batch, "created_at").items():
             (day_dir / landing_object_name(STREAM_ARN, first, slot)).write_bytes(parquet.encode(part))
 
-    write(
-        root,
-        "daily_balances",
-        DAY - dt.timedelta(days=1),
-        "daily_balances.parquet",
-        pa.table(
-            {
-                "wallet_id": wallet_ids,
-                "closing_balance": open_balance,
-                "closing_version": open_version,
-                "entries": np.ones(wallets, np.int64),
-                "net_delta": np.zeros(wallets, np.int64),
-            },
-            schema=DAILY_BALANCES,
-        ),
-    )
-    close_version, close_balance, updated = state.version, state.balance, state.updated
-    snapshot_ms = int(SNAPSHOT_AT.timestamp() * 1000)
-    write(
-        root,
-        "balance_snapshots",
-        SNAPSHOT_AT.date(),
-        "snapshot-bench-000-of-001.parquet",
-        pa.table(
-            {
-                "wallet_id": wallet_ids,
-                "balance": close_balance,
-                "version": close_version,
-                "updated_at": pa.array(updated, MS),
-                "snapshot_at": pa.array(np.full(wallets, snapshot_ms), MS),
-            },
-            schema=BALANCE_SNAPSHOTS,
-        ),
-    )
+    opening, snapshot = opening_and_snapshot(wallet_ids, open_version, open_balance, state, SNAPSHOT_AT)
+    write(root, "daily_balances", DAY - dt.timedelta(days=1), "daily_balances.parquet", opening)
+    write(root, "balance_snapshots", SNAPSHOT_AT.date(), "snapshot-bench-000-of-001.parquet", snapshot)
     return count, wallets
 
 
@@ -333,6 +302,38 @@ def ledger_chunk(
         },
         schema=LEDGER,
     )
+
+
+def opening_and_snapshot(
+    wallet_ids: pa.Array,
+    open_version: np.ndarray,
+    open_balance: np.ndarray,
+    state: WalletState,
+    snapshot_at: dt.datetime,
+) -> tuple[pa.Table, pa.Table]:
+    """The day before's ``daily_balances`` (every wallet's opening) and a snapshot of the close."""
+    wallets = len(wallet_ids)
+    opening = pa.table(
+        {
+            "wallet_id": wallet_ids,
+            "closing_balance": open_balance,
+            "closing_version": open_version,
+            "entries": np.ones(wallets, np.int64),
+            "net_delta": np.zeros(wallets, np.int64),
+        },
+        schema=DAILY_BALANCES,
+    )
+    snapshot = pa.table(
+        {
+            "wallet_id": wallet_ids,
+            "balance": state.balance,
+            "version": state.version,
+            "updated_at": pa.array(state.updated, MS),
+            "snapshot_at": pa.array(np.full(wallets, int(snapshot_at.timestamp() * 1000)), MS),
+        },
+        schema=BALANCE_SNAPSHOTS,
+    )
+    return opening, snapshot
 
 
 def timed_reconciliation(root: Path) -> tuple[float, float, DayOutcome]:

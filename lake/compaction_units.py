@@ -57,7 +57,7 @@ from lake.compaction import (
     compact_inputs,
     is_compacted,
 )
-from lake.layout import PARQUET_SUFFIX, SLOT_MINUTES, SLOTS_PER_DAY, partition_prefix, slot_name, slot_of_name
+from lake.layout import PARQUET_SUFFIX, SLOT_MINUTES, partition_prefix, slot_name, slot_of_name
 from walletlake.settings import Settings
 
 if TYPE_CHECKING:
@@ -360,8 +360,3 @@ def closed_units(
         for day in days
         for unit in plan_units(settings, day, unit_minutes=unit_minutes, closed_before=cutoff, client=client)
     ]
-
-
-def slots_per_day(unit_minutes: int) -> int:
-    """Units of ``unit_minutes`` in a day (what the capacity model counts)."""
-    return SLOTS_PER_DAY * SLOT_MINUTES // unit_minutes

@@ -37,7 +37,6 @@ DAY_COLUMNS: Final[Mapping[str, str]] = {
     "quarantine": "quarantined_at",
 }
 
-_MS_PER_DAY: Final = 86_400_000
 _MS_PER_SLOT: Final = SLOT_MINUTES * 60_000
 _EPOCH: Final = dt.date(1970, 1, 1)
 
@@ -56,26 +55,6 @@ class LandingObject:
     rows: int
     size: int
     slot: int = 0
-
-
-def split_by_day(table: pa.Table, column: str) -> dict[dt.date, pa.Table]:
-    """Rows of ``table`` grouped by the UTC day of its timestamp ``column``, days in order.
-
-    Examples
-    --------
-    >>> import pyarrow as pa
-    >>> t = pa.table({"at": pa.array([86_399_999, 86_400_000], pa.timestamp("ms", tz="UTC"))})
-    >>> {day.isoformat(): part.num_rows for day, part in split_by_day(t, "at").items()}
-    {'1970-01-01': 1, '1970-01-02': 1}
-    """
-    if table.num_rows == 0:
-        return {}
-    millis = pc.cast(table[column], pa.int64()).to_numpy()
-    days = np.floor_divide(millis, _MS_PER_DAY)
-    first, last = int(days.min()), int(days.max())
-    if first == last:  # the usual batch: one day, no copy
-        return {_day(first): table}
-    return {_day(int(day)): table.filter(pa.array(days == day)) for day in np.unique(days)}
 
 
 def split_by_slot(table: pa.Table, column: str) -> dict[tuple[dt.date, int], pa.Table]:
