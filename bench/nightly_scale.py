@@ -242,8 +242,6 @@ def build_day(
     opening, snapshot = opening_and_snapshot(wallet_ids, open_version, open_balance, state, SNAPSHOT_AT)
     day_before = DAY - dt.timedelta(days=1)
     _put_table(client, settings, "daily_balances", day_before, "daily_balances.parquet", opening)
-        client, settings, "daily_balances", DAY - dt.timedelta(days=1), "daily_balances.parquet", opening
-    )
     stamp = SNAPSHOT_AT.strftime("%Y%m%dT%H%M%S") + f"{SNAPSHOT_AT.microsecond // 1000:03d}Z"
     name = f"snapshot-{stamp}-000-of-001.parquet"  # the name lake.snapshots gives a complete snapshot
     _put_table(client, settings, "balance_snapshots", SNAPSHOT_AT.date(), name, snapshot)
