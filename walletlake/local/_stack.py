@@ -290,7 +290,12 @@ def _scan_keys(table: Any) -> Iterator[list[dict[str, Any]]]:
 
 
 def _s3_answers(url: str, region: str) -> bool:
-    """True when the S3 gateway answers a signed ListBuckets (its filer is up, our identity loaded)."""
+    """True when the S3 gateway serves data: a signed ListBuckets answers (filer up, identity loaded)
+    and, in every bucket that holds an object, its first byte can be read.
+
+    After a restart the gateway answers listings before the volume server has registered its
+    volumes with the master; a read then fails with InternalError. Ready means readable.
+    """
     client = boto3.client(
         "s3",
         endpoint_url=url,
@@ -298,7 +303,10 @@ def _s3_answers(url: str, region: str) -> bool:
         aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
         aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
     )
-    client.list_buckets()
+    for bucket in client.list_buckets().get("Buckets", []):
+        listed = client.list_objects_v2(Bucket=bucket["Name"], MaxKeys=1).get("Contents", [])
+        if listed:
+            client.get_object(Bucket=bucket["Name"], Key=listed[0]["Key"], Range="bytes=0-0")["Body"].read()
     return True
 
 
