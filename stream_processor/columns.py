@@ -3,9 +3,12 @@
 The decoder (:mod:`stream_processor.decoder`) only copies typed attribute values into plain lists
 (one flat list per record kind, a row per record), as fast as Python allows. Everything that is
 cheaper done on a whole column at once happens here, in Arrow: parsing DynamoDB numbers into
-int64, range checks on money and versions, and double entry (a deposit becomes one credit; a
-transfer a debit of the payer and a credit of the payee). A row that fails a check leaves the
-batch as a quarantine entry with its reason; it never fails the batch.
+int64, range checks on money and versions, and the check that each wallet MODIFY's entry follows
+its OLD image by exactly one version and exactly its delta. Each such MODIFY is one ledger row
+(a deposit's credit; a transfer's debit of the payer and, in the payee's own record, its credit).
+Transaction INSERTs written by the earlier compare-and-swap write path still become their double
+entry here. A row that fails a check leaves the batch as a quarantine entry with its reason; it
+never fails the batch.
 """
 
 from __future__ import annotations
@@ -21,11 +24,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lake.schemas import LEDGER, QUARANTINE, TIMESTAMP_MS, WALLETS
-from wallet.table import TXN_DEPOSIT, TXN_TRANSFER, Attr
+from wallet.table import DIRECTION_CREDIT, DIRECTION_DEBIT, TXN_DEPOSIT, TXN_TRANSFER, Attr
 from wallet.validation import MAX_AMOUNT, MAX_BALANCE, MIN_AMOUNT
 
-DEBIT: Final = "debit"
-CREDIT: Final = "credit"
+DEBIT: Final = DIRECTION_DEBIT
+CREDIT: Final = DIRECTION_CREDIT
 ENTRY_ID_SEPARATOR: Final = ":"
 
 MAX_INT64: Final = 2**63 - 1
@@ -41,7 +44,25 @@ def entry_id(txn_id: str, direction: str) -> str:
     return f"{txn_id}{ENTRY_ID_SEPARATOR}{direction}"
 
 
-#: Order of the values :class:`BatchColumns` keeps per transaction INSERT (one flat list).
+#: Order of the values :class:`BatchColumns` keeps per wallet MODIFY that applied a ledger entry:
+#: the entry as the NEW image states it, and the OLD image's version and balance it must follow.
+ENTRY_FIELDS: Final = (
+    "txn_id",
+    "txn_type",
+    "wallet_id",
+    "counterparty_wallet_id",
+    "direction",
+    "amount",
+    "wallet_version",
+    "balance_after",
+    "previous_version",
+    "previous_balance",
+    "nonce",
+    "created_at",
+    "sequence",
+)
+#: Order of the values kept per legacy transaction INSERT: items written by the compare-and-swap
+#: write path carried every touched wallet's version and balance after, and give the ledger rows.
 TRANSACTION_FIELDS: Final = (
     "txn_id",
     "txn_type",
@@ -69,24 +90,52 @@ CHUNK_RECORDS: Final = 1024
 
 
 @dataclasses.dataclass(slots=True)
-class BatchColumns:
-    """What the decoder collected from one batch, in stream order.
+class RowBuffer:
+    """Rows of one record kind, as one flat list of text (``fields`` values per row).
 
-    Rows are kept as flat lists (``transactions``: :data:`TRANSACTION_FIELDS` per record;
-    ``wallets``: :data:`WALLET_FIELDS`): one ``extend`` per record is the cheapest way Python has to
-    move a dozen values, and ``flat[i::stride]`` turns them into columns in C. Every
-    :data:`CHUNK_RECORDS` records the decoder calls :meth:`seal`, which moves the pending
-    transaction rows into Arrow string arrays (``txn_chunks``) while they are hot in the cache.
-    ``*_position`` holds each row's index in the batch, so a row rejected by a column-wide check can
-    be quarantined with its original record. Numbers stay DynamoDB ``N`` text until
-    :func:`build_tables` parses them a column at a time.
+    One ``extend`` per record is the cheapest way Python has to move a dozen values, and
+    ``flat[i::stride]`` turns them into columns in C. :meth:`seal` moves the pending rows into
+    Arrow string arrays (``chunks``) while they are hot in the cache. ``positions`` holds each
+    row's index in the batch, so a row rejected by a column-wide check can be quarantined with its
+    original record. Numbers stay DynamoDB ``N`` text until :func:`build_tables` parses them a
+    column at a time.
     """
 
-    transactions: list[str | None] = dataclasses.field(default_factory=list)
-    txn_chunks: list[list[pa.Array]] = dataclasses.field(default_factory=list)
-    txn_position: list[int] = dataclasses.field(default_factory=list)
-    wallets: list[str] = dataclasses.field(default_factory=list)
-    wallet_position: list[int] = dataclasses.field(default_factory=list)
+    fields: tuple[str, ...]
+    values: list[str | None] = dataclasses.field(default_factory=list)
+    positions: list[int] = dataclasses.field(default_factory=list)
+    chunks: list[list[pa.Array]] = dataclasses.field(default_factory=list)
+
+    def seal(self) -> None:
+        """Convert the pending rows to one Arrow string array per field.
+
+        Raises ``pyarrow.ArrowTypeError`` (or ``UnicodeEncodeError``) when a collected value is not
+        a valid string; the decoder then decodes the batch again, checking every record.
+        """
+        pending = self.values
+        if pending:
+            stride = len(self.fields)
+            self.chunks.append([pa.array(pending[index::stride], pa.string()) for index in range(stride)])
+            pending.clear()
+
+    def column(self, field: str) -> pa.Array:
+        """One column of the collected rows (text), by its name in ``fields``."""
+        self.seal()
+        index = self.fields.index(field)
+        chunks = [chunk[index] for chunk in self.chunks]
+        return chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks)
+
+
+@dataclasses.dataclass(slots=True)
+class BatchColumns:
+    """What the decoder collected from one batch, in stream order, a :class:`RowBuffer` per kind.
+
+    Every :data:`CHUNK_RECORDS` records the decoder calls :meth:`seal`.
+    """
+
+    entries: RowBuffer = dataclasses.field(default_factory=lambda: RowBuffer(ENTRY_FIELDS))
+    transactions: RowBuffer = dataclasses.field(default_factory=lambda: RowBuffer(TRANSACTION_FIELDS))
+    wallets: RowBuffer = dataclasses.field(default_factory=lambda: RowBuffer(WALLET_FIELDS))
     rejected_position: list[int] = dataclasses.field(default_factory=list)
     rejected_reason: list[str] = dataclasses.field(default_factory=list)
     ignored: int = 0
@@ -98,27 +147,9 @@ class BatchColumns:
         self.rejected_reason.append(reason)
 
     def seal(self) -> None:
-        """Convert the pending transaction rows to one Arrow string array per field.
-
-        Raises ``pyarrow.ArrowTypeError`` (or ``UnicodeEncodeError``) when a collected value is not
-        a valid string; the decoder then decodes the batch again, checking every record.
-        """
-        pending = self.transactions
-        if pending:
-            stride = len(TRANSACTION_FIELDS)
-            self.txn_chunks.append([pa.array(pending[index::stride], pa.string()) for index in range(stride)])
-            pending.clear()
-
-    def transaction_column(self, field: str) -> pa.Array:
-        """One column of the collected transactions (text), by its name in :data:`TRANSACTION_FIELDS`."""
-        self.seal()
-        index = TRANSACTION_FIELDS.index(field)
-        chunks = [chunk[index] for chunk in self.txn_chunks]
-        return chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks)
-
-    def wallet_column(self, field: str) -> pa.Array:
-        """One column of the collected wallets (text), by its name in :data:`WALLET_FIELDS`."""
-        return pa.array(self.wallets[WALLET_FIELDS.index(field) :: len(WALLET_FIELDS)], pa.string())
+        """Convert every kind's pending rows to Arrow (see :meth:`RowBuffer.seal`)."""
+        self.entries.seal()
+        self.transactions.seal()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -140,22 +171,130 @@ def build_tables(
     checking every record, so the culprit is quarantined instead.
     """
     ingested = pa.scalar(ingested_at_ms, TIMESTAMP_MS)
-    ledger, ledger_rejects = _ledger(columns, ingested)
-    wallets, wallet_rejects = _wallets(columns)
+    entries, entry_rejects = _entries(columns.entries, ingested)
+    legacy, legacy_rejects = _legacy_ledger(columns.transactions, ingested)
+    wallets, wallet_rejects = _wallets(columns.wallets)
     rejected = sorted(
         [
             *zip(columns.rejected_position, columns.rejected_reason, strict=True),
-            *ledger_rejects,
+            *entry_rejects,
+            *legacy_rejects,
             *wallet_rejects,
         ]
+    )
+    ledger = (
+        pa.concat_tables([entries, legacy])
+        if legacy.num_rows and entries.num_rows
+        else (legacy if legacy.num_rows else entries)
     )
     return LakeRows(ledger=ledger, wallets=wallets, quarantine=_quarantine(rejected, records, ingested))
 
 
-def _ledger(columns: BatchColumns, ingested: pa.Scalar) -> tuple[pa.Table, list[tuple[int, str]]]:
-    if not columns.txn_position:
+def _entries(rows: RowBuffer, ingested: pa.Scalar) -> tuple[pa.Table, list[tuple[int, str]]]:
+    """Ledger rows from wallet MODIFYs: one per record, checked against the OLD image it follows.
+
+    The NEW image states the entry whole (DynamoDB's own ``version`` and ``balance`` after the
+    ``ADD``); the OLD image must be the version before it and the balance before the entry's delta,
+    so an image that does not describe exactly one applied entry is quarantined, never guessed at.
+    """
+    if not rows.positions:
         return LEDGER.empty_table(), []
-    column = columns.transaction_column
+    column = rows.column
+    txn_type = column("txn_type")
+    wallet_id = column("wallet_id")
+    counterparty = column("counterparty_wallet_id")
+    direction = column("direction")
+    amount = _integers(column("amount"))
+    version = _integers(column("wallet_version"))
+    balance = _integers(column("balance_after"))
+    previous_version = _integers(column("previous_version"))
+    previous_balance = _integers(column("previous_balance"))
+    created_at = _integers(column("created_at"))
+    is_transfer = pc.equal(txn_type, TXN_TRANSFER)
+    debit = pc.equal(direction, DEBIT)
+    delta = pc.if_else(debit, pc.negate(amount), amount)
+    checks = [
+        (pc.invert(pc.or_(is_transfer, pc.equal(txn_type, TXN_DEPOSIT))), "unknown transaction type"),
+        (
+            pc.invert(pc.or_(debit, pc.equal(direction, CREDIT))),
+            f"{Attr.ENTRY_DIRECTION} is not debit or credit",
+        ),
+        (_outside(amount, MIN_AMOUNT, MAX_AMOUNT), _range_reason(Attr.ENTRY_AMOUNT, MIN_AMOUNT, MAX_AMOUNT)),
+        (_outside(version, 1, MAX_INT64), _range_reason(Attr.VERSION, 1, MAX_INT64)),
+        (_outside(balance, 0, MAX_BALANCE), _range_reason(Attr.BALANCE, 0, MAX_BALANCE)),
+        (_outside(created_at, 0, MAX_TIMESTAMP_MS), _range_reason(Attr.UPDATED_AT, 0, MAX_TIMESTAMP_MS)),
+        (
+            pc.and_(is_transfer, pc.is_null(counterparty)),
+            f"transfer entry without {Attr.ENTRY_COUNTERPARTY}",
+        ),
+        (
+            pc.and_(is_transfer, pc.fill_null(pc.equal(wallet_id, counterparty), False)),
+            "transfer to the same wallet",
+        ),
+        (
+            pc.and_(pc.invert(is_transfer), pc.or_(debit, pc.is_valid(counterparty))),
+            "deposit entry that is not a credit without counterparty",
+        ),
+        (
+            pc.not_equal(previous_version, pc.subtract(version, 1)),
+            "version does not follow the OldImage's version by one (or no OldImage)",
+        ),
+        (
+            pc.not_equal(pc.add(previous_balance, delta), balance),
+            "balance is not the OldImage's balance plus the entry",
+        ),
+    ]
+    keep, rejects = _apply_checks(checks, rows.positions)
+    txn_id = column("txn_id")
+    arrays = {
+        "txn_id": txn_id,
+        "txn_type": txn_type,
+        "wallet_id": wallet_id,
+        "counterparty": counterparty,
+        "direction": direction,
+        "amount": amount,
+        "delta": delta,
+        "version": version,
+        "balance": balance,
+        "nonce": column("nonce"),
+        "created_at": created_at,
+        "sequence": column("sequence"),
+    }
+    if keep is not None:
+        arrays = {name: values.filter(keep) for name, values in arrays.items()}
+    return (
+        pa.Table.from_arrays(
+            [
+                _entry_ids(arrays["txn_id"], arrays["direction"]),
+                arrays["txn_id"],
+                arrays["txn_type"],
+                arrays["wallet_id"],
+                arrays["counterparty"],
+                arrays["direction"],
+                arrays["amount"],
+                arrays["delta"],
+                arrays["version"],
+                arrays["balance"],
+                arrays["nonce"],
+                arrays["created_at"].cast(TIMESTAMP_MS),
+                arrays["sequence"],
+                pa.repeat(ingested, len(arrays["amount"])),
+            ],
+            schema=LEDGER,
+        ),
+        rejects,
+    )
+
+
+def _legacy_ledger(rows: RowBuffer, ingested: pa.Scalar) -> tuple[pa.Table, list[tuple[int, str]]]:
+    """Ledger rows from transaction INSERTs of the compare-and-swap write path (double entry).
+
+    Those items carried each touched wallet's version and balance after; their wallet MODIFYs carry
+    no entry, so a stream holding both paths' records gives every entry exactly once.
+    """
+    if not rows.positions:
+        return LEDGER.empty_table(), []
+    column = rows.column
     txn_type = column("txn_type")
     wallet_id = column("wallet_id")
     to_wallet_id = column("to_wallet_id")
@@ -188,7 +327,7 @@ def _ledger(columns: BatchColumns, ingested: pa.Scalar) -> tuple[pa.Table, list[
             "transfer to the same wallet",
         ),
     ]
-    keep, rejects = _apply_checks(checks, columns.txn_position)
+    keep, rejects = _apply_checks(checks, rows.positions)
     txns = {
         "txn_id": column("txn_id"),
         "txn_type": txn_type,
@@ -259,18 +398,18 @@ def _double_entry(txns: dict[str, pa.Array], ingested: pa.Scalar) -> pa.Table:
     )
 
 
-def _wallets(columns: BatchColumns) -> tuple[pa.Table, list[tuple[int, str]]]:
-    if not columns.wallet_position:
+def _wallets(rows: RowBuffer) -> tuple[pa.Table, list[tuple[int, str]]]:
+    if not rows.positions:
         return WALLETS.empty_table(), []
-    created_at = _integers(columns.wallet_column("created_at"))
+    created_at = _integers(rows.column("created_at"))
     checks = [
         (_outside(created_at, 0, MAX_TIMESTAMP_MS), _range_reason(Attr.CREATED_AT, 0, MAX_TIMESTAMP_MS))
     ]
-    keep, rejects = _apply_checks(checks, columns.wallet_position)
+    keep, rejects = _apply_checks(checks, rows.positions)
     table = pa.Table.from_arrays(
         [
-            columns.wallet_column("wallet_id"),
-            columns.wallet_column("user_id"),
+            rows.column("wallet_id"),
+            rows.column("user_id"),
             created_at.cast(TIMESTAMP_MS),
         ],
         schema=WALLETS,

@@ -5,14 +5,23 @@ chosen by :data:`RECORD_KINDS` from its ``eventName`` and the item's ``entity`` 
 "Stream records → ledger"):
 
 ============================  ======================================================
-INSERT of a transaction       ledger rows (deposit: a credit; transfer: debit + credit)
+MODIFY of a wallet            one ledger row: the entry the movement recorded on the
+                              item (``entry_*``), with the item's own ``version``,
+                              ``balance`` and ``updated_at``, checked against the OLD
+                              image (version + 1, balance + delta)
 INSERT of a wallet            a ``wallets`` row
+INSERT of a transaction       ignored (counted): the idempotency record
 INSERT of a user claim        ignored (counted)
-MODIFY of a wallet            ignored (counted): balances are derived from the ledger
 REMOVE of a transaction       a TTL expiry when ``userIdentity`` is the DynamoDB service
                               (counted, never a reversal); otherwise quarantined
 anything else                 quarantined whole, with its reason
 ============================  ======================================================
+
+A deposit is one wallet MODIFY (a credit), a transfer two (the payer's debit, the payee's credit),
+which may arrive in different shards and batches: each row stands alone, so any interleaving
+gives the same ledger. Records of the earlier compare-and-swap write path (a transaction INSERT
+carrying ``wallet_version``, wallet MODIFYs without an entry) still decode to the same rows, so a
+deploy in the middle of the stream's 24 hours neither loses nor doubles an entry.
 
 Why it is shaped this way: a Lambda batch holds up to 10,000 records and one consumer process must
 carry far more than the write path's 20,000 writes/s. So the hot path reads each typed attribute
@@ -74,6 +83,8 @@ class RecordKind:
     decode: DecodeStep
     required: tuple[tuple[str, str], ...] = ()
     optional: tuple[tuple[str, str], ...] = ()
+    #: ``(mark, attributes)``: an image holding ``mark`` must hold every one of ``attributes``.
+    required_with: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -197,24 +208,98 @@ _TRANSACTION_REQUIRED: Final = (
     (Attr.WALLET_ID, "S"),
     (Attr.AMOUNT, "N"),
     (Attr.NONCE, "S"),
-    (Attr.WALLET_VERSION, "N"),
-    (Attr.WALLET_BALANCE_AFTER, "N"),
     (Attr.CREATED_AT, "N"),
 )
 _TRANSACTION_OPTIONAL: Final = (
     (Attr.TO_WALLET_ID, "S"),
+    (Attr.WALLET_VERSION, "N"),
+    (Attr.WALLET_BALANCE_AFTER, "N"),
     (Attr.TO_WALLET_VERSION, "N"),
     (Attr.TO_WALLET_BALANCE_AFTER, "N"),
 )
 _WALLET_REQUIRED: Final = ((Attr.WALLET_ID, "S"), (Attr.USER_ID, "S"), (Attr.CREATED_AT, "N"))
+_WALLET_MODIFIED_REQUIRED: Final = (
+    (Attr.WALLET_ID, "S"),
+    (Attr.BALANCE, "N"),
+    (Attr.VERSION, "N"),
+    (Attr.UPDATED_AT, "N"),
+)
+_ENTRY_REQUIRED: Final = (
+    (Attr.ENTRY_TXN_ID, "S"),
+    (Attr.ENTRY_TYPE, "S"),
+    (Attr.ENTRY_DIRECTION, "S"),
+    (Attr.ENTRY_AMOUNT, "N"),
+    (Attr.ENTRY_NONCE, "S"),
+)
+_ENTRY_OPTIONAL: Final = ((Attr.ENTRY_COUNTERPARTY, "S"),)
 
 # itemgetters fetch every attribute of a kind in one C call, keyed by the one spelling in Attr.
-_transaction_attributes: Final = operator.itemgetter(*(name for name, _ in _TRANSACTION_REQUIRED))
+_legacy_transaction_attributes: Final = operator.itemgetter(
+    Attr.TXN_ID,
+    Attr.TYPE,
+    Attr.WALLET_ID,
+    Attr.AMOUNT,
+    Attr.NONCE,
+    Attr.WALLET_VERSION,
+    Attr.WALLET_BALANCE_AFTER,
+    Attr.CREATED_AT,
+)
+_entry_attributes: Final = operator.itemgetter(
+    *(name for name, _ in (*_WALLET_MODIFIED_REQUIRED, *_ENTRY_REQUIRED))
+)
+_previous_attributes: Final = operator.itemgetter(Attr.VERSION, Attr.BALANCE)
 _wallet_attributes: Final = operator.itemgetter(*(name for name, _ in _WALLET_REQUIRED))
 
+_ENTRY_TXN_ID: Final = Attr.ENTRY_TXN_ID
+_ENTRY_COUNTERPARTY: Final = Attr.ENTRY_COUNTERPARTY
+_LEGACY_MARK: Final = Attr.WALLET_VERSION
 _TO_WALLET_ID: Final = Attr.TO_WALLET_ID
 _TO_WALLET_VERSION: Final = Attr.TO_WALLET_VERSION
 _TO_WALLET_BALANCE_AFTER: Final = Attr.TO_WALLET_BALANCE_AFTER
+
+
+def _wallet_modified(
+    columns: BatchColumns,
+    position: int,
+    record: Mapping[str, Any],
+    change: Mapping[str, Any],
+    image: Mapping[str, Any],
+) -> None:
+    """A movement applied to a wallet: its NEW image is one ledger entry, its OLD image the one before.
+
+    A MODIFY without an entry (``entry_txn_id``) was written by the compare-and-swap write path,
+    whose transaction INSERT carries the entry instead: counted, like a user claim.
+    """
+    if _ENTRY_TXN_ID not in image:
+        columns.ignored += 1
+        return
+    wallet_id, balance, version, updated_at, txn_id, txn_type, direction, amount, nonce = _entry_attributes(
+        image
+    )
+    counterparty = image.get(_ENTRY_COUNTERPARTY)
+    old = change.get(OLD_IMAGE)
+    previous_version, previous_balance = (None, None) if old is None else _previous_attributes(old)
+    entries = columns.entries
+    # One extend per record (in ENTRY_FIELDS order), built whole before it is added, so a KeyError
+    # on a malformed image never leaves a partial row behind.
+    entries.values.extend(
+        (
+            txn_id["S"],
+            txn_type["S"],
+            wallet_id["S"],
+            None if counterparty is None else counterparty["S"],
+            direction["S"],
+            amount["N"],
+            version["N"],
+            balance["N"],
+            None if previous_version is None else previous_version["N"],
+            None if previous_balance is None else previous_balance["N"],
+            nonce["S"],
+            updated_at["N"],
+            change[SEQUENCE_NUMBER],
+        )
+    )
+    entries.positions.append(position)
 
 
 def _transaction_inserted(
@@ -224,14 +309,23 @@ def _transaction_inserted(
     change: Mapping[str, Any],
     image: Mapping[str, Any],
 ) -> None:
-    """A committed deposit or transfer: one row of transaction columns, later one or two ledger rows."""
-    txn_id, txn_type, wallet_id, amount, nonce, version, balance, created_at = _transaction_attributes(image)
+    """A committed deposit or transfer: the idempotency record, whose entries are the wallets' MODIFYs.
+
+    Counted, except an item of the compare-and-swap write path (it carries ``wallet_version``):
+    that one still gives the ledger rows, later one or two (its wallets' MODIFYs carry no entry).
+    """
+    if _LEGACY_MARK not in image:
+        columns.ignored += 1
+        return
+    txn_id, txn_type, wallet_id, amount, nonce, version, balance, created_at = _legacy_transaction_attributes(
+        image
+    )
     to_wallet = image.get(_TO_WALLET_ID)
     to_version = image.get(_TO_WALLET_VERSION)
     to_balance = image.get(_TO_WALLET_BALANCE_AFTER)
-    # One extend per record (in TRANSACTION_FIELDS order), built whole before it is added, so a
-    # KeyError on a malformed image never leaves a partial row behind.
-    columns.transactions.extend(
+    transactions = columns.transactions
+    # In TRANSACTION_FIELDS order, built whole before it is added (as in _wallet_modified).
+    transactions.values.extend(
         (
             txn_id["S"],
             txn_type["S"],
@@ -247,7 +341,7 @@ def _transaction_inserted(
             change[SEQUENCE_NUMBER],
         )
     )
-    columns.txn_position.append(position)
+    transactions.positions.append(position)
 
 
 def _wallet_inserted(
@@ -259,8 +353,8 @@ def _wallet_inserted(
 ) -> None:
     """A wallet was opened: one ``wallets`` row."""
     wallet_id, user_id, created_at = _wallet_attributes(image)
-    columns.wallets.extend((wallet_id["S"], user_id["S"], created_at["N"]))  # WALLET_FIELDS order
-    columns.wallet_position.append(position)
+    columns.wallets.values.extend((wallet_id["S"], user_id["S"], created_at["N"]))  # WALLET_FIELDS order
+    columns.wallets.positions.append(position)
 
 
 def _ignored(
@@ -270,7 +364,7 @@ def _ignored(
     change: Mapping[str, Any],
     image: Mapping[str, Any],
 ) -> None:
-    """Expected and of no use to the lake (balance changes, user claims): counted only."""
+    """Expected and of no use to the lake (user claims): counted only."""
     columns.ignored += 1
 
 
@@ -290,11 +384,21 @@ def _transaction_removed(
 #: Every record kind the pipeline expects, by ``(eventName, entity)``; any other pair is quarantined.
 RECORD_KINDS: Final[dict[tuple[str, str], RecordKind]] = {
     (EVENT_INSERT, ENTITY_TRANSACTION): RecordKind(
-        "transaction inserted", _transaction_inserted, _TRANSACTION_REQUIRED, _TRANSACTION_OPTIONAL
+        "transaction inserted",
+        _transaction_inserted,
+        _TRANSACTION_REQUIRED,
+        _TRANSACTION_OPTIONAL,
+        ((_LEGACY_MARK, ((Attr.WALLET_BALANCE_AFTER, "N"),)),),
     ),
     (EVENT_INSERT, ENTITY_WALLET): RecordKind("wallet inserted", _wallet_inserted, _WALLET_REQUIRED),
     (EVENT_INSERT, ENTITY_USER): RecordKind("user claim inserted", _ignored),
-    (EVENT_MODIFY, ENTITY_WALLET): RecordKind("wallet modified", _ignored),
+    (EVENT_MODIFY, ENTITY_WALLET): RecordKind(
+        "wallet modified",
+        _wallet_modified,
+        _WALLET_MODIFIED_REQUIRED,
+        (*_ENTRY_REQUIRED, *_ENTRY_OPTIONAL),
+        ((_ENTRY_TXN_ID, _ENTRY_REQUIRED),),
+    ),
     (EVENT_REMOVE, ENTITY_TRANSACTION): RecordKind("transaction removed", _transaction_removed),
 }
 
@@ -346,7 +450,11 @@ def describe_problem(record: Any) -> str | None:
     kind = RECORD_KINDS.get((event, entity))
     if kind is None:
         return _unexpected(event, entity)
-    for name, type_tag in kind.required:
+    required = [*kind.required]
+    for mark, attributes in kind.required_with:
+        if mark in image:
+            required += attributes
+    for name, type_tag in required:
         problem = _typed(image, name, type_tag)
         if problem is not None:
             return problem

@@ -21,6 +21,9 @@ from typing import Any
 import boto3
 
 from stream_processor.lambda_records import TTL_IDENTITY_PRINCIPAL, TTL_IDENTITY_TYPE
+from wallet.commands import Deposit, Movement, Transfer, request_hash
+from wallet.posting import post
+from wallet.store import transaction_request
 from wallet.table import (
     ENTITY_TRANSACTION,
     ENTITY_USER,
@@ -56,15 +59,19 @@ def transaction_image(
     wallet_id: str,
     amount: int,
     nonce: str,
-    wallet_version: int,
-    wallet_balance_after: int,
     created_at: int,
     to_wallet_id: str | None = None,
+    wallet_version: int | None = None,
+    wallet_balance_after: int | None = None,
     to_wallet_version: int | None = None,
     to_wallet_balance_after: int | None = None,
     ttl_seconds: int = HOT_TTL_SECONDS,
 ) -> dict[str, Any]:
-    """A transaction item exactly as the write path stores it (ARCHITECTURE.md)."""
+    """A transaction item exactly as the write path stores it (ARCHITECTURE.md).
+
+    With ``wallet_version`` (and the other versions and balances), an item of the earlier
+    compare-and-swap write path, whose INSERT carried the ledger entries.
+    """
     image: dict[str, Any] = {
         Attr.PK: s(transaction_key(wallet_id, nonce)),
         Attr.ENTITY: s(ENTITY_TRANSACTION),
@@ -74,13 +81,15 @@ def transaction_image(
         Attr.AMOUNT: n(amount),
         Attr.NONCE: s(nonce),
         Attr.REQUEST_HASH: s("0" * 64),
-        Attr.WALLET_VERSION: n(wallet_version),
-        Attr.WALLET_BALANCE_AFTER: n(wallet_balance_after),
         Attr.CREATED_AT: n(created_at),
         Attr.EXPIRES_AT: n(created_at // 1000 + ttl_seconds),
     }
     if to_wallet_id is not None:
         image[Attr.TO_WALLET_ID] = s(to_wallet_id)
+    if wallet_version is not None:
+        image[Attr.WALLET_VERSION] = n(wallet_version)
+    if wallet_balance_after is not None:
+        image[Attr.WALLET_BALANCE_AFTER] = n(wallet_balance_after)
     if to_wallet_version is not None:
         image[Attr.TO_WALLET_VERSION] = n(to_wallet_version)
     if to_wallet_balance_after is not None:
@@ -107,6 +116,22 @@ def wallet_image(
         Attr.CREATED_AT: n(created_at),
         Attr.UPDATED_AT: n(updated_at if updated_at is not None else created_at),
     }
+
+
+def entry_image(
+    txn_id: str, txn_type: str, direction: str, amount: int, nonce: str, *, counterparty: str | None = None
+) -> dict[str, Any]:
+    """The ledger-entry attributes a movement sets on a wallet item (its MODIFY's NewImage)."""
+    entry = {
+        Attr.ENTRY_TXN_ID: s(txn_id),
+        Attr.ENTRY_TYPE: s(txn_type),
+        Attr.ENTRY_DIRECTION: s(direction),
+        Attr.ENTRY_AMOUNT: n(amount),
+        Attr.ENTRY_NONCE: s(nonce),
+    }
+    if counterparty is not None:
+        entry[Attr.ENTRY_COUNTERPARTY] = s(counterparty)
+    return entry
 
 
 def user_image(user_id: str, wallet_id: str) -> dict[str, Any]:
@@ -200,13 +225,19 @@ class Entry:
 class LedgerModel:
     """The write path's rules in miniature: what each committed transaction writes, in order.
 
-    Every method returns the stream records its TransactWriteItems would produce (wallet MODIFYs,
-    then the transaction INSERT), and the model remembers each wallet's balance and version.
+    Every method returns the stream records its TransactWriteItems would produce (a wallet MODIFY
+    per leg, each carrying its ledger entry, then the transaction INSERT), and the model remembers
+    each wallet's balance and version. ``legacy=True`` produces the records of the earlier
+    compare-and-swap write path instead: MODIFYs without an entry, and a transaction INSERT carrying
+    every touched wallet's version and balance after.
     """
 
-    def __init__(self, records: RecordFactory | None = None, *, start: dt.datetime | None = None) -> None:
+    def __init__(
+        self, records: RecordFactory | None = None, *, start: dt.datetime | None = None, legacy: bool = False
+    ) -> None:
         self.records = records or RecordFactory()
         self.clock = ms(start or dt.datetime(2026, 11, 22, 4, 0, tzinfo=dt.UTC))
+        self.legacy = legacy
         self.wallets: dict[str, WalletState] = {}
         self.entries: list[Entry] = []
         self.transactions: list[dict[str, Any]] = []
@@ -227,33 +258,34 @@ class LedgerModel:
             self.records.insert(state.image),
         ]
 
-    def _move(self, state: WalletState, delta: int, now: int) -> dict[str, Any]:
+    def _move(self, state: WalletState, delta: int, now: int, entry: dict[str, Any]) -> dict[str, Any]:
         old = state.image
         state.balance += delta
         state.version += 1
         state.updated_at = now
         state.image = {
-            **old,
+            **{name: value for name, value in old.items() if name != Attr.ENTRY_COUNTERPARTY},
             Attr.BALANCE: n(state.balance),
             Attr.VERSION: n(state.version),
             Attr.UPDATED_AT: n(now),
+            **({} if self.legacy else entry),
         }
         return self.records.modify(old, state.image)
 
     def deposit(self, wallet_id: str, amount: int) -> list[dict[str, Any]]:
         state = self.wallets[wallet_id]
         now = max(self.tick(), state.updated_at)
-        txn_id = str(uuid.uuid4())
-        modify = self._move(state, amount, now)
+        txn_id, nonce = str(uuid.uuid4()), uuid.uuid4().hex
+        modify = self._move(state, amount, now, entry_image(txn_id, TXN_DEPOSIT, "credit", amount, nonce))
         image = transaction_image(
             txn_id=txn_id,
             txn_type=TXN_DEPOSIT,
             wallet_id=wallet_id,
             amount=amount,
-            nonce=uuid.uuid4().hex,
-            wallet_version=state.version,
-            wallet_balance_after=state.balance,
+            nonce=nonce,
             created_at=now,
+            wallet_version=state.version if self.legacy else None,
+            wallet_balance_after=state.balance if self.legacy else None,
         )
         self.entries.append(Entry(f"{txn_id}:credit", wallet_id, amount, state.version, state.balance))
         self.transactions.append(image)
@@ -265,21 +297,31 @@ class LedgerModel:
     def transfer(self, payer: str, payee: str, amount: int) -> list[dict[str, Any]]:
         source, target = self.wallets[payer], self.wallets[payee]
         now = max(self.tick(), source.updated_at, target.updated_at)
-        txn_id = str(uuid.uuid4())
-        debit = self._move(source, -amount, now)
-        credit = self._move(target, amount, now)
+        txn_id, nonce = str(uuid.uuid4()), uuid.uuid4().hex
+        debit = self._move(
+            source,
+            -amount,
+            now,
+            entry_image(txn_id, TXN_TRANSFER, "debit", amount, nonce, counterparty=payee),
+        )
+        credit = self._move(
+            target,
+            amount,
+            now,
+            entry_image(txn_id, TXN_TRANSFER, "credit", amount, nonce, counterparty=payer),
+        )
         image = transaction_image(
             txn_id=txn_id,
             txn_type=TXN_TRANSFER,
             wallet_id=payer,
             amount=amount,
-            nonce=uuid.uuid4().hex,
-            wallet_version=source.version,
-            wallet_balance_after=source.balance,
+            nonce=nonce,
             created_at=now,
             to_wallet_id=payee,
-            to_wallet_version=target.version,
-            to_wallet_balance_after=target.balance,
+            wallet_version=source.version if self.legacy else None,
+            wallet_balance_after=source.balance if self.legacy else None,
+            to_wallet_version=target.version if self.legacy else None,
+            to_wallet_balance_after=target.balance if self.legacy else None,
         )
         self.entries.append(Entry(f"{txn_id}:debit", payer, -amount, source.version, source.balance))
         self.entries.append(Entry(f"{txn_id}:credit", payee, amount, target.version, target.balance))
@@ -293,9 +335,9 @@ class LedgerModel:
 class TableWriter:
     """Writes wallets, deposits and transfers into DynamoDB Local as the write path does.
 
-    One TransactWriteItems per operation, with the contract's conditions (version compare-and-swap,
-    funds on the payer, ``attribute_not_exists`` on new items). Single-threaded, so the model's
-    versions are the table's.
+    One TransactWriteItems per operation, built by the write path itself
+    (:func:`wallet.store.transaction_request`). Single-threaded, so the model's versions are the
+    table's.
     """
 
     def __init__(self, table: str, *, region: str = "us-east-1", ttl_seconds: int = HOT_TTL_SECONDS) -> None:
@@ -314,28 +356,17 @@ class TableWriter:
             }
         }
 
-    def _update(
-        self, state: WalletState, read_version: int, payer_amount: int | None = None
-    ) -> dict[str, Any]:
-        condition = "#v = :rv" + (" AND #b >= :amt" if payer_amount is not None else "")
-        values = {
-            ":rv": n(read_version),
-            ":v": n(state.version),
-            ":b": n(state.balance),
-            ":u": n(state.updated_at),
-        }
-        if payer_amount is not None:
-            values[":amt"] = n(payer_amount)
-        return {
-            "Update": {
-                "TableName": self.table,
-                "Key": {Attr.PK: s(wallet_key(state.wallet_id))},
-                "UpdateExpression": "SET #b = :b, #v = :v, #u = :u",
-                "ConditionExpression": condition,
-                "ExpressionAttributeNames": {"#b": Attr.BALANCE, "#v": Attr.VERSION, "#u": Attr.UPDATED_AT},
-                "ExpressionAttributeValues": values,
-            }
-        }
+    def _write(self, command: Movement) -> None:
+        """The write path's own TransactWriteItems for the model's last transaction."""
+        txn = self.model.transactions[-1]
+        posting = post(
+            command,
+            now_ms=int(txn[Attr.CREATED_AT]["N"]),
+            hot_ttl_seconds=self.ttl_seconds,
+            txn_id=txn[Attr.TXN_ID]["S"],
+            request_hash=request_hash(command),
+        )
+        self.client.transact_write_items(**transaction_request(self.table, posting))
 
     def _now(self) -> None:
         self.model.clock = max(self.model.clock, ms(dt.datetime.now(dt.UTC)))
@@ -354,31 +385,13 @@ class TableWriter:
 
     def deposit(self, wallet_id: str, amount: int) -> None:
         self._now()
-        read_version = self.model.wallets[wallet_id].version
         self.model.deposit(wallet_id, amount)
-        item = self._with_ttl(self.model.transactions[-1])
-        state = self.model.wallets[wallet_id]
-        self.client.transact_write_items(
-            TransactItems=[self._update(state, read_version), self._put_new(item)]  # type: ignore[list-item]
-        )
+        self._write(Deposit(wallet_id, amount, self.model.transactions[-1][Attr.NONCE]["S"]))
 
     def transfer(self, payer: str, payee: str, amount: int) -> None:
         self._now()
-        payer_version = self.model.wallets[payer].version
-        payee_version = self.model.wallets[payee].version
         self.model.transfer(payer, payee, amount)
-        item = self._with_ttl(self.model.transactions[-1])
-        self.client.transact_write_items(
-            TransactItems=[  # type: ignore[list-item]
-                self._update(self.model.wallets[payer], payer_version, payer_amount=amount),
-                self._update(self.model.wallets[payee], payee_version),
-                self._put_new(item),
-            ]
-        )
-
-    def _with_ttl(self, item: dict[str, Any]) -> dict[str, Any]:
-        created = int(item[Attr.CREATED_AT]["N"])
-        return {**item, Attr.EXPIRES_AT: n(created // 1000 + self.ttl_seconds)}
+        self._write(Transfer(payer, payee, amount, self.model.transactions[-1][Attr.NONCE]["S"]))
 
     def workload(self, *, wallets: int, deposits: int, transfers: int, seed: int = 7) -> None:
         """Wallets, then deposits round-robin, then transfers between pseudo-random wallets."""

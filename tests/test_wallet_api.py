@@ -100,9 +100,16 @@ def test_deposit_credits_the_wallet_and_records_the_transaction(api: Api) -> Non
         Attr.AMOUNT: 1_000_000,
         Attr.NONCE: "n-1",
     }
-    assert (txn[Attr.WALLET_VERSION], txn[Attr.WALLET_BALANCE_AFTER]) == (1, 1_000_000)
+    # the entry is recorded on the wallet item (its stream MODIFY is the ledger row), not the txn
+    assert Attr.WALLET_VERSION not in txn
+    assert {k: wallet[k] for k in (Attr.ENTRY_TXN_ID, Attr.ENTRY_TYPE, Attr.ENTRY_DIRECTION)} == {
+        Attr.ENTRY_TXN_ID: txn[Attr.TXN_ID],
+        Attr.ENTRY_TYPE: "deposit",
+        Attr.ENTRY_DIRECTION: "credit",
+    }
+    assert (wallet[Attr.ENTRY_AMOUNT], wallet[Attr.ENTRY_NONCE]) == (1_000_000, "n-1")
+    assert Attr.ENTRY_COUNTERPARTY not in wallet
     assert Attr.TO_WALLET_ID not in txn
-    assert Attr.TO_WALLET_VERSION not in txn
     assert txn[Attr.CREATED_AT] == wallet[Attr.UPDATED_AT] >= wallet[Attr.CREATED_AT]
     assert txn[Attr.EXPIRES_AT] == txn[Attr.CREATED_AT] // 1000 + api.settings.hot_ttl_seconds
     assert len(txn[Attr.REQUEST_HASH]) == 64
@@ -190,7 +197,7 @@ def test_transfer_moves_money_and_numbers_both_wallets(api: Api) -> None:
     assert api.deposit(payer, 1_000, "fund").status_code == 204
     # WHEN 400 is transferred
     response = api.transfer(payer, payee, 400, "t-1")
-    # THEN 204, balances moved, both wallets numbered, one transaction item with both legs
+    # THEN 204, balances moved, both wallets numbered, one transaction item, a leg on each wallet
     assert response.status_code == 204
     assert api.balance(payer).json() == {"balance": "600"}
     assert api.balance(payee).json() == {"balance": "400"}
@@ -199,8 +206,18 @@ def test_transfer_moves_money_and_numbers_both_wallets(api: Api) -> None:
     txn = next(t for t in table.transactions if t[Attr.TYPE] == "transfer")
     assert txn[Attr.PK] == transaction_key(payer, "t-1")
     assert (txn[Attr.WALLET_ID], txn[Attr.TO_WALLET_ID], txn[Attr.AMOUNT]) == (payer, payee, 400)
-    assert (txn[Attr.WALLET_VERSION], txn[Attr.WALLET_BALANCE_AFTER]) == (2, 600)
-    assert (txn[Attr.TO_WALLET_VERSION], txn[Attr.TO_WALLET_BALANCE_AFTER]) == (1, 400)
+    # each wallet item records its own leg of the entry, pointing at the other wallet
+    legs = {
+        wallet_id: tuple(
+            table.wallets[wallet_id][k]
+            for k in (Attr.ENTRY_TXN_ID, Attr.ENTRY_DIRECTION, Attr.ENTRY_AMOUNT, Attr.ENTRY_COUNTERPARTY)
+        )
+        for wallet_id in (payer, payee)
+    }
+    assert legs == {
+        payer: (txn[Attr.TXN_ID], "debit", 400, payee),
+        payee: (txn[Attr.TXN_ID], "credit", 400, payer),
+    }
     assert (
         table.wallets[payer][Attr.UPDATED_AT] == table.wallets[payee][Attr.UPDATED_AT] == txn[Attr.CREATED_AT]
     )

@@ -1,9 +1,15 @@
-"""The ledger arithmetic of one request: what each touched wallet becomes, and when.
+"""The ledger arithmetic of one request: what each touched wallet is told to add, and when.
 
-Pure: given the wallets as read (strongly consistent) and the clock, :func:`post` computes the new
-balances and versions and the transaction's timestamps, or refuses for money reasons. The store
-(:mod:`wallet.store`) then writes exactly this with compare-and-swap conditions, so what the
-transaction item records (``wallet_balance_after``...) is by construction what the wallet holds.
+Pure. A movement is written without reading the wallets first: each wallet item gets an atomic
+``ADD`` of its delta to ``balance`` and of 1 to ``version``, guarded by conditions DynamoDB checks
+at commit (funds on a debit, the balance ceiling on a credit, time on both), and the item records
+the ledger entry it just applied (``entry_*`` attributes). So the wallet's own stream record
+(NEW_AND_OLD_IMAGES) states the entry whole: its version and balance after are the item's, exactly
+as DynamoDB committed them, and nothing the server computed can disagree with them.
+
+This module says what the legs of a movement are and what each one's conditions allow; the store
+(:mod:`wallet.store`) turns them into one TransactWriteItems and :mod:`wallet.cancellation` reads a
+refusal back.
 """
 
 from __future__ import annotations
@@ -11,36 +17,47 @@ from __future__ import annotations
 import dataclasses
 
 from wallet.commands import Deposit, Movement
-from wallet.errors import BalanceLimitExceededError, InsufficientFundsError
+from wallet.table import DIRECTION_CREDIT, DIRECTION_DEBIT
 from wallet.validation import MAX_BALANCE
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class WalletState:
-    """A wallet item as read: the compare-and-swap base of the next write."""
+class Leg:
+    """One wallet's side of a movement: the ledger entry its item records.
+
+    ``delta`` is signed (negative on a debit). A debit needs ``balance >= -delta`` at commit; a
+    credit needs ``balance <= MAX_BALANCE - delta`` (:attr:`balance_floor`, :attr:`balance_ceiling`).
+    """
 
     wallet_id: str
-    balance: int
-    version: int
-    updated_at: int
+    direction: str
+    delta: int
+    counterparty: str | None
 
+    @property
+    def is_debit(self) -> bool:
+        """True for the payer's leg of a transfer."""
+        return self.direction == DIRECTION_DEBIT
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class WalletChange:
-    """One wallet's move from ``read_version`` to ``version = read_version + 1``."""
+    @property
+    def balance_floor(self) -> int:
+        """Lowest balance the wallet may hold before a debit (the amount), for its condition."""
+        return -self.delta
 
-    wallet_id: str
-    read_version: int
-    version: int
-    balance: int
+    @property
+    def balance_ceiling(self) -> int:
+        """Highest balance the wallet may hold before a credit, so it stays within the limit."""
+        return MAX_BALANCE - self.delta
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Posting:
     """Everything one TransactWriteItems writes for a deposit or a transfer.
 
-    ``wallet`` is the addressed wallet (the credited one of a deposit, the payer of a transfer);
-    ``to_wallet`` is a transfer's payee.
+    ``legs`` are in the order the transaction lists the wallets: the addressed wallet first (a
+    deposit's credit, a transfer's debit), then a transfer's payee. ``created_at`` is the time of
+    every leg; each wallet's condition ``updated_at <= created_at`` keeps time from running
+    backwards against version on that wallet.
     """
 
     command: Movement
@@ -48,69 +65,37 @@ class Posting:
     request_hash: str
     created_at: int
     expires_at: int
-    wallet: WalletChange
-    to_wallet: WalletChange | None
+    legs: tuple[Leg, ...]
 
 
-def transaction_time(now_ms: int, *touched: WalletState) -> int:
-    """``max(now, updated_at of every touched wallet)``, in epoch milliseconds.
-
-    A server whose clock lags another's must not stamp a later version of a wallet with an earlier
-    time: per wallet, ``created_at`` never decreases as ``version`` increases, which keeps the lake's
-    UTC-day partitions consistent with version order.
+def legs_of(command: Movement) -> tuple[Leg, ...]:
+    """A deposit is one credit; a transfer a debit of the payer and a credit of the payee.
 
     Examples
     --------
-    >>> transaction_time(1_000, WalletState("w", 0, 3, 1_500))
-    1500
+    >>> from wallet.commands import Transfer
+    >>> [(leg.wallet_id, leg.delta) for leg in legs_of(Transfer("a", "b", 5, "n"))]
+    [('a', -5), ('b', 5)]
     """
-    return max(now_ms, *(state.updated_at for state in touched))
-
-
-def post(
-    command: Movement,
-    wallet: WalletState,
-    to_wallet: WalletState | None,
-    *,
-    now_ms: int,
-    hot_ttl_seconds: int,
-    txn_id: str,
-    request_hash: str,
-) -> Posting:
-    """Apply ``command`` to the wallets as read, or refuse it for money reasons.
-
-    Raises
-    ------
-    InsufficientFundsError
-        A transfer larger than the payer's balance.
-    BalanceLimitExceededError
-        A credit that would lift a balance above 9 x 10^18.
-    """
-    created_at = transaction_time(now_ms, wallet, *((to_wallet,) if to_wallet else ()))
     if isinstance(command, Deposit):
-        change = _change(wallet, wallet.balance + command.amount)
-        to_change = None
-    else:
-        if to_wallet is None:
-            raise ValueError("a transfer needs the payee's state")
-        if wallet.balance < command.amount:
-            raise InsufficientFundsError(wallet.wallet_id)
-        change = _change(wallet, wallet.balance - command.amount)
-        to_change = _change(to_wallet, to_wallet.balance + command.amount)
+        return (Leg(command.wallet_id, DIRECTION_CREDIT, command.amount, None),)
+    return (
+        Leg(command.wallet_id, DIRECTION_DEBIT, -command.amount, command.to_wallet_id),
+        Leg(command.to_wallet_id, DIRECTION_CREDIT, command.amount, command.wallet_id),
+    )
+
+
+def post(command: Movement, *, now_ms: int, hot_ttl_seconds: int, txn_id: str, request_hash: str) -> Posting:
+    """The posting of ``command`` stamped at ``now_ms``; money rules are DynamoDB's conditions.
+
+    ``now_ms`` is the server's clock, raised by the store to a wallet's ``updated_at`` when a
+    refusal showed that wallet ahead of it (a server whose clock lags another's).
+    """
     return Posting(
         command=command,
         txn_id=txn_id,
         request_hash=request_hash,
-        created_at=created_at,
-        expires_at=created_at // 1000 + hot_ttl_seconds,
-        wallet=change,
-        to_wallet=to_change,
-    )
-
-
-def _change(state: WalletState, balance: int) -> WalletChange:
-    if balance > MAX_BALANCE:
-        raise BalanceLimitExceededError(state.wallet_id)
-    return WalletChange(
-        wallet_id=state.wallet_id, read_version=state.version, version=state.version + 1, balance=balance
+        created_at=now_ms,
+        expires_at=now_ms // 1000 + hot_ttl_seconds,
+        legs=legs_of(command),
     )

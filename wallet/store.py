@@ -1,20 +1,28 @@
-"""The write path's DynamoDB access: every read and TransactWriteItems of ARCHITECTURE.md.
+"""The write path's DynamoDB access: every TransactWriteItems of ARCHITECTURE.md.
 
-One request is one transaction. The wallet(s) are read with a strongly consistent read, the pure
-:func:`wallet.posting.post` computes what they become, and one TransactWriteItems writes it with
-three kinds of condition:
+One request is one transaction, and one DynamoDB round trip: no read before the write. The pure
+:func:`wallet.posting.post` says what each touched wallet adds (its legs), and one
+TransactWriteItems writes it, with the money rules as conditions DynamoDB checks at commit:
 
-- ``version = :read_version`` on every touched wallet (compare-and-swap: nobody moved it since the
-  read), plus ``balance >= :amount`` on a transfer's payer;
+- on every touched wallet, an atomic ``ADD`` of the delta to ``balance`` and of 1 to ``version``,
+  with the ledger entry it applies recorded on the item (``entry_*``, ``updated_at``), under
+  ``attribute_exists(pk)``, ``updated_at <= :now``, and ``balance >= :amount`` on a payer or
+  ``balance <= :ceiling`` on a payee. Atomic ``ADD`` cannot lose a race, so a busy wallet takes
+  writes as fast as DynamoDB commits them, with no compare-and-swap retries;
 - ``attribute_not_exists(pk)`` on the transaction item ``{wallet_id}_{nonce}#transaction``: the key
   *is* the idempotency record, so a nonce executes at most once.
 
+The wallet item's stream record (NEW_AND_OLD_IMAGES) of that transaction is then one complete
+ledger entry, with its version and balance after exactly as DynamoDB committed them.
+
 When DynamoDB cancels the transaction, ``ReturnValuesOnConditionCheckFailure=ALL_OLD`` hands back
-the item that failed, which tells the cases apart without another read: the transaction item exists
-(a replay if its ``request_hash`` matches, otherwise ``idempotency_key_reused``), or a wallet moved
-(a version conflict: re-read and retry with jittered exponential backoff, a bounded number of
-times; a wallet still busy after them answers 429 ``throttled``, as does DynamoDB's own throttling),
-or the service failed (503; the transaction is all-or-nothing, so a transfer is never half-written).
+each item that failed, which tells the cases apart without a read (:mod:`wallet.cancellation`):
+a missing wallet, a used nonce (a replay if its ``request_hash`` matches, otherwise
+``idempotency_key_reused``), funds or the ceiling, another transaction on the wallet (retried with
+jittered exponential backoff, a bounded number of times; a wallet still busy after them answers
+429 ``throttled``, as does DynamoDB's own throttling), a wallet stamped later than this server's
+clock (written again at once at that time), or the service failed (503; the transaction is
+all-or-nothing, so a transfer is never half-written).
 
 Nonces are remembered while their transaction item exists: the hot window
 (``WALLETLAKE_HOT_TTL_SECONDS``, 8 hours by default), until DynamoDB's TTL physically deletes the
@@ -30,10 +38,18 @@ import enum
 import random
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from wallet import telemetry as metrics
+from wallet.cancellation import (
+    CONDITION_FAILED,
+    THROTTLE_REASONS,
+    TRANSACTION_CONFLICT,
+    Cancellation,
+    Cause,
+    read_cancellation,
+)
 from wallet.commands import CreateWallet, Deposit, Movement, Transfer, request_hash
 from wallet.dynamodb import DynamoDBClient, DynamoDBError, DynamoDBTransportError
 from wallet.errors import (
@@ -45,7 +61,7 @@ from wallet.errors import (
     ThrottledError,
     WalletNotFoundError,
 )
-from wallet.posting import Posting, WalletChange, WalletState, post
+from wallet.posting import Leg, Posting, post
 from wallet.table import (
     ENTITY_TRANSACTION,
     ENTITY_USER,
@@ -59,14 +75,28 @@ from wallet.telemetry import Telemetry
 from walletlake.settings import Settings
 
 _CANCELLED: Final = "TransactionCanceledException"
-_CHECK_FAILED: Final = "ConditionalCheckFailed"
-_THROTTLE_REASONS: Final = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded"})
 _NOT_EXISTS: Final = "attribute_not_exists(#pk)"
 
 #: Attribute names go through ``#`` placeholders so none can collide with DynamoDB's reserved words.
-_WALLET_NAMES: Final = {"#b": Attr.BALANCE, "#v": Attr.VERSION, "#u": Attr.UPDATED_AT}
-_WALLET_NAMES_PK: Final = {"#pk": Attr.PK, **_WALLET_NAMES}
-_WALLET_PROJECTION: Final = "#b, #v, #u"
+_ENTRY_NAMES: Final = {
+    "#pk": Attr.PK,
+    "#b": Attr.BALANCE,
+    "#v": Attr.VERSION,
+    "#u": Attr.UPDATED_AT,
+    "#tx": Attr.ENTRY_TXN_ID,
+    "#ty": Attr.ENTRY_TYPE,
+    "#dir": Attr.ENTRY_DIRECTION,
+    "#amt": Attr.ENTRY_AMOUNT,
+    "#no": Attr.ENTRY_NONCE,
+    "#cp": Attr.ENTRY_COUNTERPARTY,
+}
+_SET_ENTRY: Final = "SET #u = :now, #tx = :txn, #ty = :type, #dir = :dir, #amt = :amt, #no = :nonce"
+_ADD_MOVEMENT: Final = " ADD #b :delta, #v :one"
+_ENTRY_WITH_COUNTERPARTY: Final = _SET_ENTRY + ", #cp = :cp" + _ADD_MOVEMENT
+_ENTRY_WITHOUT_COUNTERPARTY: Final = _SET_ENTRY + " REMOVE #cp" + _ADD_MOVEMENT
+_DEBIT_CONDITION: Final = "attribute_exists(#pk) AND #b >= :limit AND #u <= :now"
+_CREDIT_CONDITION: Final = "attribute_exists(#pk) AND #b <= :limit AND #u <= :now"
+_ONE: Final = {"N": "1"}
 
 
 class Outcome(enum.Enum):
@@ -83,7 +113,8 @@ class RetryPolicy:
     Attributes
     ----------
     conflict_attempts:
-        Executions of one request that may lose a compare-and-swap race before it fails with
+        Writes of one request that may be cancelled by another transaction on a wallet (or by a
+        wallet stamped ahead of this server's clock) before it fails with
         :class:`~wallet.errors.ContentionError` (nothing written).
     transient_attempts:
         Tries of one DynamoDB call on a 5xx or a network failure before
@@ -177,7 +208,7 @@ class WalletStore:
             await self._call("TransactWriteItems", payload)
         except DynamoDBError as error:  # cancelled (anything else is raised as a domain error)
             claim = (_reasons(error) or [{}])[0]
-            if claim.get("Code") != _CHECK_FAILED:
+            if claim.get("Code") != CONDITION_FAILED:
                 raise self._cancelled_otherwise(error, command.user_id) from error
             existing = claim.get("Item") or await self._get(user_key(command.user_id), None) or {}
             if Attr.WALLET_ID not in existing:
@@ -207,98 +238,95 @@ class WalletStore:
     async def execute(self, command: Movement) -> Outcome:
         """Run a deposit or transfer to completion: applied, replayed, or refused with a domain error.
 
+        One TransactWriteItems, with no read before it. A cancellation is read by
+        :func:`wallet.cancellation.read_cancellation`; only two causes write again: another
+        transaction holding a wallet (retried after a jittered pause) and a wallet stamped later than
+        this server's clock (retried at once, stamped at that wallet's time). A money refusal whose
+        answer did not say whether the nonce exists reads the transaction item first (never on the
+        common path: DynamoDB reports every item's condition).
+
         Raises
         ------
         WalletNotFoundError, IdempotencyKeyReusedError, InsufficientFundsError, BalanceLimitExceededError
             Refusals, in ARCHITECTURE.md's precedence; nothing was written.
         ContentionError
-            A busy wallet: every attempt lost a compare-and-swap race; nothing was written (a
+            A busy wallet: every attempt met another transaction on it; nothing was written (a
             :class:`ThrottledError`, answered 429 ``throttled`` with ``Retry-After``).
         ThrottledError, StoreUnavailableError
             DynamoDB pushed back or failed.
         """
         fingerprint = request_hash(command)
-        txn_id = str(uuid.uuid4())  # one per request execution, kept across conflict retries
+        txn_id = str(uuid.uuid4())  # one per request execution, kept across retries
+        not_before = 0
         for attempt in range(self.retry.conflict_attempts):
-            wallet, to_wallet = await self._read_wallets(command)
+            posting = post(
+                command,
+                now_ms=max(self._clock_ms(), not_before),
+                hot_ttl_seconds=self.settings.hot_ttl_seconds,
+                txn_id=txn_id,
+                request_hash=fingerprint,
+            )
             try:
-                posting = post(
-                    command,
-                    wallet,
-                    to_wallet,
-                    now_ms=self._clock_ms(),
-                    hot_ttl_seconds=self.settings.hot_ttl_seconds,
-                    txn_id=txn_id,
-                    request_hash=fingerprint,
-                )
-            except (InsufficientFundsError, BalanceLimitExceededError):
-                # The nonce is judged before funds: a replay of a transfer that emptied the wallet
-                # must still answer like the original.
-                existing = await self._get(
-                    transaction_key(command.wallet_id, command.nonce), "#h", {"#h": Attr.REQUEST_HASH}
-                )
-                if existing is not None:
-                    return self._replay(command, existing, fingerprint)
-                raise
-            try:
-                await self._call("TransactWriteItems", _transaction(self.table, posting))
+                await self._call("TransactWriteItems", transaction_request(self.table, posting))
             except DynamoDBError as error:  # cancelled (anything else is raised as a domain error)
-                outcome = await self._judge(error, posting)
+                cancellation = read_cancellation(posting, _reasons(error))
+                outcome = await self._settle(cancellation, posting, error)
                 if outcome is not None:
                     return outcome
                 self.telemetry.count(metrics.RETRIES)
-                await self._sleep(self.retry.delay(attempt))
+                if cancellation.cause is Cause.CLOCK_BEHIND and cancellation.not_before_ms is not None:
+                    self.telemetry.count(metrics.CLOCK_RETRIES)
+                    not_before = cancellation.not_before_ms
+                else:
+                    await self._sleep(self.retry.delay(attempt))
                 continue
             return Outcome.APPLIED
         self.telemetry.event(
             metrics.CONTENTION_EXHAUSTED, wallet_id=command.wallet_id, attempts=self.retry.conflict_attempts
         )
         raise ContentionError(
-            f"wallet {command.wallet_id} changed during each of {self.retry.conflict_attempts} attempts; "
+            f"wallet {command.wallet_id} was busy during each of {self.retry.conflict_attempts} attempts; "
             "nothing was written, repeat the request with the same nonce"
         )
 
-    async def _read_wallets(self, command: Movement) -> tuple[WalletState, WalletState | None]:
-        if isinstance(command, Deposit):
-            item = await self._get(wallet_key(command.wallet_id), _WALLET_PROJECTION, _WALLET_NAMES)
-            if item is None:
-                raise WalletNotFoundError(command.wallet_id)
-            return _state(command.wallet_id, item), None
-        items = await self._batch_get([wallet_key(command.wallet_id), wallet_key(command.to_wallet_id)])
-        payer = items.get(wallet_key(command.wallet_id))
-        if payer is None:
-            raise WalletNotFoundError(command.wallet_id)
-        payee = items.get(wallet_key(command.to_wallet_id))
-        if payee is None:
-            raise WalletNotFoundError(command.to_wallet_id)
-        return _state(command.wallet_id, payer), _state(command.to_wallet_id, payee)
-
-    async def _judge(self, error: DynamoDBError, posting: Posting) -> Outcome | None:
-        """Interpret a cancelled movement: an outcome, a refusal (raised), or None to retry."""
-        reasons = _reasons(error)
-        codes = [reason.get("Code", "None") for reason in reasons]
-        txn_index = len(codes) - 1  # the transaction item is the last one (see _transaction)
+    async def _settle(
+        self, cancellation: Cancellation, posting: Posting, error: DynamoDBError
+    ) -> Outcome | None:
+        """Act on a read cancellation: an outcome, a refusal (raised), or None to write again."""
         command = posting.command
-        if codes and codes[txn_index] == _CHECK_FAILED:
-            existing = reasons[txn_index].get("Item") or await self._get(
-                transaction_key(command.wallet_id, command.nonce), "#h", {"#h": Attr.REQUEST_HASH}
-            )
-            if existing:
+        cause = cancellation.cause
+        if cause is Cause.WALLET_NOT_FOUND:
+            raise WalletNotFoundError(cancellation.wallet_id or command.wallet_id)
+        if cause is Cause.NONCE_USED:
+            existing = cancellation.transaction_item or await self._transaction_item(command)
+            # None: the item expired between the two calls, so the nonce is free again: write again
+            return None if existing is None else self._replay(command, existing, posting.request_hash)
+        if cause in (Cause.INSUFFICIENT_FUNDS, Cause.BALANCE_LIMIT):
+            # The nonce is judged before funds: a replay of a transfer that emptied the wallet must
+            # still answer like the original.
+            if not cancellation.nonce_checked and (existing := await self._transaction_item(command)):
                 return self._replay(command, existing, posting.request_hash)
-        if any(code in _THROTTLE_REASONS for code in codes):
-            self.telemetry.event(metrics.THROTTLES, operation="TransactWriteItems", reasons=",".join(codes))
+            wallet_id = cancellation.wallet_id or command.wallet_id
+            if cause is Cause.INSUFFICIENT_FUNDS:
+                raise InsufficientFundsError(wallet_id)
+            raise BalanceLimitExceededError(wallet_id)
+        if cause is Cause.THROTTLED:
+            codes = ",".join(cancellation.codes)
+            self.telemetry.event(metrics.THROTTLES, operation="TransactWriteItems", reasons=codes)
             raise ThrottledError("DynamoDB is throttling this wallet; retry later")
-        if "TransactionConflict" in codes:
+        if cause is Cause.CONFLICT:
             self.telemetry.count(metrics.TRANSACTION_CONFLICTS)
             return None
-        if _CHECK_FAILED in codes:
-            # A wallet's version or balance moved since the read (a wallet that vanished would be
-            # found missing by the re-read, never guessed from here).
-            self.telemetry.count(metrics.VERSION_CONFLICTS)
+        if cause is Cause.CLOCK_BEHIND:
             return None
         raise self._unavailable("TransactWriteItems", error)
 
-    def _replay(self, command: Movement, existing: dict[str, Any], fingerprint: str) -> Outcome:
+    async def _transaction_item(self, command: Movement) -> dict[str, Any] | None:
+        """The transaction item of the command's nonce (its ``request_hash``), read consistently."""
+        key = transaction_key(command.wallet_id, command.nonce)
+        return await self._get(key, "#h", {"#h": Attr.REQUEST_HASH})
+
+    def _replay(self, command: Movement, existing: Mapping[str, Any], fingerprint: str) -> Outcome:
         if existing.get(Attr.REQUEST_HASH, {}).get("S") != fingerprint:
             raise IdempotencyKeyReusedError(command.wallet_id, command.nonce)
         self.telemetry.count(metrics.REPLAYS)
@@ -306,10 +334,10 @@ class WalletStore:
 
     def _cancelled_otherwise(self, error: DynamoDBError, user_id: str) -> Exception:
         codes = [reason.get("Code", "None") for reason in _reasons(error)]
-        if any(code in _THROTTLE_REASONS for code in codes):
+        if any(code in THROTTLE_REASONS for code in codes):
             self.telemetry.event(metrics.THROTTLES, operation="TransactWriteItems", user_id=user_id)
             return ThrottledError("DynamoDB is throttling; retry later")
-        if "TransactionConflict" in codes:
+        if TRANSACTION_CONFLICT in codes:
             self.telemetry.count(metrics.TRANSACTION_CONFLICTS)
             return ContentionError("another request for this user is in flight; retry")
         return self._unavailable("TransactWriteItems", error)
@@ -339,29 +367,6 @@ class WalletStore:
         answer = await self._call("GetItem", payload)
         item: dict[str, Any] | None = answer.get("Item")
         return item or None
-
-    async def _batch_get(self, keys: list[str]) -> dict[str, dict[str, Any]]:
-        """Consistent BatchGetItem of wallet items by key; unprocessed keys are asked again."""
-        pending: list[dict[str, Any]] = [{Attr.PK: _s(key)} for key in keys]
-        found: dict[str, dict[str, Any]] = {}
-        for attempt in range(self.retry.transient_attempts):
-            request = {
-                self.table: {
-                    "Keys": pending,
-                    "ConsistentRead": True,
-                    "ProjectionExpression": "#pk, " + _WALLET_PROJECTION,
-                    "ExpressionAttributeNames": _WALLET_NAMES_PK,
-                }
-            }
-            answer = await self._call("BatchGetItem", {"RequestItems": request})
-            for item in answer.get("Responses", {}).get(self.table, []):
-                found[item[Attr.PK]["S"]] = item
-            pending = answer.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
-            if not pending:
-                return found
-            await self._sleep(self.retry.delay(attempt))
-        self.telemetry.event(metrics.THROTTLES, operation="BatchGetItem", unprocessed=len(pending))
-        raise ThrottledError("DynamoDB left reads unprocessed; retry later")
 
     async def _call(self, operation: str, payload: dict[str, Any]) -> dict[str, Any]:
         """One DynamoDB call; 5xx and network failures retried, throttling raised as 429.
@@ -408,22 +413,13 @@ def _n(value: int) -> dict[str, str]:
     return {"N": str(value)}
 
 
-def _state(wallet_id: str, item: dict[str, Any]) -> WalletState:
-    return WalletState(
-        wallet_id=wallet_id,
-        balance=int(item[Attr.BALANCE]["N"]),
-        version=int(item[Attr.VERSION]["N"]),
-        updated_at=int(item[Attr.UPDATED_AT]["N"]),
-    )
-
-
 def _reasons(error: DynamoDBError) -> list[dict[str, Any]]:
     reasons = error.body.get("CancellationReasons")
     return reasons if isinstance(reasons, list) else []
 
 
-def _transaction(table: str, posting: Posting) -> dict[str, Any]:
-    """TransactWriteItems of a posting: the wallet update(s), then the transaction item (last)."""
+def transaction_request(table: str, posting: Posting) -> dict[str, Any]:
+    """TransactWriteItems of a posting: one update per leg, then the transaction item (last)."""
     command = posting.command
     item: dict[str, Any] = {
         Attr.PK: _s(transaction_key(command.wallet_id, command.nonce)),
@@ -434,20 +430,11 @@ def _transaction(table: str, posting: Posting) -> dict[str, Any]:
         Attr.AMOUNT: _n(command.amount),
         Attr.NONCE: _s(command.nonce),
         Attr.REQUEST_HASH: _s(posting.request_hash),
-        Attr.WALLET_VERSION: _n(posting.wallet.version),
-        Attr.WALLET_BALANCE_AFTER: _n(posting.wallet.balance),
         Attr.CREATED_AT: _n(posting.created_at),
         Attr.EXPIRES_AT: _n(posting.expires_at),
     }
-    updates = [_wallet_update(table, posting.wallet, posting.created_at, payer_amount=None)]
-    if isinstance(command, Transfer) and posting.to_wallet is not None:
+    if isinstance(command, Transfer):
         item[Attr.TO_WALLET_ID] = _s(command.to_wallet_id)
-        item[Attr.TO_WALLET_VERSION] = _n(posting.to_wallet.version)
-        item[Attr.TO_WALLET_BALANCE_AFTER] = _n(posting.to_wallet.balance)
-        updates = [
-            _wallet_update(table, posting.wallet, posting.created_at, payer_amount=command.amount),
-            _wallet_update(table, posting.to_wallet, posting.created_at, payer_amount=None),
-        ]
     put = {
         "TableName": table,
         "Item": item,
@@ -455,29 +442,41 @@ def _transaction(table: str, posting: Posting) -> dict[str, Any]:
         "ExpressionAttributeNames": {"#pk": Attr.PK},
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }
-    return {"TransactItems": [*({"Update": update} for update in updates), {"Put": put}]}
+    updates = [{"Update": _wallet_update(table, leg, posting)} for leg in posting.legs]
+    return {"TransactItems": [*updates, {"Put": put}]}
 
 
-def _wallet_update(
-    table: str, change: WalletChange, updated_at: int, *, payer_amount: int | None
-) -> dict[str, Any]:
-    """Compare-and-swap of one wallet: absolute new values, guarded by the version we read."""
-    condition = "#v = :rv"
+def _wallet_update(table: str, leg: Leg, posting: Posting) -> dict[str, Any]:
+    """One wallet's leg: ``ADD`` its delta and one version, and record the entry on the item.
+
+    The conditions are the money rules and the clock rule, checked by DynamoDB at commit: the item
+    exists; a debit finds at least the amount (``balance >= :limit``), a credit room under the
+    ceiling (``balance <= :limit``); and ``updated_at <= :now``, so per wallet, time never runs
+    backwards against version.
+    """
+    command = posting.command
     values = {
-        ":rv": _n(change.read_version),
-        ":v": _n(change.version),
-        ":b": _n(change.balance),
-        ":u": _n(updated_at),
+        ":now": _n(posting.created_at),
+        ":limit": _n(leg.balance_floor if leg.is_debit else leg.balance_ceiling),
+        ":delta": _n(leg.delta),
+        ":one": _ONE,
+        ":txn": _s(posting.txn_id),
+        ":type": _s(command.txn_type),
+        ":dir": _s(leg.direction),
+        ":amt": _n(command.amount),
+        ":nonce": _s(command.nonce),
     }
-    if payer_amount is not None:
-        condition += " AND #b >= :amt"
-        values[":amt"] = _n(payer_amount)
+    if leg.counterparty is None:
+        expression = _ENTRY_WITHOUT_COUNTERPARTY
+    else:
+        expression = _ENTRY_WITH_COUNTERPARTY
+        values[":cp"] = _s(leg.counterparty)
     return {
         "TableName": table,
-        "Key": {Attr.PK: _s(wallet_key(change.wallet_id))},
-        "UpdateExpression": "SET #b = :b, #v = :v, #u = :u",
-        "ConditionExpression": condition,
-        "ExpressionAttributeNames": _WALLET_NAMES,
+        "Key": {Attr.PK: _s(wallet_key(leg.wallet_id))},
+        "UpdateExpression": expression,
+        "ConditionExpression": _DEBIT_CONDITION if leg.is_debit else _CREDIT_CONDITION,
+        "ExpressionAttributeNames": _ENTRY_NAMES,
         "ExpressionAttributeValues": values,
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }

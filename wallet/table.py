@@ -21,6 +21,9 @@ ENTITY_TRANSACTION: Final = "transaction"
 TXN_DEPOSIT: Final = "deposit"
 TXN_TRANSFER: Final = "transfer"
 
+DIRECTION_DEBIT: Final = "debit"
+DIRECTION_CREDIT: Final = "credit"
+
 
 class Attr:
     """Attribute names of the items; one spelling, imported everywhere."""
@@ -34,6 +37,14 @@ class Attr:
     VERSION: Final = "version"
     CREATED_AT: Final = "created_at"
     UPDATED_AT: Final = "updated_at"
+    # wallet item: the ledger entry of its latest movement (its stream MODIFY is that entry; the
+    # entry's time is UPDATED_AT, its version and balance after are VERSION and BALANCE)
+    ENTRY_TXN_ID: Final = "entry_txn_id"
+    ENTRY_TYPE: Final = "entry_type"
+    ENTRY_DIRECTION: Final = "entry_direction"
+    ENTRY_AMOUNT: Final = "entry_amount"
+    ENTRY_COUNTERPARTY: Final = "entry_counterparty_wallet_id"
+    ENTRY_NONCE: Final = "entry_nonce"
     # transaction item
     TXN_ID: Final = "txn_id"
     TYPE: Final = "type"
@@ -41,6 +52,8 @@ class Attr:
     AMOUNT: Final = "amount"
     NONCE: Final = "nonce"
     REQUEST_HASH: Final = "request_hash"
+    # transaction items written by the compare-and-swap write path (before the single-write path)
+    # also carried each touched wallet's version and balance after; the decoder still reads them
     WALLET_VERSION: Final = "wallet_version"
     WALLET_BALANCE_AFTER: Final = "wallet_balance_after"
     TO_WALLET_VERSION: Final = "to_wallet_version"

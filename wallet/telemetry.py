@@ -24,7 +24,7 @@ _logger = logging.getLogger(__name__)
 SUCCEEDED: Final = "requests_succeeded"
 FAILED: Final = "requests_failed"
 REPLAYS: Final = "idempotent_replays"
-VERSION_CONFLICTS: Final = "dynamodb_version_conflicts"
+CLOCK_RETRIES: Final = "dynamodb_clock_retries"
 TRANSACTION_CONFLICTS: Final = "dynamodb_transaction_conflicts"
 THROTTLES: Final = "dynamodb_throttles"
 INTERNAL_ERRORS: Final = "dynamodb_internal_errors"
@@ -73,7 +73,7 @@ class Telemetry:
             SUCCEEDED,
             FAILED,
             REPLAYS,
-            VERSION_CONFLICTS,
+            CLOCK_RETRIES,
             TRANSACTION_CONFLICTS,
             THROTTLES,
             INTERNAL_ERRORS,
