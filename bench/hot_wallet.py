@@ -17,11 +17,17 @@ Targets (issue 13): hot pair throughput >= the reference's, no 503, p99 <= 1.5x 
 many wallets no slower than the reference; API CPU per transfer not above today's.
 
     .venv/bin/python bench/hot_wallet.py --clients 8 --seconds 15 --rounds 2
+    git worktree add ../walletlake-before COMMIT  # then, before and after in one run:
+    .venv/bin/python bench/hot_wallet.py --baseline ../walletlake-before
+
+It ends with one PASS/FAIL line per target (ratios of medians within the run) and exits 1 if any
+fails.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import subprocess
 import sys
@@ -130,6 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=15.0, help="duration of each phase (default 15)")
     parser.add_argument("--wallets", type=int, default=200, help="wallets of the 'many' load (default 200)")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds (default 2)")
+    parser.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="a checkout of an earlier walletlake (git worktree add DIR COMMIT), served as a third "
+        "system, 'before', from the same virtualenv: the before/after figures of one run",
+    )
     parser.add_argument("--stack-parent", default=_default_stack_parent())
     parser.add_argument("--serve-reference", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -158,7 +170,50 @@ def main(argv: list[str] | None = None) -> int:
             for status, count in p.statuses.items():
                 statuses[status] = statuses.get(status, 0) + count
         print(f"{load:<10} {system:<11} {rate:>7,.0f} {p50:>7.1f} {p99:>7.1f} {cpu:>10,.0f}  {statuses}")
-    return 0
+    print()
+    verdicts = targets(phases)
+    for line in verdicts:
+        print(line)
+    return 0 if all(line.startswith("PASS") for line in verdicts) else 1
+
+
+def _median(runs: list[Phase], figure: Any) -> float:
+    return float(statistics.median(figure(p) for p in runs))
+
+
+def targets(phases: dict[tuple[str, str], list[Phase]]) -> list[str]:
+    """Issue 13's targets as PASS/FAIL lines: ratios of medians within this one run."""
+
+    def rate(load: str, system: str) -> float:
+        return _median(phases[(load, system)], lambda p: p.requests / p.seconds)
+
+    def p99(load: str, system: str) -> float:
+        return _median(phases[(load, system)], lambda p: _percentile(p, 0.99))
+
+    def cpu(load: str, system: str) -> float:
+        return _median(phases[(load, system)], lambda p: p.cpu_us_per_request)
+
+    lines = []
+
+    def check(ok: bool, text: str) -> None:
+        lines.append(f"{'PASS' if ok else 'FAIL'}  {text}")
+
+    hot_ratio = rate("hot pair", "walletlake") / rate("hot pair", "reference")
+    check(hot_ratio >= 1.0, f"hot pair throughput {hot_ratio:.2f}x the reference's (target >= 1)")
+    unavailable = sum(p.statuses.get(503, 0) for p in phases[("hot pair", "walletlake")])
+    check(unavailable == 0, f"hot pair 503 answers: {unavailable} (target 0)")
+    p99_ratio = p99("hot pair", "walletlake") / p99("hot pair", "reference")
+    check(p99_ratio <= 1.5, f"hot pair p99 {p99_ratio:.2f}x the reference's (target <= 1.5)")
+    many_ratio = rate("many", "walletlake") / rate("many", "reference")
+    check(many_ratio >= 1.0, f"many wallets throughput {many_ratio:.2f}x the reference's (target >= 1)")
+    if ("many", "before") in phases:
+        cpu_ratio = cpu("many", "walletlake") / cpu("many", "before")
+        check(
+            cpu_ratio <= 1.0,
+            f"API CPU per transfer {cpu('many', 'walletlake'):,.0f} us, {cpu_ratio:.2f}x before's "
+            f"{cpu('many', 'before'):,.0f} us (target <= 1)",
+        )
+    return lines
 
 
 def _percentile(phase: Phase, q: float) -> float:
@@ -175,8 +230,13 @@ def measure(args: argparse.Namespace, environment: dict[str, str]) -> dict[tuple
         [sys.executable, __file__, "--serve-reference", str(port), table, region], env=None
     )
     phases: dict[tuple[str, str], list[Phase]] = {}
+    before = (
+        ApiServer(env={**environment, "PYTHONPATH": str(Path(args.baseline).resolve())})
+        if args.baseline
+        else contextlib.nullcontext()
+    )
     try:
-        with ApiServer(env=environment) as api:
+        with ApiServer(env=environment) as api, before as baseline:
             deadline = time.monotonic() + 30
             while not _listening(port):
                 if reference.poll() is not None or time.monotonic() > deadline:
@@ -191,6 +251,8 @@ def measure(args: argparse.Namespace, environment: dict[str, str]) -> dict[tuple
                 "hot pair": lambda rng, index: pair if int(index.split("-")[1]) % 2 == 0 else pair[::-1],
             }
             systems = {"walletlake": (api.url, api.pid), "reference": (ref_url, reference.pid)}
+            if baseline is not None:
+                systems["before"] = (baseline.url, baseline.pid)
             for _ in range(args.rounds):
                 for load, choose in loads.items():
                     for system, (url, pid) in systems.items():

@@ -23,10 +23,12 @@ Dead-letter queue (the stream consumer's SQS on-failure destination)
     24 hours) is reported as expired and its message kept: that gap needs a backfill.
 
 Point-in-time export (``AWSDynamoDB/{export id}/data/*.json.gz``)
-    The backfill for gaps beyond the stream's retention: every wallet and transaction item of a
-    DynamoDB export becomes the INSERT record the stream carried for it, decoded as usual and
-    written as ``{table}/dt=…/export-{export id}-{data file}.parquet``. The rows' ``stream_sequence``
-    is ``export:{export id}``, which marks where they came from.
+    The backfill for gaps beyond the stream's retention: every wallet item of a DynamoDB export
+    becomes the INSERT record the stream carried for it, and every transaction item not yet expired
+    at the export's time the wallet MODIFY records its entry made, numbered back from the wallet
+    items (:mod:`stream_processor.export_entries`); decoded as usual and written as
+    ``{table}/dt=…/{slot}-export-{export id}-{data file or "entries"}-{n}.parquet``. The rows'
+    ``stream_sequence`` is ``export:{export id}``, which marks where they came from.
 """
 
 from __future__ import annotations
@@ -51,11 +53,14 @@ from lake.schemas import QUARANTINE
 from lake.writer import LandingObject, write_landing
 from stream_processor.batch import process_batch
 from stream_processor.decoder import DecodedBatch, decode_records
+from stream_processor.export_entries import number_entries
 from stream_processor.lambda_records import (
     CREATION_TIME,
     EVENT_INSERT,
+    EVENT_MODIFY,
     EVENT_SOURCE_ARN,
     NEW_IMAGE,
+    OLD_IMAGE,
     SEQUENCE_NUMBER,
     lambda_record,
 )
@@ -391,29 +396,32 @@ def replay_export(
     s3_client: S3Client | None = None,
     clock: Callable[[], float] = time.time,
 ) -> ReplayReport:
-    """Land every wallet and transaction item of a DynamoDB point-in-time export (DYNAMODB_JSON).
+    """Land every wallet and every numbered entry of a DynamoDB point-in-time export (DYNAMODB_JSON).
 
     ``export_uri`` is the export's folder, ``s3://{bucket}/{prefix}/AWSDynamoDB/{export id}/``.
+    Wallet items (and transaction items of the compare-and-swap write path, which carried their
+    entries) become the INSERT records the stream carried, one data file at a time. The entries of
+    the single-write path are numbered from the whole export
+    (:func:`stream_processor.export_entries.number_entries`), which holds every wallet item and
+    every transaction item of the export in memory: about 1 KB per item (an 8-hour window at the
+    seed's full load needs an export per few hours of the gap, or more memory).
     """
     s3 = s3_client or _client("s3", settings)
     bucket, folder = _split_s3_uri(export_uri)
-    export_id = folder.rstrip("/").rsplit("/", 1)[-1]
+    folder = folder.rstrip("/")
+    export_id = folder.rsplit("/", 1)[-1]
     report = ReplayReport(source="export", dry_run=dry_run)
-    data_keys = [
-        key for key, _ in iter_objects(s3, bucket, f"{folder.rstrip('/')}/data/") if key.endswith(".json.gz")
-    ]
+    data_keys = [key for key, _ in iter_objects(s3, bucket, f"{folder}/data/") if key.endswith(".json.gz")]
     if not data_keys:
         raise FileNotFoundError(
             f"no data/*.json.gz under {export_uri}: is it a DYNAMODB_JSON export's folder?"
         )
-    for key in data_keys:
-        report.sources_read += 1
-        body = gzip.decompress(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
-        records = list(export_records(body.decode("utf-8").splitlines(), export_id))
-        file_name = key.rsplit("/", 1)[-1].removesuffix(".json.gz")
+
+    def land(records: list[dict[str, Any]], name: str) -> None:
         for start in range(0, len(records), _RECORDS_PER_EXPORT_BATCH):
-            chunk = records[start : start + _RECORDS_PER_EXPORT_BATCH]
-            decoded = decode_records(chunk, ingested_at_ms=int(clock() * 1000))
+            decoded = decode_records(
+                records[start : start + _RECORDS_PER_EXPORT_BATCH], ingested_at_ms=int(clock() * 1000)
+            )
             report.add_decoded(decoded)
             if dry_run:
                 continue
@@ -421,46 +429,100 @@ def replay_export(
                 s3,
                 settings.bucket,
                 settings.lake_prefix,
-                {name: table for name, table in decoded.tables().items() if name in REPLAYED_TABLES},
+                {table: rows for table, rows in decoded.tables().items() if table in REPLAYED_TABLES},
                 event_source_arn="export",
-                first_sequence_number=f"{export_id}-{file_name}-{start // _RECORDS_PER_EXPORT_BATCH}",
+                first_sequence_number=f"{export_id}-{name}-{start // _RECORDS_PER_EXPORT_BATCH}",
             )
             report.add_written(objects)
+
+    wallets: list[dict[str, Any]] = []
+    transactions: list[dict[str, Any]] = []
+    for key in data_keys:
+        report.sources_read += 1
+        body = gzip.decompress(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+        items = export_items(body.decode("utf-8").splitlines())
+        inserted = []
+        for item in items:
+            if _entity(item) == ENTITY_TRANSACTION and Attr.WALLET_VERSION not in item:
+                transactions.append(item)
+                continue
+            if _entity(item) == ENTITY_WALLET:
+                wallets.append(item)
+            inserted.append(item)
+        land(list(export_records(inserted, export_id)), key.rsplit("/", 1)[-1].removesuffix(".json.gz"))
+    if transactions:
+        numbered = number_entries(wallets, transactions, export_time_s=_export_time(s3, bucket, folder))
+        report.ignored += numbered.expired
+        report.problems += numbered.problems
+        report.still_failing += len(numbered.problems)
+        land([_modify_record(old, new, export_id) for old, new in numbered.images], "entries")
     return report
 
 
-def export_records(lines: Iterable[str], export_id: str) -> Iterator[dict[str, Any]]:
-    """The INSERT stream record of every wallet and transaction item in an export's JSON lines.
+def export_items(lines: Iterable[str]) -> list[dict[str, Any]]:
+    """The items of an export's JSON lines (``{"Item": {...}}`` each), blank lines skipped."""
+    return [json.loads(line).get("Item") or {} for line in lines if line.strip()]
+
+
+def export_records(items: Iterable[dict[str, Any]], export_id: str) -> Iterator[dict[str, Any]]:
+    """The INSERT stream record of every wallet and transaction item among ``items``.
 
     Examples
     --------
-    >>> line = '{"Item": {"pk": {"S": "w#wallet"}, "entity": {"S": "wallet"}, "created_at": {"N": "5000"}}}'
-    >>> record = next(export_records([line], "01-abc"))
+    >>> item = {"pk": {"S": "w#wallet"}, "entity": {"S": "wallet"}, "created_at": {"N": "5000"}}
+    >>> record = next(export_records([item], "01-abc"))
     >>> change = record["dynamodb"]
     >>> record["eventName"], change["SequenceNumber"], change["ApproximateCreationDateTime"]
     ('INSERT', 'export:01-abc', 5)
     """
-    for line in lines:
-        if not line.strip():
-            continue
-        item = json.loads(line).get("Item") or {}
-        entity = (item.get(Attr.ENTITY) or {}).get("S")
-        if entity not in EXPORTED_ENTITIES:
+    for item in items:
+        if _entity(item) not in EXPORTED_ENTITIES:
             continue
         created = (item.get(Attr.CREATED_AT) or {}).get("N")
-        yield {
-            "eventID": f"export-{export_id}",
-            "eventName": EVENT_INSERT,
-            "eventSource": "aws:dynamodb",
-            EVENT_SOURCE_ARN: f"export/{export_id}",
-            "dynamodb": {
-                "Keys": {PARTITION_KEY: item.get(PARTITION_KEY)},
-                NEW_IMAGE: item,
-                SEQUENCE_NUMBER: f"export:{export_id}",
-                CREATION_TIME: int(created) // 1000 if created and created.isdigit() else 0,
-                "StreamViewType": "NEW_AND_OLD_IMAGES",
-            },
-        }
+        yield _export_record(EVENT_INSERT, export_id, new=item, created=created)
+
+
+def _modify_record(old: dict[str, Any], new: dict[str, Any], export_id: str) -> dict[str, Any]:
+    return _export_record(EVENT_MODIFY, export_id, new=new, old=old, created=new[Attr.UPDATED_AT]["N"])
+
+
+def _export_record(
+    event: str, export_id: str, *, new: dict[str, Any], old: dict[str, Any] | None = None, created: Any
+) -> dict[str, Any]:
+    change: dict[str, Any] = {
+        "Keys": {PARTITION_KEY: new.get(PARTITION_KEY)},
+        NEW_IMAGE: new,
+        SEQUENCE_NUMBER: f"export:{export_id}",
+        CREATION_TIME: int(created) // 1000 if isinstance(created, str) and created.isdigit() else 0,
+        "StreamViewType": "NEW_AND_OLD_IMAGES",
+    }
+    if old is not None:
+        change[OLD_IMAGE] = old
+    return {
+        "eventID": f"export-{export_id}",
+        "eventName": event,
+        "eventSource": "aws:dynamodb",
+        EVENT_SOURCE_ARN: f"export/{export_id}",
+        "dynamodb": change,
+    }
+
+
+def _entity(item: dict[str, Any]) -> Any:
+    return (item.get(Attr.ENTITY) or {}).get("S")
+
+
+def _export_time(s3: S3Client, bucket: str, folder: str) -> int:
+    """``exportTime`` of the export's ``manifest-summary.json``, epoch seconds."""
+    key = f"{folder}/manifest-summary.json"
+    try:
+        summary = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+        moment = dt.datetime.fromisoformat(str(summary["exportTime"]).replace("Z", "+00:00"))
+    except (ClientError, KeyError, ValueError, TypeError) as error:
+        raise FileNotFoundError(
+            f"s3://{bucket}/{key} does not state the export's exportTime, which numbering its "
+            f"entries needs ({error!r})"
+        ) from error
+    return int(moment.timestamp())
 
 
 def _split_s3_uri(uri: str) -> tuple[str, str]:

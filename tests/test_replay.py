@@ -18,6 +18,7 @@ from typing import Any
 import boto3
 import pyarrow as pa
 import pytest
+from stream_records import TableWriter, assert_exact_ledger
 
 from lake.layout import landing_key, partition_prefix, table_prefix
 from lake.objects import get_table, list_keys, put_table
@@ -417,6 +418,54 @@ def test_export_items_become_the_rows_their_stream_records_would_have(settings: 
     before = _keys(settings, "ledger") + _keys(settings, "wallets")
     replay_export(settings, uri)
     assert _keys(settings, "ledger") + _keys(settings, "wallets") == before
+
+
+def test_an_export_of_the_single_write_path_numbers_every_entry_as_the_stream_did(
+    settings: Settings,
+) -> None:
+    # GIVEN wallets, deposits and transfers committed by the write path's own transactions
+    writer = TableWriter(settings.table)
+    writer.workload(wallets=4, deposits=8, transfers=20, seed=3)
+    # AND a point-in-time export of the table: its items split over two data files
+    items = boto3.client("dynamodb").scan(TableName=settings.table, ConsistentRead=True)["Items"]
+    folder = "exports/AWSDynamoDB/01772000000000-e5f6a7b8/"
+    s3 = _s3()
+    export_time = dt.datetime.now(dt.UTC).isoformat()
+    s3.put_object(
+        Bucket=settings.bucket,
+        Key=f"{folder}manifest-summary.json",
+        Body=json.dumps({"exportTime": export_time}),
+    )
+    for index, part in enumerate((items[::2], items[1::2])):
+        body = gzip.compress("".join(json.dumps({"Item": item}) + "\n" for item in part).encode())
+        s3.put_object(Bucket=settings.bucket, Key=f"{folder}data/part{index}.json.gz", Body=body)
+
+    # WHEN the export is replayed
+    report = replay_export(settings, f"s3://{settings.bucket}/{folder}")
+
+    # THEN every entry is in the lake once, with the version and balance the stream would carry
+    assert (report.wallets, report.ledger_rows, report.still_failing, report.problems) == (
+        4,
+        8 + 2 * 20,
+        0,
+        [],
+    )
+    ledger = pa.concat_tables(
+        [get_table(s3, settings.bucket, key, LEDGER) for key in _keys(settings, "ledger")]
+    )
+    assert_exact_ledger(ledger, writer.model.entries)
+    assert {row["stream_sequence"] for row in ledger.to_pylist()} == {"export:01772000000000-e5f6a7b8"}
+
+
+def test_an_export_without_its_time_cannot_number_entries(settings: Settings) -> None:
+    writer = TableWriter(settings.table)
+    writer.workload(wallets=2, deposits=1, transfers=0)
+    items = boto3.client("dynamodb").scan(TableName=settings.table, ConsistentRead=True)["Items"]
+    folder = "exports/AWSDynamoDB/01772000000000-0000/"
+    body = gzip.compress("".join(json.dumps({"Item": item}) + "\n" for item in items).encode())
+    _s3().put_object(Bucket=settings.bucket, Key=f"{folder}data/part.json.gz", Body=body)
+    with pytest.raises(FileNotFoundError, match="exportTime"):
+        replay_export(settings, f"s3://{settings.bucket}/{folder}")
 
 
 def test_export_folder_without_data_is_refused(settings: Settings) -> None:

@@ -139,8 +139,10 @@ def test_created_at_never_runs_backwards_across_servers_with_skewed_clocks(setti
     # were refused by the wallets' updated_at condition and written again at their time)
     table = assert_chains(settings, [payer, payee])
     by_nonce = {txn[Attr.NONCE]: txn[Attr.CREATED_AT] for txn in table.transactions}
-    # the slow server's writes after the fast one's carry the fast one's time, not its own
-    assert by_nonce["d2"] == by_nonce["d1"]
-    assert by_nonce["t1"] == by_nonce["d1"]
+    # the slow server's writes after the fast one's carry the fast one's time plus a millisecond
+    # (per wallet, time strictly increases with version), not its own
+    assert by_nonce["d2"] == by_nonce["d1"] + 1
+    assert by_nonce["t1"] == by_nonce["d2"] + 1
     # the payee was last touched by the fast server, so the slow server's deposit follows it
-    assert by_nonce["d3"] == by_nonce["t2"] >= by_nonce["t1"]
+    assert by_nonce["d3"] == by_nonce["t2"] + 1
+    assert by_nonce["t2"] > by_nonce["t1"]

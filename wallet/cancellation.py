@@ -13,7 +13,8 @@ tells every case apart without a read, in ARCHITECTURE.md's precedence:
 3. a debit's balance below the amount, or a credit above the ceiling: 409;
 4. DynamoDB throttled: 429;
 5. another transaction held an item (``TransactionConflict``): retry after a jittered pause;
-6. a wallet's ``updated_at`` ahead of this server's clock: retry at once, stamped at that time.
+6. a wallet's ``updated_at`` not before the posting's time (another server's clock ahead, or
+   another entry in the same millisecond): retry at once, stamped a millisecond after it.
 """
 
 from __future__ import annotations
@@ -61,8 +62,8 @@ class Cancellation:
         True when the transaction item's own reason says its condition was evaluated (held or
         failed): a money refusal is then final without reading the nonce.
     not_before_ms:
-        For :attr:`Cause.CLOCK_BEHIND`: the latest ``updated_at`` among the wallets ahead of the
-        posting's time; the retry is stamped no earlier.
+        For :attr:`Cause.CLOCK_BEHIND`: one millisecond after the latest ``updated_at`` among the
+        wallets not behind the posting's time; the retry is stamped no earlier.
     codes:
         Every item's reason code, for logs.
     """
@@ -118,11 +119,11 @@ def read_cancellation(posting: Posting, reasons: Sequence[Mapping[str, Any]]) ->
         (updated_at, leg.wallet_id)
         for leg, reason in failed
         if (updated_at := _number(reason["Item"], Attr.UPDATED_AT)) is not None
-        and updated_at > posting.created_at
+        and updated_at >= posting.created_at
     ]
     if ahead:
-        not_before, wallet_id = max(ahead)
-        return Cancellation(Cause.CLOCK_BEHIND, wallet_id=wallet_id, not_before_ms=not_before, codes=codes)
+        latest, wallet_id = max(ahead)
+        return Cancellation(Cause.CLOCK_BEHIND, wallet_id=wallet_id, not_before_ms=latest + 1, codes=codes)
     return Cancellation(Cause.UNEXPLAINED, codes=codes)
 
 

@@ -56,8 +56,8 @@ class Posting:
 
     ``legs`` are in the order the transaction lists the wallets: the addressed wallet first (a
     deposit's credit, a transfer's debit), then a transfer's payee. ``created_at`` is the time of
-    every leg; each wallet's condition ``updated_at <= created_at`` keeps time from running
-    backwards against version on that wallet.
+    every leg; each wallet's condition ``updated_at < created_at`` makes time strictly increase
+    with version on that wallet.
     """
 
     command: Movement
@@ -88,8 +88,9 @@ def legs_of(command: Movement) -> tuple[Leg, ...]:
 def post(command: Movement, *, now_ms: int, hot_ttl_seconds: int, txn_id: str, request_hash: str) -> Posting:
     """The posting of ``command`` stamped at ``now_ms``; money rules are DynamoDB's conditions.
 
-    ``now_ms`` is the server's clock, raised by the store to a wallet's ``updated_at`` when a
-    refusal showed that wallet ahead of it (a server whose clock lags another's).
+    ``now_ms`` is the server's clock, raised by the store past a wallet's ``updated_at`` when a
+    refusal showed that wallet stamped at or after it (a server whose clock lags another's, or
+    two entries in one millisecond).
     """
     return Posting(
         command=command,

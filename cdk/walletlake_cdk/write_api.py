@@ -32,12 +32,12 @@ from walletlake_cdk.functions import FunctionAssets, PythonFunction, log_retenti
 #: The handler other modules export for Lambda (``wallet/aws_lambda.py``).
 API_HANDLER: Final = "wallet.aws_lambda.handler"
 
-#: What the write path does on the table, and nothing else: reads of wallets (strongly
-#: consistent GetItem/BatchGetItem) and TransactWriteItems, which IAM authorizes per contained
-#: operation (Put of the transaction and claim items, Update of wallets, ConditionCheck).
+#: What the write path does on the table, and nothing else: GetItem (a balance; a wallet claim or a
+#: transaction item when a refusal did not return it) and TransactWriteItems, which IAM authorizes
+#: per contained operation (Put of the transaction and claim items, Update of wallets,
+#: ConditionCheck). Writes read nothing first, so BatchGetItem is not granted.
 TABLE_ACTIONS: Final = (
     "dynamodb:GetItem",
-    "dynamodb:BatchGetItem",
     "dynamodb:PutItem",
     "dynamodb:UpdateItem",
     "dynamodb:ConditionCheckItem",

@@ -1,0 +1,159 @@
+"""Number the entries of a point-in-time export: the wallet MODIFYs the stream carried, rebuilt.
+
+Pure. The write path states an entry's version and balance after only on the wallet item, whose
+stream MODIFY the lake reads; a transaction item holds the movement (wallets, amount, time) but
+not where it landed in each wallet's history. An export at time T still numbers every recent
+entry exactly, because of two rules of the write path:
+
+- per wallet, ``created_at`` strictly increases with ``version`` (the ``updated_at < :now``
+  condition), so a wallet's transaction items ordered by time are ordered by version;
+- TTL never deletes an item before its ``expires_at``, so every transaction item with
+  ``expires_at`` after T is in the export: for each wallet they are the newest entries, with no gap.
+
+So for each wallet, its legs in those items, newest first, end at the wallet item's own state in
+the export: the newest is version V with balance B (and must be the item's ``entry_txn_id``), the
+next V - 1 with B minus the newest's delta, and so on. Each leg becomes the wallet MODIFY record
+the stream carried (OLD and NEW images), which the decoder then checks and decodes as usual. Items
+already past ``expires_at`` at T may be missing their neighbours and are left to the export before
+(the backfill takes exports less than 8 hours apart).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from wallet.table import DIRECTION_CREDIT, DIRECTION_DEBIT, TXN_TRANSFER, Attr
+
+_N: Final = "N"
+_S: Final = "S"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Leg:
+    wallet_id: str
+    created_at: int
+    txn_id: str
+    txn_type: str
+    direction: str
+    amount: int
+    nonce: str
+    counterparty: str | None
+
+    @property
+    def delta(self) -> int:
+        return -self.amount if self.direction == DIRECTION_DEBIT else self.amount
+
+
+@dataclasses.dataclass(slots=True)
+class NumberedEntries:
+    """What an export's transaction items became.
+
+    ``images`` holds one ``(old, new)`` wallet image pair per entry, as the stream's MODIFY
+    carried them; ``expired`` counts items left to the earlier export; ``problems`` says, per
+    wallet, why its entries could not be numbered (none of them is then returned).
+    """
+
+    images: list[tuple[dict[str, Any], dict[str, Any]]] = dataclasses.field(default_factory=list)
+    expired: int = 0
+    problems: list[str] = dataclasses.field(default_factory=list)
+
+
+def number_entries(
+    wallets: Iterable[Mapping[str, Any]], transactions: Iterable[Mapping[str, Any]], *, export_time_s: int
+) -> NumberedEntries:
+    """The wallet MODIFY images of every transaction item not yet expired at ``export_time_s``.
+
+    ``wallets`` are the export's wallet items and ``transactions`` its transaction items of the
+    single-write path (without ``wallet_version``), in DynamoDB JSON.
+
+    Examples
+    --------
+    >>> wallet = {"wallet_id": {"S": "w"}, "balance": {"N": "7"}, "version": {"N": "1"},
+    ...           "updated_at": {"N": "5000"}, "entry_txn_id": {"S": "t"}}
+    >>> txn = {"txn_id": {"S": "t"}, "type": {"S": "deposit"}, "wallet_id": {"S": "w"},
+    ...        "amount": {"N": "7"}, "nonce": {"S": "n"}, "created_at": {"N": "5000"},
+    ...        "expires_at": {"N": "99"}}
+    >>> numbered = number_entries([wallet], [txn], export_time_s=9)
+    >>> [(old["version"], new["version"]) for old, new in numbered.images]
+    [({'N': '0'}, {'N': '1'})]
+    """
+    result = NumberedEntries()
+    legs: dict[str, list[_Leg]] = defaultdict(list)
+    for item in transactions:
+        if int(item[Attr.EXPIRES_AT][_N]) <= export_time_s:
+            result.expired += 1
+            continue
+        for leg in _legs(item):
+            legs[leg.wallet_id].append(leg)
+    by_id = {wallet[Attr.WALLET_ID][_S]: wallet for wallet in wallets}
+    for wallet_id, wallet_legs in sorted(legs.items()):
+        wallet = by_id.get(wallet_id)
+        if wallet is None:
+            result.problems.append(f"wallet {wallet_id}: its item is not in the export")
+            continue
+        images, problem = _walk_back(wallet, wallet_legs)
+        if problem is not None:
+            result.problems.append(f"wallet {wallet_id}: {problem}")
+            continue
+        result.images.extend(images)
+    return result
+
+
+def _legs(item: Mapping[str, Any]) -> list[_Leg]:
+    txn_type = item[Attr.TYPE][_S]
+    payer = item[Attr.WALLET_ID][_S]
+    common = {
+        "created_at": int(item[Attr.CREATED_AT][_N]),
+        "txn_id": item[Attr.TXN_ID][_S],
+        "txn_type": txn_type,
+        "amount": int(item[Attr.AMOUNT][_N]),
+        "nonce": item[Attr.NONCE][_S],
+    }
+    if txn_type != TXN_TRANSFER:
+        return [_Leg(wallet_id=payer, direction=DIRECTION_CREDIT, counterparty=None, **common)]
+    payee = item[Attr.TO_WALLET_ID][_S]
+    return [
+        _Leg(wallet_id=payer, direction=DIRECTION_DEBIT, counterparty=payee, **common),
+        _Leg(wallet_id=payee, direction=DIRECTION_CREDIT, counterparty=payer, **common),
+    ]
+
+
+def _walk_back(
+    wallet: Mapping[str, Any], legs: list[_Leg]
+) -> tuple[list[tuple[dict[str, Any], dict[str, Any]]], str | None]:
+    """From the wallet's state in the export back through its legs, newest first."""
+    legs = sorted(legs, key=lambda leg: leg.created_at, reverse=True)
+    if any(newer.created_at == older.created_at for newer, older in itertools.pairwise(legs)):
+        return [], "two entries share a created_at, so their order is unknown"
+    newest = legs[0]
+    if wallet.get(Attr.ENTRY_TXN_ID, {}).get(_S) != newest.txn_id:
+        return [], "the newest transaction item is not the wallet item's latest entry"
+    version = int(wallet[Attr.VERSION][_N])
+    balance = int(wallet[Attr.BALANCE][_N])
+    if version < len(legs):
+        return [], f"version {version} is below its {len(legs)} unexpired entries"
+    base = {name: value for name, value in wallet.items() if not name.startswith("entry_")}
+    images = []
+    for leg in legs:
+        new = {
+            **base,
+            Attr.BALANCE: {_N: str(balance)},
+            Attr.VERSION: {_N: str(version)},
+            Attr.UPDATED_AT: {_N: str(leg.created_at)},
+            Attr.ENTRY_TXN_ID: {_S: leg.txn_id},
+            Attr.ENTRY_TYPE: {_S: leg.txn_type},
+            Attr.ENTRY_DIRECTION: {_S: leg.direction},
+            Attr.ENTRY_AMOUNT: {_N: str(leg.amount)},
+            Attr.ENTRY_NONCE: {_S: leg.nonce},
+        }
+        if leg.counterparty is not None:
+            new[Attr.ENTRY_COUNTERPARTY] = {_S: leg.counterparty}
+        balance -= leg.delta
+        version -= 1
+        old = {**base, Attr.BALANCE: {_N: str(balance)}, Attr.VERSION: {_N: str(version)}}
+        images.append((old, new))
+    return images, None

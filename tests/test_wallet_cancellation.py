@@ -1,0 +1,157 @@
+"""Reading a cancelled movement: DynamoDB's per-item reasons give ARCHITECTURE.md's precedence.
+
+Pure. An oracle evaluates each item's condition the way DynamoDB does for the write path's
+TransactWriteItems (the wallet updates, then the transaction item) over generated wallet states,
+and :func:`read_cancellation` must name the cause the precedence says: a missing wallet, then a used
+nonce, then money, then a wallet stamped later than the posting.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from wallet.cancellation import Cause, read_cancellation
+from wallet.commands import Deposit, Transfer
+from wallet.posting import Leg, Posting, post
+from wallet.validation import MAX_BALANCE
+
+NOW = 1_000_000
+PAYER, PAYEE = "payer", "payee"
+
+wallet_states = st.one_of(
+    st.none(),  # no item
+    st.tuples(
+        st.sampled_from([0, 1, 50, 99, 100, 101, MAX_BALANCE - 100, MAX_BALANCE]),
+        st.sampled_from([NOW - 5, NOW, NOW + 1, NOW + 7]),
+    ),
+)
+
+
+def _holds(leg: Leg, state: tuple[int, int] | None, now: int) -> bool:
+    if state is None:
+        return False
+    balance, updated_at = state
+    money = balance >= leg.balance_floor if leg.is_debit else balance <= leg.balance_ceiling
+    return money and updated_at < now
+
+
+def _reasons(
+    posting: Posting, states: list[tuple[int, int] | None], nonce_used: bool
+) -> list[dict[str, Any]] | None:
+    """What DynamoDB answers: None when every condition holds (committed), else one reason per item."""
+    reasons: list[dict[str, Any]] = []
+    for leg, state in zip(posting.legs, states, strict=True):
+        if _holds(leg, state, posting.created_at):
+            reasons.append({"Code": "None"})
+        elif state is None:
+            reasons.append({"Code": "ConditionalCheckFailed", "Message": "The conditional request failed"})
+        else:
+            item = {
+                "balance": {"N": str(state[0])},
+                "updated_at": {"N": str(state[1])},
+                "version": {"N": "4"},
+            }
+            reasons.append({"Code": "ConditionalCheckFailed", "Item": item})
+    reasons.append(
+        {"Code": "ConditionalCheckFailed", "Item": {"request_hash": {"S": "h"}}}
+        if nonce_used
+        else {"Code": "None"}
+    )
+    return None if all(reason["Code"] == "None" for reason in reasons) else reasons
+
+
+def _expected(posting: Posting, states: list[tuple[int, int] | None], nonce_used: bool) -> tuple[Cause, Any]:
+    legs = list(zip(posting.legs, states, strict=True))
+    for leg, state in legs:
+        if state is None:
+            return Cause.WALLET_NOT_FOUND, leg.wallet_id
+    if nonce_used:
+        return Cause.NONCE_USED, None
+    for leg, state in legs:
+        assert state is not None
+        if leg.is_debit and state[0] < leg.balance_floor:
+            return Cause.INSUFFICIENT_FUNDS, leg.wallet_id
+        if not leg.is_debit and state[0] > leg.balance_ceiling:
+            return Cause.BALANCE_LIMIT, leg.wallet_id
+    ahead = [state[1] for _, state in legs if state is not None and state[1] >= posting.created_at]
+    return Cause.CLOCK_BEHIND, max(ahead) + 1
+
+
+@given(
+    transfer=st.booleans(),
+    amount=st.sampled_from([1, 100, 101]),
+    payer=wallet_states,
+    payee=wallet_states,
+    nonce_used=st.booleans(),
+)
+def test_every_cancellation_is_read_in_precedence_order(
+    transfer: bool,
+    amount: int,
+    payer: tuple[int, int] | None,
+    payee: tuple[int, int] | None,
+    nonce_used: bool,
+) -> None:
+    # GIVEN a movement and the wallets and nonce as DynamoDB finds them at commit
+    command = Transfer(PAYER, PAYEE, amount, "n") if transfer else Deposit(PAYER, amount, "n")
+    posting = post(command, now_ms=NOW, hot_ttl_seconds=60, txn_id="t", request_hash="h")
+    states = [payer, payee] if transfer else [payer]
+    reasons = _reasons(posting, states, nonce_used)
+    if reasons is None:
+        return  # every condition held: the transaction committed, nothing to read
+
+    # WHEN the cancellation is read
+    cancellation = read_cancellation(posting, reasons)
+
+    # THEN its cause is the first in precedence, about the right wallet, with what the store needs
+    cause, detail = _expected(posting, states, nonce_used)
+    assert cancellation.cause is cause
+    if cause in (Cause.WALLET_NOT_FOUND, Cause.INSUFFICIENT_FUNDS, Cause.BALANCE_LIMIT):
+        assert cancellation.wallet_id == detail
+    if cause in (Cause.INSUFFICIENT_FUNDS, Cause.BALANCE_LIMIT):
+        assert cancellation.nonce_checked  # DynamoDB said the nonce was free: no read needed
+    if cause is Cause.NONCE_USED:
+        assert cancellation.transaction_item == {"request_hash": {"S": "h"}}
+    if cause is Cause.CLOCK_BEHIND:
+        assert cancellation.not_before_ms == detail > NOW
+
+
+def _deposit() -> Posting:
+    return post(Deposit(PAYER, 5, "n"), now_ms=NOW, hot_ttl_seconds=60, txn_id="t", request_hash="h")
+
+
+def test_service_reasons_are_throttling_then_conflict() -> None:
+    posting = _deposit()
+    throttled = [{"Code": "ThrottlingError"}, {"Code": "None"}]
+    conflict = [{"Code": "TransactionConflict"}, {"Code": "None"}]
+    assert read_cancellation(posting, throttled).cause is Cause.THROTTLED
+    assert read_cancellation(posting, conflict).cause is Cause.CONFLICT
+    assert read_cancellation(
+        posting, [{"Code": "ThrottlingError"}, {"Code": "TransactionConflict"}]
+    ).cause is (Cause.THROTTLED)
+
+
+def test_reasons_that_do_not_match_the_transaction_are_unexplained() -> None:
+    # a reason list of the wrong length, or a failure no condition explains, is never guessed at
+    posting = _deposit()
+    assert read_cancellation(posting, []).cause is Cause.UNEXPLAINED
+    unexplained = [
+        {"Code": "ConditionalCheckFailed", "Item": {"balance": {"N": "0"}, "updated_at": {"N": "0"}}}
+    ]
+    assert read_cancellation(posting, [*unexplained, {"Code": "None"}]).cause is Cause.UNEXPLAINED
+    assert (
+        read_cancellation(posting, [{"Code": "ValidationError"}, {"Code": "None"}]).cause is Cause.UNEXPLAINED
+    )
+
+
+def test_a_money_refusal_without_the_nonces_reason_asks_for_a_read() -> None:
+    # GIVEN a funds failure whose transaction-item reason is missing (not "None")
+    posting = post(
+        Transfer(PAYER, PAYEE, 10, "n"), now_ms=NOW, hot_ttl_seconds=60, txn_id="t", request_hash="h"
+    )
+    poor = {"Code": "ConditionalCheckFailed", "Item": {"balance": {"N": "3"}, "updated_at": {"N": "0"}}}
+    cancellation = read_cancellation(posting, [poor, {"Code": "None"}, {}])
+    # THEN the store must read the nonce before refusing (a replay answers like its original)
+    assert (cancellation.cause, cancellation.nonce_checked) == (Cause.INSUFFICIENT_FUNDS, False)
