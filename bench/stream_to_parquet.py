@@ -1,14 +1,16 @@
 """Benchmark of the stream processor's hot path: Lambda event → ledger rows → zstd Parquet bytes.
 
-Builds realistic, seeded Lambda events (of the stream records: 85% transaction INSERTs — 70%
-transfers, 30% deposits — 10% wallet MODIFYs and 5% TTL REMOVEs, over 10,000 wallets whose
-versions and balances follow the contract), in events of 1,000 and 10,000 records. For each event
+Builds realistic, seeded Lambda events of what the write path's transactions put on the stream
+(70% transfers, 30% deposits, over 10,000 wallets whose versions and balances follow the
+contract): per transaction its wallet MODIFYs (one per leg, OLD and NEW images, each a ledger
+entry), its transaction INSERT, and a TTL REMOVE of an older one, about 3.7 records a transaction;
+in events of 1,000 and 10,000 records. For each event
 size it times, in the same run and on the same events:
 
 - **walletlake**: what the Lambda handler does between receiving the event and the S3 PUT —
-  :func:`stream_processor.decoder.decode_records` (typed attributes straight into columns, checks
-  and double entry in Arrow), then :func:`lake.writer.split_by_slot` and :func:`lake.parquet.encode`
-  for every landing object;
+  :func:`stream_processor.decoder.decode_records` (typed attributes straight into columns, the
+  checks against the OLD image in Arrow), then :func:`lake.writer.split_by_slot` and
+  :func:`lake.parquet.encode` for every landing object;
 - **naive**: boto3's ``TypeDeserializer`` per record → Python row dicts → ``pandas.DataFrame`` →
   ``to_parquet`` (zstd), the way a first version usually looks.
 
@@ -95,48 +97,8 @@ class StreamGenerator:
             **extra,
         }
 
-    def _move(self, wallet: _Wallet, delta: int) -> None:
-        wallet.balance += delta
-        wallet.version += 1
-        wallet.updated_at = self.clock
-
-    def _transaction(self) -> dict[str, Any]:
-        self.clock += self.rng.randint(0, 3)
-        amount = self.rng.randint(1, 50_000_000)
-        payer = self.rng.choice(self.wallets)
-        transfer = self.rng.random() < 0.7 and payer.balance >= amount
-        nonce = self._uuid()
-        image: dict[str, Any] = {
-            "pk": {"S": f"{payer.wallet_id}_{nonce}#transaction"},
-            "entity": {"S": "transaction"},
-            "txn_id": {"S": self._uuid()},
-            "type": {"S": "transfer" if transfer else "deposit"},
-            "wallet_id": {"S": payer.wallet_id},
-            "amount": {"N": str(amount)},
-            "nonce": {"S": nonce},
-            "request_hash": {"S": f"{self.rng.getrandbits(256):064x}"},
-            "created_at": {"N": str(self.clock)},
-            "expires_at": {"N": str(self.clock // 1000 + 28_800)},
-        }
-        if transfer:
-            payee = self.rng.choice(self.wallets)
-            while payee is payer:
-                payee = self.rng.choice(self.wallets)
-            self._move(payer, -amount)
-            self._move(payee, amount)
-            image["to_wallet_id"] = {"S": payee.wallet_id}
-            image["to_wallet_version"] = {"N": str(payee.version)}
-            image["to_wallet_balance_after"] = {"N": str(payee.balance)}
-        else:
-            self._move(payer, amount)
-        image["wallet_version"] = {"N": str(payer.version)}
-        image["wallet_balance_after"] = {"N": str(payer.balance)}
-        self.hot.append(image)
-        return self._record("INSERT", image)
-
-    def _wallet_modify(self) -> dict[str, Any]:
-        wallet = self.rng.choice(self.wallets)
-        image = {
+    def _wallet_image(self, wallet: _Wallet) -> dict[str, Any]:
+        return {
             "pk": {"S": f"{wallet.wallet_id}#wallet"},
             "entity": {"S": "wallet"},
             "wallet_id": {"S": wallet.wallet_id},
@@ -146,25 +108,76 @@ class StreamGenerator:
             "created_at": {"N": "1795300000000"},
             "updated_at": {"N": str(wallet.updated_at)},
         }
-        record = self._record("MODIFY", image)
-        record["dynamodb"]["OldImage"] = image
+
+    def _move(
+        self, wallet: _Wallet, delta: int, entry: dict[str, Any], counterparty: _Wallet | None
+    ) -> dict[str, Any]:
+        """The wallet MODIFY of one leg: OLD image, then NEW with the ADD applied and the entry."""
+        old = self._wallet_image(wallet)
+        wallet.balance += delta
+        wallet.version += 1
+        wallet.updated_at = self.clock
+        new = {
+            **self._wallet_image(wallet),
+            **entry,
+            "entry_direction": {"S": "debit" if delta < 0 else "credit"},
+        }
+        if counterparty is not None:
+            new["entry_counterparty_wallet_id"] = {"S": counterparty.wallet_id}
+        record = self._record("MODIFY", new)
+        record["dynamodb"]["OldImage"] = old
         return record
 
+    def _transaction(self) -> list[dict[str, Any]]:
+        """The records of one committed transaction: its wallet MODIFYs, then its INSERT."""
+        self.clock += self.rng.randint(1, 3)
+        amount = self.rng.randint(1, 50_000_000)
+        payer = self.rng.choice(self.wallets)
+        transfer = self.rng.random() < 0.7 and payer.balance >= amount
+        nonce = self._uuid()
+        txn_id = self._uuid()
+        image: dict[str, Any] = {
+            "pk": {"S": f"{payer.wallet_id}_{nonce}#transaction"},
+            "entity": {"S": "transaction"},
+            "txn_id": {"S": txn_id},
+            "type": {"S": "transfer" if transfer else "deposit"},
+            "wallet_id": {"S": payer.wallet_id},
+            "amount": {"N": str(amount)},
+            "nonce": {"S": nonce},
+            "request_hash": {"S": f"{self.rng.getrandbits(256):064x}"},
+            "created_at": {"N": str(self.clock)},
+            "expires_at": {"N": str(self.clock // 1000 + 28_800)},
+        }
+        entry = {
+            "entry_txn_id": {"S": txn_id},
+            "entry_type": image["type"],
+            "entry_amount": {"N": str(amount)},
+            "entry_nonce": {"S": nonce},
+        }
+        if transfer:
+            payee = self.rng.choice(self.wallets)
+            while payee is payer:
+                payee = self.rng.choice(self.wallets)
+            image["to_wallet_id"] = {"S": payee.wallet_id}
+            legs = [self._move(payer, -amount, entry, payee), self._move(payee, amount, entry, payer)]
+        else:
+            legs = [self._move(payer, amount, entry, None)]
+        self.hot.append(image)
+        return [*legs, self._record("INSERT", image)]
+
     def _ttl_remove(self) -> dict[str, Any]:
-        image = self.hot.pop(0) if self.hot else self._transaction()["dynamodb"]["NewImage"]
+        image = self.hot.pop(0) if self.hot else self._transaction()[-1]["dynamodb"]["NewImage"]
         return self._record("REMOVE", image, userIdentity=dict(TTL_IDENTITY))
 
     def event(self, size: int) -> dict[str, Any]:
-        records = []
-        for _ in range(size):
-            draw = self.rng.random()
-            if draw < 0.85:
-                records.append(self._transaction())
-            elif draw < 0.95:
-                records.append(self._wallet_modify())
-            else:
+        """``size`` records in the write path's proportions: per transaction its wallet MODIFYs and
+        its INSERT, and (once the table is warm) one TTL REMOVE, about 3.7 records a transaction."""
+        records: list[dict[str, Any]] = []
+        while len(records) < size:
+            records.extend(self._transaction())
+            if self.rng.random() < 0.95:
                 records.append(self._ttl_remove())
-        return {"Records": records}
+        return {"Records": records[:size]}
 
 
 def walletlake_path(records: list[dict[str, Any]]) -> tuple[int, int]:
@@ -190,63 +203,40 @@ def naive_path(records: list[dict[str, Any]]) -> tuple[int, int]:
         name = record["eventName"]
         image_json = change.get("OldImage" if name == "REMOVE" else "NewImage", {})
         item = {key: _DESERIALIZER.deserialize(value) for key, value in image_json.items()}
-        if name != "INSERT":
-            continue
-        if item.get("entity") == "wallet":
+        if name == "INSERT" and item.get("entity") == "wallet":
             created = pd.Timestamp(int(item["created_at"]), unit="ms", tz="UTC")
             wallets.append(
                 {"wallet_id": item["wallet_id"], "user_id": item["user_id"], "created_at": created}
             )
             continue
-        if item.get("entity") != "transaction":
+        if name != "MODIFY" or item.get("entity") != "wallet" or "entry_txn_id" not in item:
             continue
-        common = {
-            "txn_id": item["txn_id"],
-            "txn_type": item["type"],
-            "amount": int(item["amount"]),
-            "nonce": item["nonce"],
-            "created_at": pd.Timestamp(int(item["created_at"]), unit="ms", tz="UTC"),
-            "stream_sequence": change["SequenceNumber"],
-            "ingested_at": ingested,
-        }
-        if item["type"] == "transfer":
-            ledger.append(
-                {
-                    **common,
-                    "entry_id": f"{item['txn_id']}:debit",
-                    "wallet_id": item["wallet_id"],
-                    "counterparty_wallet_id": item["to_wallet_id"],
-                    "direction": "debit",
-                    "delta": -int(item["amount"]),
-                    "wallet_version": int(item["wallet_version"]),
-                    "balance_after": int(item["wallet_balance_after"]),
-                }
-            )
-            ledger.append(
-                {
-                    **common,
-                    "entry_id": f"{item['txn_id']}:credit",
-                    "wallet_id": item["to_wallet_id"],
-                    "counterparty_wallet_id": item["wallet_id"],
-                    "direction": "credit",
-                    "delta": int(item["amount"]),
-                    "wallet_version": int(item["to_wallet_version"]),
-                    "balance_after": int(item["to_wallet_balance_after"]),
-                }
-            )
-        else:
-            ledger.append(
-                {
-                    **common,
-                    "entry_id": f"{item['txn_id']}:credit",
-                    "wallet_id": item["wallet_id"],
-                    "counterparty_wallet_id": None,
-                    "direction": "credit",
-                    "delta": int(item["amount"]),
-                    "wallet_version": int(item["wallet_version"]),
-                    "balance_after": int(item["wallet_balance_after"]),
-                }
-            )
+        old = {key: _DESERIALIZER.deserialize(value) for key, value in change["OldImage"].items()}
+        amount = int(item["entry_amount"])
+        delta = -amount if item["entry_direction"] == "debit" else amount
+        if (
+            int(item["version"]) != int(old["version"]) + 1
+            or int(item["balance"]) != int(old["balance"]) + delta
+        ):
+            continue
+        ledger.append(
+            {
+                "entry_id": f"{item['entry_txn_id']}:{item['entry_direction']}",
+                "txn_id": item["entry_txn_id"],
+                "txn_type": item["entry_type"],
+                "wallet_id": item["wallet_id"],
+                "counterparty_wallet_id": item.get("entry_counterparty_wallet_id"),
+                "direction": item["entry_direction"],
+                "amount": amount,
+                "delta": delta,
+                "wallet_version": int(item["version"]),
+                "balance_after": int(item["balance"]),
+                "nonce": item["entry_nonce"],
+                "created_at": pd.Timestamp(int(item["updated_at"]), unit="ms", tz="UTC"),
+                "stream_sequence": change["SequenceNumber"],
+                "ingested_at": ingested,
+            }
+        )
     size = 0
     for rows in (ledger, wallets):
         if rows:

@@ -227,7 +227,7 @@ def test_handler_emits_emf_metrics_and_json_logs(
         "MaxRecordAgeSeconds",
     } <= names
     ledger_rows = 1 + 2 * 3
-    ignored = 2 + 1 + 2 * 3  # user claims, the deposit's and the transfers' wallet MODIFYs
+    ignored = 2 + 1 + 3  # user claims, and the transaction INSERTs of the deposit and the transfers
     figures = {
         name: emf[0][name] for name in ("RecordsIn", "LedgerRows", "TtlExpired", "Quarantined", "Ignored")
     }
