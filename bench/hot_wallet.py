@@ -231,7 +231,8 @@ def measure(args: argparse.Namespace, environment: dict[str, str]) -> dict[tuple
     )
     phases: dict[tuple[str, str], list[Phase]] = {}
     before = (
-        ApiServer(env={**environment, "PYTHONPATH": str(Path(args.baseline).resolve())})
+        # `python -m` imports from its working directory first: the checkout's own code is served
+        ApiServer(env=environment, cwd=Path(args.baseline).resolve())
         if args.baseline
         else contextlib.nullcontext()
     )

@@ -20,8 +20,9 @@ each item that failed, which tells the cases apart without a read (:mod:`wallet.
 a missing wallet, a used nonce (a replay if its ``request_hash`` matches, otherwise
 ``idempotency_key_reused``), funds or the ceiling, another transaction on the wallet (retried with
 jittered exponential backoff, a bounded number of times; a wallet still busy after them answers
-429 ``throttled``, as does DynamoDB's own throttling), a wallet stamped later than this server's
-clock (written again at once at that time), or the service failed (503; the transaction is
+429 ``throttled``, as does DynamoDB's own throttling), a wallet stamped at or after the posting's
+time (another server's clock ahead, or another entry in the same millisecond: written again at once,
+a millisecond later), or the service failed (503; the transaction is
 all-or-nothing, so a transfer is never half-written).
 
 Nonces are remembered while their transaction item exists: the hot window
@@ -97,6 +98,9 @@ _ENTRY_WITHOUT_COUNTERPARTY: Final = _SET_ENTRY + " REMOVE #cp" + _ADD_MOVEMENT
 _DEBIT_CONDITION: Final = "attribute_exists(#pk) AND #b >= :limit AND #u < :now"
 _CREDIT_CONDITION: Final = "attribute_exists(#pk) AND #b <= :limit AND #u < :now"
 _ONE: Final = {"N": "1"}
+#: Wallets whose last stamp a process remembers (oldest forgotten first; forgetting one costs at
+#: most a retry, when its next entry falls in the same millisecond).
+_STAMPS_KEPT: Final = 100_000
 
 
 class Outcome(enum.Enum):
@@ -171,6 +175,7 @@ class WalletStore:
         self.retry = retry or RetryPolicy()
         self._clock_ms = clock_ms
         self._sleep = sleep
+        self._stamps: dict[str, int] = {}
 
     # ------------------------------------------------------------------ wallets
 
@@ -240,10 +245,10 @@ class WalletStore:
 
         One TransactWriteItems, with no read before it. A cancellation is read by
         :func:`wallet.cancellation.read_cancellation`; only two causes write again: another
-        transaction holding a wallet (retried after a jittered pause) and a wallet stamped later than
-        this server's clock (retried at once, stamped at that wallet's time). A money refusal whose
-        answer did not say whether the nonce exists reads the transaction item first (never on the
-        common path: DynamoDB reports every item's condition).
+        transaction holding a wallet (retried after a jittered pause) and a wallet stamped at or
+        after this posting's time (retried at once, stamped a millisecond after that wallet). A
+        money refusal whose answer did not say whether the nonce exists reads the transaction item
+        first (never on the common path: DynamoDB reports every item's condition).
 
         Raises
         ------
@@ -261,7 +266,7 @@ class WalletStore:
         for attempt in range(self.retry.conflict_attempts):
             posting = post(
                 command,
-                now_ms=max(self._clock_ms(), not_before),
+                now_ms=self._stamp(command, not_before),
                 hot_ttl_seconds=self.settings.hot_ttl_seconds,
                 txn_id=txn_id,
                 request_hash=fingerprint,
@@ -288,6 +293,30 @@ class WalletStore:
             f"wallet {command.wallet_id} was busy during each of {self.retry.conflict_attempts} attempts; "
             "nothing was written, repeat the request with the same nonce"
         )
+
+    def _stamp(self, command: Movement, not_before: int) -> int:
+        """The posting's time: now, but after this process's last stamp on each touched wallet.
+
+        Per wallet, ``created_at`` must strictly increase with version (the ``updated_at < :now``
+        condition). Concurrent requests on one busy wallet would often take the same millisecond
+        and all but one be refused and written again; remembering the last stamp per wallet
+        (no ``await`` between reading and recording it, so it is atomic on the event loop) gives
+        each its own millisecond in the order they are sent. Only entries committed in another
+        order than sent, or by another process, still meet the condition.
+        """
+        stamps = self._stamps
+        wallets = (
+            (command.wallet_id,)
+            if isinstance(command, Deposit)
+            else (command.wallet_id, command.to_wallet_id)
+        )
+        now = max(self._clock_ms(), not_before, *(stamps.get(wallet_id, -1) + 1 for wallet_id in wallets))
+        for wallet_id in wallets:
+            stamps.pop(wallet_id, None)  # re-inserted last: the map is oldest first
+            stamps[wallet_id] = now
+        while len(stamps) > _STAMPS_KEPT:
+            del stamps[next(iter(stamps))]
+        return now
 
     async def _settle(
         self, cancellation: Cancellation, posting: Posting, error: DynamoDBError

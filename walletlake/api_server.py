@@ -38,6 +38,9 @@ class ApiServer:
         Seconds to wait for ``/healthz`` before giving up (the log's tail is in the error).
     log_path:
         Where the server's output goes (by default a temporary file, removed by :meth:`stop`).
+    cwd:
+        The server's working directory (this one by default). ``python -m`` imports from it
+        first, so a checkout of another version serves its own code (``bench/hot_wallet.py``).
 
     Examples
     --------
@@ -55,8 +58,10 @@ class ApiServer:
         *,
         startup_timeout: float = 60.0,
         log_path: Path | None = None,
+        cwd: Path | None = None,
     ) -> None:
         self.env = dict(env or {})
+        self.cwd = cwd
         self.host = host
         self.port = port
         self.workers = workers
@@ -107,6 +112,7 @@ class ApiServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, **self.env},
+                cwd=self.cwd,
                 start_new_session=True,
             )
         try:
