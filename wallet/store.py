@@ -34,12 +34,13 @@ new request: clients must not reuse a nonce they used more than 8 hours ago.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import enum
 import random
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from wallet import telemetry as metrics
@@ -140,6 +141,14 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+@dataclasses.dataclass(slots=True)
+class _Turn:
+    """One wallet's write slot in this process, and how many requests hold or wait for it."""
+
+    lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
+    users: int = 0
+
+
 class WalletStore:
     """Wallet operations against the ``wallets`` table, as coroutines on the server's event loop.
 
@@ -176,6 +185,7 @@ class WalletStore:
         self._clock_ms = clock_ms
         self._sleep = sleep
         self._stamps: dict[str, int] = {}
+        self._turns: dict[str, _Turn] = {}
 
     # ------------------------------------------------------------------ wallets
 
@@ -263,16 +273,18 @@ class WalletStore:
         fingerprint = request_hash(command)
         txn_id = str(uuid.uuid4())  # one per request execution, kept across retries
         not_before = 0
+        wallets = _wallets_of(command)
         for attempt in range(self.retry.conflict_attempts):
-            posting = post(
-                command,
-                now_ms=self._stamp(command, not_before),
-                hot_ttl_seconds=self.settings.hot_ttl_seconds,
-                txn_id=txn_id,
-                request_hash=fingerprint,
-            )
             try:
-                await self._call("TransactWriteItems", transaction_request(self.table, posting))
+                async with self._turn(wallets):
+                    posting = post(
+                        command,
+                        now_ms=self._stamp(wallets, not_before),
+                        hot_ttl_seconds=self.settings.hot_ttl_seconds,
+                        txn_id=txn_id,
+                        request_hash=fingerprint,
+                    )
+                    await self._call("TransactWriteItems", transaction_request(self.table, posting))
             except DynamoDBError as error:  # cancelled (anything else is raised as a domain error)
                 cancellation = read_cancellation(posting, _reasons(error))
                 outcome = await self._settle(cancellation, posting, error)
@@ -294,7 +306,39 @@ class WalletStore:
             "nothing was written, repeat the request with the same nonce"
         )
 
-    def _stamp(self, command: Movement, not_before: int) -> int:
+    @contextlib.asynccontextmanager
+    async def _turn(self, wallets: tuple[str, ...]) -> AsyncIterator[None]:
+        """Wait until this process has no other write in flight on the posting's wallets.
+
+        DynamoDB commits concurrent transactions on one item in any order, and a write committed
+        after a later-stamped one is refused by the ``updated_at`` condition and must go again. One
+        write at a time per wallet from each process keeps commit order = stamp order (DynamoDB
+        runs transactions on one item one after the other anyway); locks are taken in key order,
+        so two transfers between the same wallets cannot wait on each other.
+        """
+        turns = self._turns
+        taken: list[_Turn] = []
+        users: list[str] = []
+        try:
+            for wallet_id in wallets:
+                turn = turns.get(wallet_id)
+                if turn is None:
+                    turn = turns[wallet_id] = _Turn()
+                turn.users += 1
+                users.append(wallet_id)
+                await turn.lock.acquire()
+                taken.append(turn)
+            yield
+        finally:
+            for turn in reversed(taken):
+                turn.lock.release()
+            for wallet_id in users:  # forget a wallet's turn once nobody waits for it
+                turn = turns[wallet_id]
+                turn.users -= 1
+                if not turn.users:
+                    del turns[wallet_id]
+
+    def _stamp(self, wallets: tuple[str, ...], not_before: int) -> int:
         """The posting's time: now, but after this process's last stamp on each touched wallet.
 
         Per wallet, ``created_at`` must strictly increase with version (the ``updated_at < :now``
@@ -305,11 +349,6 @@ class WalletStore:
         order than sent, or by another process, still meet the condition.
         """
         stamps = self._stamps
-        wallets = (
-            (command.wallet_id,)
-            if isinstance(command, Deposit)
-            else (command.wallet_id, command.to_wallet_id)
-        )
         now = max(self._clock_ms(), not_before, *(stamps.get(wallet_id, -1) + 1 for wallet_id in wallets))
         for wallet_id in wallets:
             stamps.pop(wallet_id, None)  # re-inserted last: the map is oldest first
@@ -440,6 +479,13 @@ def _s(value: str) -> dict[str, str]:
 
 def _n(value: int) -> dict[str, str]:
     return {"N": str(value)}
+
+
+def _wallets_of(command: Movement) -> tuple[str, ...]:
+    """The wallets a movement touches, in key order (the order their turns are taken in)."""
+    if isinstance(command, Deposit):
+        return (command.wallet_id,)
+    return tuple(sorted((command.wallet_id, command.to_wallet_id)))
 
 
 def _reasons(error: DynamoDBError) -> list[dict[str, Any]]:
