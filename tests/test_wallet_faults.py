@@ -219,12 +219,14 @@ def test_a_write_stamped_later_by_another_request_is_written_again_at_that_time(
 ) -> None:
     # GIVEN a funded payer  WHEN another deposit commits between the transfer's stamping and its
     # write (so the wallet's updated_at is ahead of the transfer's time)
+    # (the racer is another API process, as on AWS: one process never races itself on a wallet)
     payer, payee = api.create(), api.create()
     api.deposit(payer, 100, "fund")
-    proxy.rule = on(
-        "TransactWriteItems", Fault(before=lambda: api.deposit(payer, 1, "racer")), times=1, nonce="t"
-    )
-    response = api.transfer(payer, payee, 60, "t")
+    with serve(api.settings) as other:
+        proxy.rule = on(
+            "TransactWriteItems", Fault(before=lambda: other.deposit(payer, 1, "racer")), times=1, nonce="t"
+        )
+        response = api.transfer(payer, payee, 60, "t")
     # THEN the transfer is refused by the updated_at condition once, written again at the racer's
     # time (no read), and both entries are numbered in order with time never running backwards
     assert response.status_code == 204
@@ -244,12 +246,13 @@ def test_a_wallet_that_keeps_changing_gives_up_with_429_and_writes_nothing_of_it
     payer, payee = api.create(), api.create()
     api.deposit(payer, 100, "fund")
     counter = iter(range(100))
-    proxy.rule = on(
-        "TransactWriteItems",
-        Fault(before=lambda: api.deposit(payer, 1, f"racer-{next(counter)}")),
-        nonce="lost",
-    )
-    response = api.transfer(payer, payee, 60, "lost")
+    with serve(api.settings) as other:  # another API process
+        proxy.rule = on(
+            "TransactWriteItems",
+            Fault(before=lambda: other.deposit(payer, 1, f"racer-{next(counter)}")),
+            nonce="lost",
+        )
+        response = api.transfer(payer, payee, 60, "lost")
     # THEN 429 throttled with Retry-After after the bounded attempts (a busy wallet, as seed 000
     # answers it); only the racers' deposits exist
     assert error_of(response) == (429, "throttled")

@@ -87,8 +87,10 @@ def error_of(response: httpx.Response) -> tuple[int, str]:
 
 
 @contextlib.contextmanager
-def serve(settings: Settings, store: WalletStore | None = None) -> Iterator[Api]:
+def serve(
+    settings: Settings, store: WalletStore | None = None, *, movement_routes: bool = True
+) -> Iterator[Api]:
     """The app (optionally around a prepared store) on a free loopback port, with a client."""
-    app = create_app(settings, store=store)
+    app = create_app(settings, store=store, movement_routes=movement_routes)
     with ThreadedApiServer(app) as server, httpx.Client(base_url=server.url, timeout=30) as http:
         yield Api(http, settings, http.get("/openapi.json").json())

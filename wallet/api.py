@@ -27,16 +27,15 @@ Errors are JSON ``{"error": "<code>", "detail": "..."}`` with precedence 422 > 4
 
 Speed: bodies are parsed with orjson and checked by :mod:`wallet.validation` instead of per-request
 pydantic models (the schemas below only describe the API in ``/openapi.json``), routes skip
-FastAPI's per-request dependency solving (:class:`LeanRoute`), and DynamoDB is called from the event
+FastAPI's per-request dependency solving (:class:`LeanRoute`), valid deposits and transfers are
+answered ahead of the router (:mod:`wallet.movement_routes`), and DynamoDB is called from the event
 loop itself (:mod:`wallet.dynamodb`), with no thread-pool hop.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Coroutine
-from decimal import Decimal
 from typing import Annotated, Any, Final
 
 import orjson
@@ -59,23 +58,13 @@ from wallet.errors import (
     WalletError,
     WalletNotFoundError,
 )
+from wallet.http_errors import ERROR_STATUS, error_response, status_of
+from wallet.movement_routes import MovementRoutes
 from wallet.store import WalletStore
 from wallet.telemetry import Telemetry
 from walletlake.settings import Settings
 
 _logger = logging.getLogger(__name__)
-
-#: The one mapping from domain errors to HTTP statuses (subclasses inherit their base's status).
-ERROR_STATUS: Final[dict[type[WalletError], int]] = {
-    InvalidRequestError: 422,
-    WalletNotFoundError: 404,
-    IdempotencyKeyReusedError: 409,
-    InsufficientFundsError: 409,
-    BalanceLimitExceededError: 409,
-    ThrottledError: 429,
-    StoreUnavailableError: 503,
-    NotImplementedRouteError: 501,
-}
 
 _JSON: Final = "application/json"
 _PREFIX: Final = "/api/v1/wallets"
@@ -109,28 +98,14 @@ class LeanRoute(APIRoute):
         return handle
 
 
-def status_of(error: WalletError) -> int:
-    """The HTTP status of a domain error (500 for a :class:`WalletError` nobody mapped)."""
-    for cls in type(error).__mro__:
-        status = ERROR_STATUS.get(cls)
-        if status is not None:
-            return status
-    return 500
-
-
-def error_response(status: int, code: str, detail: str, retry_after: int | None = None) -> Response:
-    """The JSON error body every failure uses."""
-    headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
-    return Response(
-        orjson.dumps({"error": code, "detail": detail}), status_code=status, media_type=_JSON, headers=headers
-    )
-
-
-def create_app(settings: Settings | None = None, *, store: WalletStore | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None, *, store: WalletStore | None = None, movement_routes: bool = True
+) -> FastAPI:
     """Build the API around one :class:`~wallet.store.WalletStore` (one DynamoDB connection pool).
 
     ``settings`` default to :meth:`Settings.from_env`; the DynamoDB endpoint and credentials come
-    from the AWS SDK's own variables and configuration.
+    from the AWS SDK's own variables and configuration. ``movement_routes=False`` leaves deposits
+    and transfers to the FastAPI routes alone (the tests compare both ways' answers).
     """
     settings = settings or Settings.from_env()
     store = store or WalletStore(settings)
@@ -142,6 +117,8 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         openapi_tags=[{"name": "wallets", "description": "wallets, deposits, transfers, balances"}],
     )
     app.state.store = store
+    if movement_routes:
+        app.add_middleware(MovementRoutes, store=store)
     app.router.route_class = LeanRoute
     # Both spellings of every wallet route are routes of their own (_both_spellings): a 307 to the
     # other spelling would break clients that do not follow redirects for a PUT (httpx's default).
@@ -349,16 +326,7 @@ def _both_spellings(
 
 
 async def _json_body(request: Request) -> Any:
-    raw = await request.body()
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise InvalidRequestError("the request body must be a JSON object") from None
-    if isinstance(body, dict) and isinstance(body.get("amount"), float):
-        # orjson reads 100.0 as a float; read the body again with exact decimals so that the amount
-        # is judged by its written value (100.0 is 100; 100.0000000000000001 is not an integer).
-        body = json.loads(raw, parse_float=Decimal)
-    return body
+    return validation.parse_json_body(await request.body())
 
 
 def _no_content(telemetry: Telemetry) -> Response:

@@ -2,7 +2,7 @@
 
 Each error carries a stable machine-readable ``code`` (the ``error`` field of the JSON body) and a
 human ``detail``. Which HTTP status each one becomes is decided in exactly one place,
-:data:`wallet.api.ERROR_STATUS`, so the domain and the store never speak HTTP.
+:data:`wallet.http_errors.ERROR_STATUS`, so the domain and the store never speak HTTP.
 
 The order in which the write path checks them is the precedence of ARCHITECTURE.md:
 malformed input (:class:`InvalidRequestError`) before unknown wallets (:class:`WalletNotFoundError`) before a

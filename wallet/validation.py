@@ -23,9 +23,12 @@ The rules (issue 2, ARCHITECTURE.md "Money"):
 
 from __future__ import annotations
 
+import json
 import re
 from decimal import Decimal
 from typing import Any, Final
+
+import orjson
 
 from wallet.commands import CreateWallet, Deposit, Transfer
 from wallet.errors import InvalidRequestError, SameWalletTransferError
@@ -127,6 +130,22 @@ def parse_create_wallet(body: object) -> CreateWallet:
     """``{"user_id": "<uuid>"}`` → :class:`CreateWallet`."""
     fields = _object(body, CREATE_WALLET_FIELDS)
     return CreateWallet(user_id=parse_uuid(_required(fields, "user_id"), "user_id"))
+
+
+def parse_json_body(raw: bytes) -> Any:
+    """A request body as JSON, numbers exact: ``100.0`` is read as ``Decimal("100.0")``.
+
+    orjson reads 100.0 as a float; a body whose amount is one is read again with exact decimals,
+    so the amount is judged by its written value (100.0 is 100; 100.0000000000000001 is not an
+    integer).
+    """
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise InvalidRequestError("the request body must be a JSON object") from None
+    if isinstance(body, dict) and isinstance(body.get("amount"), float):
+        body = json.loads(raw, parse_float=Decimal)
+    return body
 
 
 def parse_deposit(wallet_id: str, body: object) -> Deposit:
