@@ -103,9 +103,12 @@ def test_the_movement_routes_answer_every_case_as_the_fastapi_routes(settings: S
     ]
 
 
-def test_the_served_app_puts_the_movement_routes_ahead_of_the_router(settings: Settings) -> None:
-    from wallet.api import create_app
+def test_the_served_app_puts_the_movement_routes_in_front_of_the_fastapi_app(settings: Settings) -> None:
+    from fastapi import FastAPI
+
+    from wallet.api import create_service
     from wallet.movement_routes import MovementRoutes
 
-    assert [m.cls for m in create_app(settings).user_middleware] == [MovementRoutes]
-    assert create_app(settings, movement_routes=False).user_middleware == []
+    service = create_service(settings)
+    assert isinstance(service, MovementRoutes)
+    assert isinstance(service.app, FastAPI)

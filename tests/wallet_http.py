@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 from wallet_table import TableContents, contents
 
-from wallet.api import create_app
+from wallet.api import create_app, create_service
 from wallet.store import WalletStore
 from walletlake.api_server import ThreadedApiServer
 from walletlake.settings import Settings
@@ -91,6 +91,6 @@ def serve(
     settings: Settings, store: WalletStore | None = None, *, movement_routes: bool = True
 ) -> Iterator[Api]:
     """The app (optionally around a prepared store) on a free loopback port, with a client."""
-    app = create_app(settings, store=store, movement_routes=movement_routes)
+    app = (create_service if movement_routes else create_app)(settings, store=store)
     with ThreadedApiServer(app) as server, httpx.Client(base_url=server.url, timeout=30) as http:
         yield Api(http, settings, http.get("/openapi.json").json())

@@ -98,14 +98,23 @@ class LeanRoute(APIRoute):
         return handle
 
 
-def create_app(
-    settings: Settings | None = None, *, store: WalletStore | None = None, movement_routes: bool = True
-) -> FastAPI:
+def create_service(settings: Settings | None = None, *, store: WalletStore | None = None) -> MovementRoutes:
+    """What ``walletlake serve`` and the Lambda run: the app, with valid movements answered in front.
+
+    :class:`~wallet.movement_routes.MovementRoutes` sits outside FastAPI entirely (not even its
+    ``__call__`` runs for a valid deposit or transfer); everything else reaches :func:`create_app`.
+    """
+    settings = settings or Settings.from_env()
+    store = store or WalletStore(settings)
+    return MovementRoutes(create_app(settings, store=store), store)
+
+
+def create_app(settings: Settings | None = None, *, store: WalletStore | None = None) -> FastAPI:
     """Build the API around one :class:`~wallet.store.WalletStore` (one DynamoDB connection pool).
 
     ``settings`` default to :meth:`Settings.from_env`; the DynamoDB endpoint and credentials come
-    from the AWS SDK's own variables and configuration. ``movement_routes=False`` leaves deposits
-    and transfers to the FastAPI routes alone (the tests compare both ways' answers).
+    from the AWS SDK's own variables and configuration. Every route is a FastAPI route here; the
+    served app puts :func:`create_service`'s movement routes in front of it.
     """
     settings = settings or Settings.from_env()
     store = store or WalletStore(settings)
@@ -117,8 +126,6 @@ def create_app(
         openapi_tags=[{"name": "wallets", "description": "wallets, deposits, transfers, balances"}],
     )
     app.state.store = store
-    if movement_routes:
-        app.add_middleware(MovementRoutes, store=store)
     app.router.route_class = LeanRoute
     # Both spellings of every wallet route are routes of their own (_both_spellings): a 307 to the
     # other spelling would break clients that do not follow redirects for a PUT (httpx's default).

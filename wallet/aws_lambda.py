@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from mangum import Mangum
 
-from wallet.api import create_app
+from wallet.api import create_service
 
-#: ASGI lifespan is off: the app has no startup work beyond what create_app already did.
-handler = Mangum(create_app(), lifespan="off")
+#: ASGI lifespan is off: the app has no startup work beyond what create_service already did.
+handler = Mangum(create_service(), lifespan="off")

@@ -11,12 +11,13 @@ it already read, so every other answer is byte for byte the app's own:
 - a path or method that is not ``PUT`` of a deposit or a transfer (either spelling);
 - a body or path that :mod:`wallet.validation` refuses (the app then answers its 422).
 
-An unexpected exception propagates as it would from a route: Starlette's outermost middleware
-answers it with the app's 500 handler.
+It runs outside the FastAPI app (:func:`wallet.api.create_service`), so it answers an unexpected
+exception itself, the way the app's handler does: logged with its trace, 500 ``internal_error``.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any, Final
 
@@ -27,6 +28,8 @@ from wallet.commands import Movement
 from wallet.errors import InvalidRequestError, WalletError
 from wallet.http_errors import error_response, status_of
 from wallet.store import WalletStore
+
+_logger = logging.getLogger(__name__)
 
 #: ``/api/v1/wallets/{id}/deposit`` and ``/api/v1/wallets/{id}/transfer/{id}``, slash or not.
 _MOVEMENT_PATH: Final = re.compile(
@@ -68,6 +71,11 @@ class MovementRoutes:
             status = status_of(error)
             telemetry.response(status, error.code)
             await error_response(status, error.code, error.detail, error.retry_after)(scope, receive, send)
+            return
+        except Exception:  # as the app's own handler answers an unexpected error
+            _logger.exception("event=internal_error path=%s", scope["path"])
+            telemetry.response(500, "internal_error")
+            await error_response(500, "internal_error", "unexpected server error")(scope, receive, send)
             return
         telemetry.response(204)
         await send(_NO_CONTENT_START)

@@ -3,7 +3,7 @@
 uvicorn with ``uvicorn[standard]`` runs on uvloop and httptools, the cheapest event loop and HTTP
 parser available to it; access logs are off by default because formatting a line per request costs
 more CPU than the request's own routing (``--access-log`` turns them on). Each worker process
-builds its own app from the environment (:func:`wallet.api.create_app` is the factory), so
+builds its own app from the environment (:func:`wallet.api.create_service` is the factory), so
 ``--workers N`` scales across cores with no shared state: wallets live in DynamoDB.
 """
 
@@ -14,7 +14,7 @@ import copy
 from typing import Any
 
 #: The ASGI app factory every worker imports.
-APP_FACTORY = "wallet.api:create_app"
+APP_FACTORY = "wallet.api:create_service"
 
 
 def register(subparsers: Any) -> None:
