@@ -182,11 +182,8 @@ def build_tables(
             *wallet_rejects,
         ]
     )
-    ledger = (
-        pa.concat_tables([entries, legacy])
-        if legacy.num_rows and entries.num_rows
-        else (legacy if legacy.num_rows else entries)
-    )
+    # legacy rows only while the stream still holds records of the compare-and-swap write path
+    ledger = pa.concat_tables([entries, legacy]) if legacy.num_rows else entries
     return LakeRows(ledger=ledger, wallets=wallets, quarantine=_quarantine(rejected, records, ingested))
 
 
@@ -257,32 +254,49 @@ def _entries(rows: RowBuffer, ingested: pa.Scalar) -> tuple[pa.Table, list[tuple
         "version": version,
         "balance": balance,
         "nonce": column("nonce"),
-        "created_at": created_at,
+        "created_at": created_at.cast(TIMESTAMP_MS),
         "sequence": column("sequence"),
     }
     if keep is not None:
         arrays = {name: values.filter(keep) for name, values in arrays.items()}
-    return (
-        pa.Table.from_arrays(
-            [
-                _entry_ids(arrays["txn_id"], arrays["direction"]),
-                arrays["txn_id"],
-                arrays["txn_type"],
-                arrays["wallet_id"],
-                arrays["counterparty"],
-                arrays["direction"],
-                arrays["amount"],
-                arrays["delta"],
-                arrays["version"],
-                arrays["balance"],
-                arrays["nonce"],
-                arrays["created_at"].cast(TIMESTAMP_MS),
-                arrays["sequence"],
-                pa.repeat(ingested, len(arrays["amount"])),
-            ],
-            schema=LEDGER,
-        ),
-        rejects,
+    return _ledger_table(**arrays, ingested=ingested), rejects
+
+
+def _ledger_table(
+    *,
+    txn_id: pa.Array,
+    txn_type: pa.Array,
+    wallet_id: pa.Array,
+    counterparty: pa.Array,
+    direction: pa.Array,
+    amount: pa.Array,
+    delta: pa.Array,
+    version: pa.Array,
+    balance: pa.Array,
+    nonce: pa.Array,
+    created_at: pa.Array,
+    sequence: pa.Array,
+    ingested: pa.Scalar,
+) -> pa.Table:
+    """Ledger rows in the :data:`~lake.schemas.LEDGER` column order, whichever records they came from."""
+    return pa.Table.from_arrays(
+        [
+            _entry_ids(txn_id, direction),
+            txn_id,
+            txn_type,
+            wallet_id,
+            counterparty,
+            direction,
+            amount,
+            delta,
+            version,
+            balance,
+            nonce,
+            created_at,
+            sequence,
+            pa.repeat(ingested, len(amount)),
+        ],
+        schema=LEDGER,
     )
 
 
@@ -377,24 +391,20 @@ def _double_entry(txns: dict[str, pa.Array], ingested: pa.Scalar) -> pa.Table:
         counterparty = pc.if_else(second, own, pc.if_else(debit, other, _NULL_STRING))
         version = pc.if_else(second, taken["to_version"], taken["version"])
         balance = pc.if_else(second, taken["to_balance"], taken["balance"])
-    return pa.Table.from_arrays(
-        [
-            _entry_ids(taken["txn_id"], direction),
-            taken["txn_id"],
-            taken["txn_type"],
-            wallet_id,
-            counterparty,
-            direction,
-            amount,
-            pc.if_else(debit, pc.negate(amount), amount),
-            version,
-            balance,
-            taken["nonce"],
-            taken["created_at"],
-            taken["sequence"],
-            pa.repeat(ingested, len(amount)),
-        ],
-        schema=LEDGER,
+    return _ledger_table(
+        txn_id=taken["txn_id"],
+        txn_type=taken["txn_type"],
+        wallet_id=wallet_id,
+        counterparty=counterparty,
+        direction=direction,
+        amount=amount,
+        delta=pc.if_else(debit, pc.negate(amount), amount),
+        version=version,
+        balance=balance,
+        nonce=taken["nonce"],
+        created_at=taken["created_at"],
+        sequence=taken["sequence"],
+        ingested=ingested,
     )
 
 

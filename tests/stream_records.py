@@ -473,9 +473,9 @@ def read_lake_table(settings: Any, table: str) -> Any:
     return pa.concat_tables(parts) if parts else TABLES[table].empty_table()
 
 
-def assert_exact_ledger(ledger: Any, expected: list[Entry]) -> None:
-    """Invariant 2: one row per expected entry, versions 1..N per wallet, running sum == balance_after."""
-    rows = ledger.to_pylist()
+def assert_entries(ledger: Any, expected: list[Entry]) -> list[dict[str, Any]]:
+    """Exactly the expected entries, once each, with their wallet, delta, version and balance after."""
+    rows: list[dict[str, Any]] = ledger.to_pylist()
     entry_ids = [row["entry_id"] for row in rows]
     assert len(entry_ids) == len(set(entry_ids)), "duplicate entry_id in the lake"
     assert sorted(entry_ids) == sorted(entry.entry_id for entry in expected), "missing or unexpected entries"
@@ -488,6 +488,12 @@ def assert_exact_ledger(ledger: Any, expected: list[Entry]) -> None:
             entry.wallet_version,
             entry.balance_after,
         )
+    return rows
+
+
+def assert_exact_ledger(ledger: Any, expected: list[Entry]) -> None:
+    """Invariant 2: one row per expected entry, versions 1..N per wallet, running sum == balance_after."""
+    rows = assert_entries(ledger, expected)
     per_wallet: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         per_wallet.setdefault(row["wallet_id"], []).append(row)

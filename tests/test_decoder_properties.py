@@ -40,21 +40,32 @@ operations = st.lists(
 )
 
 
-def replay(wallet_count: int, ops: list[Operation]) -> tuple[LedgerModel, list[dict[str, Any]]]:
-    """The operations the write path would commit; refused ones (no funds, to itself) leave no trace."""
-    model = LedgerModel()
+def replay(
+    wallet_count: int, ops: list[Operation], *, deploy_at: int = 0, expiries: list[bool] | None = None
+) -> tuple[LedgerModel, list[dict[str, Any]]]:
+    """The operations the write path would commit; refused ones (no funds, to itself) leave no trace.
+
+    Operations before ``deploy_at`` are written by the compare-and-swap path; where ``expiries``
+    says so, the oldest transaction item not yet expired gets its TTL REMOVE after an operation.
+    """
+    model = LedgerModel(legacy=deploy_at > 0)
     records: list[dict[str, Any]] = []
     ids = []
     for index in range(wallet_count):
         wallet_id, opened = model.open_wallet(f"wallet-{index}")
         ids.append(wallet_id)
         records.extend(opened)
-    for kind, first, second, amount in ops:
+    expired = 0
+    for step, (kind, first, second, amount) in enumerate(ops):
+        model.legacy = step < deploy_at
         payer, payee = ids[first % wallet_count], ids[second % wallet_count]
         if kind == "deposit":
             records.extend(model.deposit(payer, amount))
         elif model.can_transfer(payer, payee, amount):
             records.extend(model.transfer(payer, payee, amount))
+        if expiries and step < len(expiries) and expiries[step] and expired < len(model.transactions):
+            records.append(model.records.ttl_remove(model.transactions[expired]))
+            expired += 1
     return model, records
 
 
@@ -122,24 +133,8 @@ def test_any_interleaving_of_shards_gives_every_entry_exactly_once(
 ) -> None:
     # GIVEN a history written first by the compare-and-swap path, then (from deploy_at) by the
     # single-write path, with TTL expiries of earlier transaction items in between
-    model = LedgerModel(legacy=True)
-    records: list[dict[str, Any]] = []
-    ids = []
-    for index in range(wallet_count):
-        wallet_id, opened = model.open_wallet(f"wallet-{index}")
-        ids.append(wallet_id)
-        records.extend(opened)
-    expired = 0
-    for step, (kind, first, second, amount) in enumerate(ops):
-        model.legacy = step < deploy_at
-        payer, payee = ids[first % wallet_count], ids[second % wallet_count]
-        if kind == "deposit":
-            records.extend(model.deposit(payer, amount))
-        elif model.can_transfer(payer, payee, amount):
-            records.extend(model.transfer(payer, payee, amount))
-        if step < len(expiries) and expiries[step] and expired < len(model.transactions):
-            records.append(model.records.ttl_remove(model.transactions[expired]))
-            expired += 1
+    model, records = replay(wallet_count, ops, deploy_at=deploy_at, expiries=expiries)
+    expired = sum(record["eventName"] == "REMOVE" for record in records)
     # AND the stream's shards (an item's records stay in one shard, in order), read interleaved
     shards: list[list[dict[str, Any]]] = [[] for _ in range(shard_count)]
     for record in records:

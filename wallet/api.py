@@ -58,7 +58,7 @@ from wallet.errors import (
     WalletError,
     WalletNotFoundError,
 )
-from wallet.http_errors import ERROR_STATUS, error_response, status_of
+from wallet.http_errors import ERROR_STATUS, JSON_MEDIA_TYPE, error_response, status_of
 from wallet.movement_routes import MovementRoutes
 from wallet.store import WalletStore
 from wallet.telemetry import Telemetry
@@ -66,7 +66,7 @@ from walletlake.settings import Settings
 
 _logger = logging.getLogger(__name__)
 
-_JSON: Final = "application/json"
+_JSON: Final = JSON_MEDIA_TYPE
 _PREFIX: Final = "/api/v1/wallets"
 
 # Path parameters as documented; LeanRoute passes them through as strings and wallet.validation

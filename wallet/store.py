@@ -341,12 +341,10 @@ class WalletStore:
     def _stamp(self, wallets: tuple[str, ...], not_before: int) -> int:
         """The posting's time: now, but after this process's last stamp on each touched wallet.
 
-        Per wallet, ``created_at`` must strictly increase with version (the ``updated_at < :now``
-        condition). Concurrent requests on one busy wallet would often take the same millisecond
-        and all but one be refused and written again; remembering the last stamp per wallet
-        (no ``await`` between reading and recording it, so it is atomic on the event loop) gives
-        each its own millisecond in the order they are sent. Only entries committed in another
-        order than sent, or by another process, still meet the condition.
+        Called inside the wallets' turn, so the previous write of this process on them has
+        finished; if it committed within the same millisecond, now would not be after its
+        ``updated_at`` and the write would be refused once. Remembering each wallet's last stamp
+        (the map keeps the most recent :data:`_STAMPS_KEPT` wallets) avoids that round trip.
         """
         stamps = self._stamps
         now = max(self._clock_ms(), not_before, *(stamps.get(wallet_id, -1) + 1 for wallet_id in wallets))
