@@ -242,6 +242,8 @@ def _entries(rows: RowBuffer, ingested: pa.Scalar) -> tuple[pa.Table, list[tuple
         ),
     ]
     keep, rejects = _apply_checks(checks, rows.positions)
+    if rejects:  # a group commit's MODIFY is several rows: one failing rejects the record whole
+        keep, rejects = _whole_records(rows.positions, rejects)
     txn_id = column("txn_id")
     arrays = {
         "txn_id": txn_id,
@@ -474,6 +476,17 @@ def _apply_checks(
         reasons[mask.to_numpy(zero_copy_only=False)] = reason
     rejects = [(positions[index], str(reasons[index])) for index in np.flatnonzero(failed.to_numpy(False))]
     return pc.invert(failed), rejects
+
+
+def _whole_records(
+    positions: list[int], rejects: list[tuple[int, str]]
+) -> tuple[pa.Array, list[tuple[int, str]]]:
+    """Keep-mask and rejects widened to whole records: every row of a rejected record, reported once."""
+    reasons: dict[int, str] = {}
+    for position, reason in rejects:
+        reasons.setdefault(position, reason)
+    keep = pa.array([position not in reasons for position in positions], pa.bool_())
+    return keep, sorted(reasons.items())
 
 
 def _integers(text: pa.Array) -> pa.Array:

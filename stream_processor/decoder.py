@@ -41,7 +41,7 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from stream_processor.columns import CHUNK_RECORDS, BatchColumns, build_tables, raw_json
+from stream_processor.columns import CHUNK_RECORDS, ENTRY_FIELDS, BatchColumns, build_tables, raw_json
 from stream_processor.lambda_records import (
     CREATION_TIME,
     EVENT_INSERT,
@@ -53,7 +53,7 @@ from stream_processor.lambda_records import (
     SEQUENCE_NUMBER,
     is_ttl_identity,
 )
-from wallet.table import ENTITY_TRANSACTION, ENTITY_USER, ENTITY_WALLET, Attr
+from wallet.table import DIRECTION_DEBIT, ENTITY_TRANSACTION, ENTITY_USER, ENTITY_WALLET, Attr, EntryKey
 
 #: A record's decoding step: ``(columns, position, record, change, image)``; ``change`` is the
 #: record's ``dynamodb`` member and ``image`` the item image the kind is about.
@@ -231,7 +231,7 @@ _ENTRY_REQUIRED: Final = (
     (Attr.ENTRY_AMOUNT, "N"),
     (Attr.ENTRY_NONCE, "S"),
 )
-_ENTRY_OPTIONAL: Final = ((Attr.ENTRY_COUNTERPARTY, "S"),)
+_ENTRY_OPTIONAL: Final = ((Attr.ENTRY_COUNTERPARTY, "S"), (Attr.ENTRIES_BEFORE, "L"))
 
 # itemgetters fetch every attribute of a kind in one C call, keyed by the one spelling in Attr.
 _legacy_transaction_attributes: Final = operator.itemgetter(
@@ -252,6 +252,8 @@ _wallet_attributes: Final = operator.itemgetter(*(name for name, _ in _WALLET_RE
 
 _ENTRY_TXN_ID: Final = Attr.ENTRY_TXN_ID
 _ENTRY_COUNTERPARTY: Final = Attr.ENTRY_COUNTERPARTY
+_ENTRIES_BEFORE: Final = Attr.ENTRIES_BEFORE
+_ENTRY_STRIDE: Final = len(ENTRY_FIELDS)
 _LEGACY_MARK: Final = Attr.WALLET_VERSION
 _TO_WALLET_ID: Final = Attr.TO_WALLET_ID
 _TO_WALLET_VERSION: Final = Attr.TO_WALLET_VERSION
@@ -279,10 +281,19 @@ def _wallet_modified(
     counterparty = image.get(_ENTRY_COUNTERPARTY)
     old = change.get(OLD_IMAGE)
     previous_version, previous_balance = (None, None) if old is None else _previous_attributes(old)
+    previous_version = None if previous_version is None else previous_version["N"]
+    previous_balance = None if previous_balance is None else previous_balance["N"]
     entries = columns.entries
-    # One extend per record (in ENTRY_FIELDS order), built whole before it is added, so a KeyError
+    sequence = change[SEQUENCE_NUMBER]
+    earlier = image.get(_ENTRIES_BEFORE)
+    rows: list[str | None] = []
+    if earlier is not None:  # a group commit: the entries before the latest, then the latest
+        rows, previous_version, previous_balance = _earlier_entries(
+            earlier["L"], wallet_id["S"], previous_version, previous_balance, sequence
+        )
+    # The record's rows (in ENTRY_FIELDS order) are built whole before any is added, so a KeyError
     # on a malformed image never leaves a partial row behind.
-    entries.values.extend(
+    rows.extend(
         (
             txn_id["S"],
             txn_type["S"],
@@ -292,14 +303,68 @@ def _wallet_modified(
             amount["N"],
             version["N"],
             balance["N"],
-            None if previous_version is None else previous_version["N"],
-            None if previous_balance is None else previous_balance["N"],
+            previous_version,
+            previous_balance,
             nonce["S"],
             updated_at["N"],
-            change[SEQUENCE_NUMBER],
+            sequence,
         )
     )
-    entries.positions.append(position)
+    entries.values.extend(rows)
+    if earlier is None:
+        entries.positions.append(position)
+    else:
+        entries.positions.extend([position] * (len(rows) // _ENTRY_STRIDE))
+
+
+def _earlier_entries(
+    earlier: Sequence[Mapping[str, Any]],
+    wallet_id: str,
+    version_text: str | None,
+    balance_text: str | None,
+    sequence: str,
+) -> tuple[list[str | None], str | None, str | None]:
+    """The rows of a group commit's ``entries_before``, and the version and balance they end at.
+
+    Each row follows the one before it (the first follows the OLD image) by one version and by its
+    own delta: rows in ENTRY_FIELDS order with their previous version and balance, so the
+    column-wide checks hold each to exactly what it claims, and the latest entry (the NEW image)
+    must follow the last of them. A record whose OLD image is unusable gives rows that fail those
+    checks; a malformed map raises and the record is quarantined whole, before any row is added.
+    """
+    rows: list[str | None] = []
+    try:
+        version = int(version_text) if version_text is not None else None
+        balance = int(balance_text) if balance_text is not None else None
+    except ValueError:
+        version = balance = None
+    if version is None or balance is None:
+        raise _RejectedError("an entry of entries_before without a usable OldImage version and balance")
+    for wrapped in earlier:
+        entry = wrapped["M"]
+        amount = int(entry[EntryKey.AMOUNT]["N"])
+        direction = entry[EntryKey.DIRECTION]["S"]
+        counterparty = entry.get(EntryKey.COUNTERPARTY)
+        after = balance - amount if direction == DIRECTION_DEBIT else balance + amount
+        rows.extend(
+            (
+                entry[EntryKey.TXN_ID]["S"],
+                entry[EntryKey.TYPE]["S"],
+                wallet_id,
+                None if counterparty is None else counterparty["S"],
+                direction,
+                str(amount),
+                str(version + 1),
+                str(after),
+                str(version),
+                str(balance),
+                entry[EntryKey.NONCE]["S"],
+                entry[EntryKey.CREATED_AT]["N"],
+                sequence,
+            )
+        )
+        version, balance = version + 1, after
+    return rows, str(version), str(balance)
 
 
 def _transaction_inserted(

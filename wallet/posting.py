@@ -15,6 +15,7 @@ refusal back.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from wallet.commands import Deposit, Movement
 from wallet.table import DIRECTION_CREDIT, DIRECTION_DEBIT
@@ -100,3 +101,65 @@ def post(command: Movement, *, now_ms: int, hot_ttl_seconds: int, txn_id: str, r
         expires_at=now_ms // 1000 + hot_ttl_seconds,
         legs=legs_of(command),
     )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WalletWrite:
+    """What one TransactWriteItems does to one wallet item: its legs, in commit order.
+
+    One posting gives each of its wallets one leg. A group commit (:mod:`wallet.commit_queue`)
+    writes several postings in one transaction, and a wallet they share gets one update carrying
+    all its legs: ``ADD`` of their sum and of their count to ``version``. The conditions must then
+    hold for every leg in turn, which is a bound on the balance before the first one:
+    :attr:`floor` (no prefix of the legs takes the balance below zero) and :attr:`ceiling` (none
+    takes it above ``MAX_BALANCE``). For one leg they are that leg's own floor and ceiling.
+    """
+
+    wallet_id: str
+    legs: tuple[tuple[Posting, Leg], ...]
+
+    @property
+    def delta(self) -> int:
+        """The sum of the legs' deltas: what ``balance`` gains."""
+        return sum(leg.delta for _, leg in self.legs)
+
+    @property
+    def floor(self) -> int | None:
+        """Lowest balance before the first leg keeping every prefix at or above 0; None without a debit."""
+        if not any(leg.is_debit for _, leg in self.legs):
+            return None
+        return max(-prefix for prefix in self._prefixes())
+
+    @property
+    def ceiling(self) -> int | None:
+        """Highest balance before the first leg keeping every prefix within the limit; None without credit."""
+        if all(leg.is_debit for _, leg in self.legs):
+            return None
+        return MAX_BALANCE - max(self._prefixes())
+
+    def _prefixes(self) -> list[int]:
+        total, prefixes = 0, []
+        for _, leg in self.legs:
+            total += leg.delta
+            prefixes.append(total)
+        return prefixes
+
+
+def wallet_writes(postings: Sequence[Posting]) -> list[WalletWrite]:
+    """Each touched wallet's legs across ``postings`` (in posting order), wallets by first appearance.
+
+    For one posting this is its legs, one wallet each, in :attr:`Posting.legs` order.
+
+    Examples
+    --------
+    >>> from wallet.commands import Transfer
+    >>> p = [post(t, now_ms=1, hot_ttl_seconds=1, txn_id="t", request_hash="h")
+    ...      for t in (Transfer("a", "b", 5, "n1"), Transfer("b", "c", 3, "n2"))]
+    >>> [(w.wallet_id, w.delta, w.floor, w.ceiling is None) for w in wallet_writes(p)]
+    [('a', -5, 5, True), ('b', 2, -2, False), ('c', 3, None, False)]
+    """
+    legs: dict[str, list[tuple[Posting, Leg]]] = {}
+    for posting in postings:
+        for leg in posting.legs:
+            legs.setdefault(leg.wallet_id, []).append((posting, leg))
+    return [WalletWrite(wallet_id, tuple(entries)) for wallet_id, entries in legs.items()]

@@ -34,13 +34,12 @@ new request: clients must not reuse a nonce they used more than 8 hours ago.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import enum
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 from wallet import telemetry as metrics
@@ -53,6 +52,7 @@ from wallet.cancellation import (
     read_cancellation,
 )
 from wallet.commands import CreateWallet, Deposit, Movement, Transfer, request_hash
+from wallet.commit_queue import CommitQueue, GroupCancelledError, Request
 from wallet.dynamodb import DynamoDBClient, DynamoDBError, DynamoDBTransportError
 from wallet.errors import (
     BalanceLimitExceededError,
@@ -63,12 +63,13 @@ from wallet.errors import (
     ThrottledError,
     WalletNotFoundError,
 )
-from wallet.posting import Leg, Posting, post
+from wallet.posting import Leg, Posting, WalletWrite, post, wallet_writes
 from wallet.table import (
     ENTITY_TRANSACTION,
     ENTITY_USER,
     ENTITY_WALLET,
     Attr,
+    EntryKey,
     transaction_key,
     user_key,
     wallet_key,
@@ -91,17 +92,16 @@ _ENTRY_NAMES: Final = {
     "#amt": Attr.ENTRY_AMOUNT,
     "#no": Attr.ENTRY_NONCE,
     "#cp": Attr.ENTRY_COUNTERPARTY,
+    "#eb": Attr.ENTRIES_BEFORE,
 }
-_SET_ENTRY: Final = "SET #u = :now, #tx = :txn, #ty = :type, #dir = :dir, #amt = :amt, #no = :nonce"
-_ADD_MOVEMENT: Final = " ADD #b :delta, #v :one"
-_ENTRY_WITH_COUNTERPARTY: Final = _SET_ENTRY + ", #cp = :cp" + _ADD_MOVEMENT
-_ENTRY_WITHOUT_COUNTERPARTY: Final = _SET_ENTRY + " REMOVE #cp" + _ADD_MOVEMENT
-_DEBIT_CONDITION: Final = "attribute_exists(#pk) AND #b >= :limit AND #u < :now"
-_CREDIT_CONDITION: Final = "attribute_exists(#pk) AND #b <= :limit AND #u < :now"
-_ONE: Final = {"N": "1"}
+_SET_ENTRY: Final = "#u = :now, #tx = :txn, #ty = :type, #dir = :dir, #amt = :amt, #no = :nonce"
+_ADD_MOVEMENT: Final = " ADD #b :delta, #v :count"
+_EXISTS: Final = "attribute_exists(#pk)"
 #: Wallets whose last stamp a process remembers (oldest forgotten first; forgetting one costs at
 #: most a retry, when its next entry falls in the same millisecond).
 _STAMPS_KEPT: Final = 100_000
+#: Requests in one group commit: bounds what one refusal sends back to be written alone.
+_MAX_GROUP: Final = 32
 
 
 class Outcome(enum.Enum):
@@ -142,11 +142,22 @@ def _now_ms() -> int:
 
 
 @dataclasses.dataclass(slots=True)
-class _Turn:
-    """One wallet's write slot in this process, and how many requests hold or wait for it."""
+class _Job:
+    """A movement waiting in the commit queue: what its posting is made of, kept across retries."""
 
-    lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
-    users: int = 0
+    command: Movement
+    request_hash: str
+    txn_id: str
+    not_before: int = 0
+
+
+class _CancelledAloneError(Exception):
+    """A request written alone was cancelled: its caller reads the reasons."""
+
+    def __init__(self, posting: Posting, error: DynamoDBError) -> None:
+        super().__init__(error)
+        self.posting = posting
+        self.error = error
 
 
 class WalletStore:
@@ -185,7 +196,12 @@ class WalletStore:
         self._clock_ms = clock_ms
         self._sleep = sleep
         self._stamps: dict[str, int] = {}
-        self._turns: dict[str, _Turn] = {}
+        self._queue: CommitQueue[_Job] = CommitQueue(
+            self._commit,
+            max_in_flight=settings.writes_in_flight,
+            max_requests=_MAX_GROUP,
+            on_group=self._count_group,
+        )
 
     # ------------------------------------------------------------------ wallets
 
@@ -253,12 +269,14 @@ class WalletStore:
     async def execute(self, command: Movement) -> Outcome:
         """Run a deposit or transfer to completion: applied, replayed, or refused with a domain error.
 
-        One TransactWriteItems, with no read before it. A cancellation is read by
-        :func:`wallet.cancellation.read_cancellation`; only two causes write again: another
-        transaction holding a wallet (retried after a jittered pause) and a wallet stamped at or
-        after this posting's time (retried at once, stamped a millisecond after that wallet). A
-        money refusal whose answer did not say whether the nonce exists reads the transaction item
-        first (never on the common path: DynamoDB reports every item's condition).
+        One TransactWriteItems, with no read before it, shared with the other requests waiting on
+        this process's queue when it is busy (:mod:`wallet.commit_queue`). A cancellation of a
+        request written alone is read by :func:`wallet.cancellation.read_cancellation`; only two
+        causes write again: another transaction holding a wallet (retried after a jittered pause)
+        and a wallet stamped at or after this posting's time (retried at once, stamped a
+        millisecond after that wallet). A money refusal whose answer did not say whether the nonce
+        exists reads the transaction item first (never on the common path: DynamoDB reports every
+        item's condition).
 
         Raises
         ------
@@ -270,30 +288,20 @@ class WalletStore:
         ThrottledError, StoreUnavailableError
             DynamoDB pushed back or failed.
         """
-        fingerprint = request_hash(command)
-        txn_id = str(uuid.uuid4())  # one per request execution, kept across retries
-        not_before = 0
-        wallets = _wallets_of(command)
+        job = _Job(command, request_hash(command), str(uuid.uuid4()))  # one txn_id across retries
+        request = Request(_wallets_of(command), transaction_key(command.wallet_id, command.nonce), job)
         for attempt in range(self.retry.conflict_attempts):
             try:
-                async with self._turn(wallets):
-                    posting = post(
-                        command,
-                        now_ms=self._stamp(wallets, not_before),
-                        hot_ttl_seconds=self.settings.hot_ttl_seconds,
-                        txn_id=txn_id,
-                        request_hash=fingerprint,
-                    )
-                    await self._call("TransactWriteItems", transaction_request(self.table, posting))
-            except DynamoDBError as error:  # cancelled (anything else is raised as a domain error)
-                cancellation = read_cancellation(posting, _reasons(error))
-                outcome = await self._settle(cancellation, posting, error)
+                await self._queue.submit(request)
+            except _CancelledAloneError as cancelled:
+                cancellation = read_cancellation(cancelled.posting, _reasons(cancelled.error))
+                outcome = await self._settle(cancellation, cancelled.posting, cancelled.error)
                 if outcome is not None:
                     return outcome
                 self.telemetry.count(metrics.RETRIES)
                 if cancellation.cause is Cause.CLOCK_BEHIND and cancellation.not_before_ms is not None:
                     self.telemetry.count(metrics.CLOCK_RETRIES)
-                    not_before = cancellation.not_before_ms
+                    job.not_before = cancellation.not_before_ms
                 else:
                     await self._sleep(self.retry.delay(attempt))
                 continue
@@ -306,45 +314,43 @@ class WalletStore:
             "nothing was written, repeat the request with the same nonce"
         )
 
-    @contextlib.asynccontextmanager
-    async def _turn(self, wallets: tuple[str, ...]) -> AsyncIterator[None]:
-        """Wait until this process has no other write in flight on the posting's wallets.
+    def _count_group(self, size: int) -> None:
+        if size > 1:
+            self.telemetry.count(metrics.GROUP_COMMITS)
+            self.telemetry.count(metrics.GROUPED_REQUESTS, size)
 
-        DynamoDB commits concurrent transactions on one item in any order, and a write committed
-        after a later-stamped one is refused by the ``updated_at`` condition and must go again. One
-        write at a time per wallet from each process keeps commit order = stamp order (DynamoDB
-        runs transactions on one item one after the other anyway); locks are taken in key order,
-        so two transfers between the same wallets cannot wait on each other.
+    async def _commit(self, requests: Sequence[Request[_Job]]) -> None:
+        """Write one transaction of the queue's requests: stamped, posted, merged per wallet.
+
+        Raises :class:`_CancelledAloneError` for a cancelled request written alone (the caller reads
+        it) and :class:`GroupCancelledError` for a cancelled group (each is then written alone).
         """
-        turns = self._turns
-        taken: list[_Turn] = []
-        users: list[str] = []
+        postings = [self._posting(request.value, request.wallets) for request in requests]
         try:
-            for wallet_id in wallets:
-                turn = turns.get(wallet_id)
-                if turn is None:
-                    turn = turns[wallet_id] = _Turn()
-                turn.users += 1
-                users.append(wallet_id)
-                await turn.lock.acquire()
-                taken.append(turn)
-            yield
-        finally:
-            for turn in reversed(taken):
-                turn.lock.release()
-            for wallet_id in users:  # forget a wallet's turn once nobody waits for it
-                turn = turns[wallet_id]
-                turn.users -= 1
-                if not turn.users:
-                    del turns[wallet_id]
+            await self._call("TransactWriteItems", transaction_request(self.table, *postings))
+        except DynamoDBError as error:  # cancelled (anything else is raised as a domain error)
+            if len(postings) == 1:
+                raise _CancelledAloneError(postings[0], error) from error
+            self.telemetry.count(metrics.GROUP_SPLITS)
+            raise GroupCancelledError(len(postings)) from error
+
+    def _posting(self, job: _Job, wallets: tuple[str, ...]) -> Posting:
+        return post(
+            job.command,
+            now_ms=self._stamp(wallets, job.not_before),
+            hot_ttl_seconds=self.settings.hot_ttl_seconds,
+            txn_id=job.txn_id,
+            request_hash=job.request_hash,
+        )
 
     def _stamp(self, wallets: tuple[str, ...], not_before: int) -> int:
         """The posting's time: now, but after this process's last stamp on each touched wallet.
 
-        Called inside the wallets' turn, so the previous write of this process on them has
-        finished; if it committed within the same millisecond, now would not be after its
-        ``updated_at`` and the write would be refused once. Remembering each wallet's last stamp
-        (the map keeps the most recent :data:`_STAMPS_KEPT` wallets) avoids that round trip.
+        Called when the queue sends the posting, so this process has nothing else in flight on
+        these wallets, and within one group a wallet's later legs get later stamps: per wallet,
+        time strictly increases with commit order. Without the memory, an entry committed within
+        the same millisecond as the previous one would be refused once by the ``updated_at``
+        condition; the map keeps the most recent :data:`_STAMPS_KEPT` wallets.
         """
         stamps = self._stamps
         now = max(self._clock_ms(), not_before, *(stamps.get(wallet_id, -1) + 1 for wallet_id in wallets))
@@ -491,8 +497,19 @@ def _reasons(error: DynamoDBError) -> list[dict[str, Any]]:
     return reasons if isinstance(reasons, list) else []
 
 
-def transaction_request(table: str, posting: Posting) -> dict[str, Any]:
-    """TransactWriteItems of a posting: one update per leg, then the transaction item (last)."""
+def transaction_request(table: str, *postings: Posting) -> dict[str, Any]:
+    """TransactWriteItems of postings: one update per touched wallet, then the transaction items.
+
+    One posting gives its legs' updates in :attr:`Posting.legs` order and its transaction item
+    last (the order :func:`wallet.cancellation.read_cancellation` reads). Several (a group commit)
+    give one update per wallet, carrying its legs in posting order.
+    """
+    updates = [{"Update": _wallet_update(table, write)} for write in wallet_writes(postings)]
+    return {"TransactItems": [*updates, *({"Put": _transaction_put(table, p)} for p in postings)]}
+
+
+def _transaction_put(table: str, posting: Posting) -> dict[str, Any]:
+    """The transaction item: the request's idempotency record, put only if its key is new."""
     command = posting.command
     item: dict[str, Any] = {
         Attr.PK: _s(transaction_key(command.wallet_id, command.nonce)),
@@ -508,51 +525,86 @@ def transaction_request(table: str, posting: Posting) -> dict[str, Any]:
     }
     if isinstance(command, Transfer):
         item[Attr.TO_WALLET_ID] = _s(command.to_wallet_id)
-    put = {
+    return {
         "TableName": table,
         "Item": item,
         "ConditionExpression": _NOT_EXISTS,
         "ExpressionAttributeNames": {"#pk": Attr.PK},
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }
-    updates = [{"Update": _wallet_update(table, leg, posting)} for leg in posting.legs]
-    return {"TransactItems": [*updates, {"Put": put}]}
 
 
-def _wallet_update(table: str, leg: Leg, posting: Posting) -> dict[str, Any]:
-    """One wallet's leg: ``ADD`` its delta and one version, and record the entry on the item.
+def _wallet_update(table: str, write: WalletWrite) -> dict[str, Any]:
+    """One wallet's legs: ``ADD`` their sum and their count, and record the entries on the item.
 
-    The conditions are the money rules and the clock rule, checked by DynamoDB at commit: the item
-    exists; a debit finds at least the amount (``balance >= :limit``), a credit room under the
-    ceiling (``balance <= :limit``); and ``updated_at < :now``, so per wallet, time strictly
-    increases with version: ordering a wallet's transaction items by ``created_at`` is ordering
-    them by version, which makes a point-in-time export enough to number them
-    (:mod:`stream_processor.replay`). It caps one wallet at 1,000 entries a second, above
-    DynamoDB's own per-item limit (1,000 WCU/s, 2 per transactional write).
+    The item states its latest entry in the ``entry_*`` attributes and, when this transaction
+    applies several, the ones before it in ``entries_before`` (removed otherwise), so its stream
+    MODIFY is exactly the entries it applied. The conditions are the money rules and the clock
+    rule, checked by DynamoDB at commit: the item exists; the balance before the first leg is
+    within :attr:`WalletWrite.floor` and :attr:`WalletWrite.ceiling`, so no leg takes it below
+    zero or above the limit; and ``updated_at`` is before the first leg's time, so per wallet,
+    time strictly increases with version: ordering a wallet's transaction items by
+    ``created_at`` is ordering them by version, which makes a point-in-time export enough to
+    number them (:mod:`stream_processor.export_entries`). It caps one wallet at 1,000 commits a
+    second, above DynamoDB's own per-item limit (1,000 WCU/s, 2 per transactional write).
     """
+    *earlier, (posting, leg) = write.legs
     command = posting.command
-    values = {
+    values: dict[str, Any] = {
+        ":since": _n(write.legs[0][0].created_at),
         ":now": _n(posting.created_at),
-        ":limit": _n(leg.balance_floor if leg.is_debit else leg.balance_ceiling),
-        ":delta": _n(leg.delta),
-        ":one": _ONE,
+        ":delta": _n(write.delta),
+        ":count": _n(len(write.legs)),
         ":txn": _s(posting.txn_id),
         ":type": _s(command.txn_type),
         ":dir": _s(leg.direction),
         ":amt": _n(command.amount),
         ":nonce": _s(command.nonce),
     }
+    sets = [_SET_ENTRY]
+    removes = []
     if leg.counterparty is None:
-        expression = _ENTRY_WITHOUT_COUNTERPARTY
+        removes.append("#cp")
     else:
-        expression = _ENTRY_WITH_COUNTERPARTY
+        sets.append("#cp = :cp")
         values[":cp"] = _s(leg.counterparty)
+    if earlier:
+        sets.append("#eb = :eb")
+        values[":eb"] = {"L": [{"M": _entry_map(p, entry)} for p, entry in earlier]}
+    else:
+        removes.append("#eb")
+    conditions = [_EXISTS]
+    if (floor := write.floor) is not None:
+        conditions.append("#b >= :floor")
+        values[":floor"] = _n(floor)
+    if (ceiling := write.ceiling) is not None:
+        conditions.append("#b <= :ceiling")
+        values[":ceiling"] = _n(ceiling)
+    conditions.append("#u < :since")
     return {
         "TableName": table,
-        "Key": {Attr.PK: _s(wallet_key(leg.wallet_id))},
-        "UpdateExpression": expression,
-        "ConditionExpression": _DEBIT_CONDITION if leg.is_debit else _CREDIT_CONDITION,
+        "Key": {Attr.PK: _s(wallet_key(write.wallet_id))},
+        "UpdateExpression": f"SET {', '.join(sets)} REMOVE {', '.join(removes)}{_ADD_MOVEMENT}"
+        if removes
+        else f"SET {', '.join(sets)}{_ADD_MOVEMENT}",
+        "ConditionExpression": " AND ".join(conditions),
         "ExpressionAttributeNames": _ENTRY_NAMES,
         "ExpressionAttributeValues": values,
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }
+
+
+def _entry_map(posting: Posting, leg: Leg) -> dict[str, Any]:
+    """One earlier entry of a group commit, as ``entries_before`` holds it (:class:`EntryKey`)."""
+    command = posting.command
+    entry = {
+        EntryKey.TXN_ID: _s(posting.txn_id),
+        EntryKey.TYPE: _s(command.txn_type),
+        EntryKey.DIRECTION: _s(leg.direction),
+        EntryKey.AMOUNT: _n(command.amount),
+        EntryKey.NONCE: _s(command.nonce),
+        EntryKey.CREATED_AT: _n(posting.created_at),
+    }
+    if leg.counterparty is not None:
+        entry[EntryKey.COUNTERPARTY] = _s(leg.counterparty)
+    return entry

@@ -45,6 +45,10 @@ class Attr:
     ENTRY_AMOUNT: Final = "entry_amount"
     ENTRY_COUNTERPARTY: Final = "entry_counterparty_wallet_id"
     ENTRY_NONCE: Final = "entry_nonce"
+    # wallet item: when one transaction applied several entries to the wallet (a group commit,
+    # see wallet.commit_queue), the ones before the latest, oldest first, as maps of EntryKey;
+    # absent when it applied one. The MODIFY is then len + 1 entries, versions OLD+1 .. NEW.
+    ENTRIES_BEFORE: Final = "entries_before"
     # transaction item
     TXN_ID: Final = "txn_id"
     TYPE: Final = "type"
@@ -59,6 +63,18 @@ class Attr:
     TO_WALLET_VERSION: Final = "to_wallet_version"
     TO_WALLET_BALANCE_AFTER: Final = "to_wallet_balance_after"
     EXPIRES_AT: Final = TTL_ATTRIBUTE
+
+
+class EntryKey:
+    """Keys of one map in :attr:`Attr.ENTRIES_BEFORE`: an entry as the ``entry_*`` attributes state it."""
+
+    TXN_ID: Final = "txn_id"
+    TYPE: Final = "type"
+    DIRECTION: Final = "direction"
+    AMOUNT: Final = "amount"
+    NONCE: Final = "nonce"
+    COUNTERPARTY: Final = "counterparty_wallet_id"
+    CREATED_AT: Final = "created_at"
 
 
 def wallet_key(wallet_id: str) -> str:

@@ -32,6 +32,11 @@ NETWORK_ERRORS: Final = "dynamodb_network_errors"
 UNEXPECTED_ERRORS: Final = "dynamodb_unexpected_errors"
 RETRIES: Final = "dynamodb_retries"
 CONTENTION_EXHAUSTED: Final = "contention_exhausted"
+#: Group commits (wallet.commit_queue): transactions that carried more than one request, the
+#: requests they carried, and those DynamoDB cancelled (their requests were written again alone).
+GROUP_COMMITS: Final = "group_commits"
+GROUPED_REQUESTS: Final = "grouped_requests"
+GROUP_SPLITS: Final = "group_splits"
 
 
 class Telemetry:
@@ -81,6 +86,9 @@ class Telemetry:
             UNEXPECTED_ERRORS,
             RETRIES,
             CONTENTION_EXHAUSTED,
+            GROUP_COMMITS,
+            GROUPED_REQUESTS,
+            GROUP_SPLITS,
         )
         return {
             "pid": os.getpid(),

@@ -19,6 +19,9 @@ QueryEngine = Literal["duckdb", "athena"]
 #: and the lake becomes the only history.
 DEFAULT_HOT_TTL_SECONDS = 8 * 60 * 60
 
+#: Transactions one API process keeps in flight (``bench/hot_wallet.py`` measures the choice).
+DEFAULT_WRITES_IN_FLIGHT = 4
+
 _S3_ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 
 
@@ -48,6 +51,9 @@ class Settings:
         Lifetime of transaction items in DynamoDB, which is also how long a nonce is remembered.
     checkpoint_table:
         DynamoDB table of the local stream consumer's per-shard checkpoints.
+    writes_in_flight:
+        TransactWriteItems one API process keeps in flight at once; requests arriving while all
+        are busy leave together in the next one (group commit, :mod:`wallet.commit_queue`).
     """
 
     region: str = "us-east-1"
@@ -59,6 +65,7 @@ class Settings:
     query_engine: QueryEngine = "athena"
     hot_ttl_seconds: int = DEFAULT_HOT_TTL_SECONDS
     checkpoint_table: str = "walletlake-checkpoints"
+    writes_in_flight: int = DEFAULT_WRITES_IN_FLIGHT
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -77,6 +84,11 @@ class Settings:
         ttl_text = env.get("WALLETLAKE_HOT_TTL_SECONDS", str(DEFAULT_HOT_TTL_SECONDS))
         if not ttl_text.isdigit() or int(ttl_text) < 1:
             raise SettingsError(f"WALLETLAKE_HOT_TTL_SECONDS must be a positive integer, not {ttl_text!r}")
+        in_flight_text = env.get("WALLETLAKE_WRITES_IN_FLIGHT", str(DEFAULT_WRITES_IN_FLIGHT))
+        if not in_flight_text.isdigit() or not 1 <= int(in_flight_text) <= 1000:
+            raise SettingsError(
+                f"WALLETLAKE_WRITES_IN_FLIGHT must be an integer in 1..1000, not {in_flight_text!r}"
+            )
         defaults = cls()
         return cls(
             region=env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or defaults.region,
@@ -88,6 +100,7 @@ class Settings:
             query_engine=engine,  # type: ignore[arg-type]  # checked above
             hot_ttl_seconds=int(ttl_text),
             checkpoint_table=env.get("WALLETLAKE_CHECKPOINT_TABLE") or defaults.checkpoint_table,
+            writes_in_flight=int(in_flight_text),
         )
 
     def replace(self, **changes: object) -> Settings:
@@ -105,4 +118,6 @@ ENVIRONMENT_VARIABLES: dict[str, str] = {
     "WALLETLAKE_QUERY_ENGINE": "duckdb or athena (default duckdb when an S3 endpoint variable is set)",
     "WALLETLAKE_HOT_TTL_SECONDS": "lifetime of transaction items in DynamoDB (default 28800)",
     "WALLETLAKE_CHECKPOINT_TABLE": "DynamoDB table of the local consumer's checkpoints",
+    "WALLETLAKE_WRITES_IN_FLIGHT": "transactions one API process keeps in flight; the rest group-commit "
+    f"(default {DEFAULT_WRITES_IN_FLIGHT})",
 }

@@ -1,0 +1,180 @@
+"""Group commit: this process's movements, written a bounded number of transactions at a time.
+
+A wallet takes one transaction at a time (DynamoDB serialises transactions on an item, and the
+wallet's ``updated_at`` condition needs its stamps committed in order), so a busy wallet's writes
+queue. Rather than send them one after another, the queue writes everything waiting on free wallets
+as one TransactWriteItems: one update per touched wallet carrying all its entries
+(:class:`wallet.posting.WalletWrite`) and one transaction item per request. A merchant taking 20
+payments at once costs one commit of its item instead of 20 in a row; every request still gets its
+own nonce record and its own answer.
+
+The rules:
+
+- at most ``max_in_flight`` transactions of this process are in flight; a request arriving while
+  fewer are goes out at once, alone (no added latency when the process is not busy); the others
+  wait and leave together in the next transaction;
+- a wallet is in at most one transaction in flight, and waiting requests leave in arrival order
+  per wallet (a request that must wait for a wallet holds back later ones on it);
+- one transaction holds at most :data:`MAX_ACTIONS` items (DynamoDB's limit of 100 actions per
+  TransactWriteItems: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html)
+  and at most ``max_requests`` requests, and never two requests with the same transaction item
+  (a retried nonce waits for the next one);
+- a transaction of several requests that DynamoDB cancels is not read: each of its requests is
+  written again alone (a refusal is then that request's own, read as before). The whole write is
+  all-or-nothing, so nothing of the cancelled one was applied.
+
+In the Lambda function each invocation serves one request, so every transaction there is a single
+request; the queue pays off in a long-running server (``walletlake serve``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Final, Generic, TypeVar
+
+#: DynamoDB's limit of actions (items) in one TransactWriteItems.
+MAX_ACTIONS: Final = 100
+
+T = TypeVar("T")
+
+
+class GroupCancelledError(Exception):
+    """Raised by a commit of several requests that DynamoDB cancelled: each is written again alone."""
+
+
+@dataclasses.dataclass(eq=False, slots=True)
+class Request(Generic[T]):
+    """One request waiting for a transaction: its wallets, its transaction item, and what it carries."""
+
+    wallets: tuple[str, ...]
+    key: str
+    value: T
+    alone: bool = False
+    future: asyncio.Future[None] | None = None
+
+
+Commit = Callable[[Sequence[Request[T]]], Awaitable[None]]
+
+
+class CommitQueue(Generic[T]):
+    """Forms and sends the group commits of one process (see the module docstring).
+
+    Parameters
+    ----------
+    commit:
+        Writes one transaction of the given requests, in order; raises to refuse it (with
+        :class:`GroupCancelledError` when several requests were cancelled together).
+    max_in_flight:
+        Transactions of this process in flight at once.
+    max_requests:
+        Requests in one transaction.
+    on_group:
+        Told the size of every transaction sent (for metrics).
+    """
+
+    def __init__(
+        self,
+        commit: Commit[T],
+        *,
+        max_in_flight: int,
+        max_requests: int,
+        on_group: Callable[[int], None] = lambda size: None,
+    ) -> None:
+        if max_in_flight < 1 or max_requests < 1:
+            raise ValueError("max_in_flight and max_requests must be at least 1")
+        self._commit = commit
+        self._max_in_flight = max_in_flight
+        self._max_requests = max_requests
+        self._on_group = on_group
+        self._waiting: list[Request[T]] = []
+        self._busy: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def in_flight(self) -> int:
+        """Transactions of this process in flight now."""
+        return len(self._tasks)
+
+    async def submit(self, request: Request[T]) -> None:
+        """Wait until ``request`` is committed (returns) or refused (raises what the commit raised)."""
+        request.future = asyncio.get_running_loop().create_future()
+        self._waiting.append(request)
+        self._pump()
+        await request.future
+
+    def _pump(self) -> None:
+        """Send transactions while there is room in flight and waiting requests on free wallets."""
+        while self._waiting and len(self._tasks) < self._max_in_flight:
+            group = self._next_group()
+            if not group:
+                return
+            for request in group:
+                self._busy.update(request.wallets)
+            task = asyncio.get_running_loop().create_task(self._send(group))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _next_group(self) -> list[Request[T]]:
+        """The waiting requests the next transaction takes, in arrival order."""
+        held = set(self._busy)  # wallets nobody may take now: in flight, or held by an earlier request
+        wallets: set[str] = set()
+        keys: set[str] = set()
+        group: list[Request[T]] = []
+        actions = 0
+        remaining: list[Request[T]] = []
+        for request in self._waiting:
+            if request.future is None or request.future.done():  # its caller went away
+                continue
+            needed = 1 + sum(1 for wallet in request.wallets if wallet not in wallets)
+            fits = (
+                len(group) < self._max_requests
+                and actions + needed <= MAX_ACTIONS
+                and request.key not in keys
+                and not (request.alone and group)
+                and not (group and group[0].alone)
+            )
+            if fits and held.isdisjoint(request.wallets):
+                group.append(request)
+                wallets.update(request.wallets)
+                keys.add(request.key)
+                actions += needed
+            else:
+                held.update(request.wallets)
+                remaining.append(request)
+        self._waiting = remaining
+        return group
+
+    async def _send(self, group: list[Request[T]]) -> None:
+        self._on_group(len(group))
+        try:
+            await self._commit(group)
+        except GroupCancelledError:
+            for request in reversed(group):  # first in line again, alone, in their order
+                request.alone = True
+                self._waiting.insert(0, request)
+        except BaseException as error:
+            for request in group:
+                _settle(request, error)
+        else:
+            for request in group:
+                _settle(request, None)
+        finally:
+            for request in group:
+                self._busy.difference_update(request.wallets)
+            if (task := asyncio.current_task()) is not None:
+                self._tasks.discard(task)
+            self._pump()
+
+
+def _settle(request: Request[T], error: BaseException | None) -> None:
+    future = request.future
+    if future is None or future.done():
+        return
+    if error is None:
+        future.set_result(None)
+    elif isinstance(error, asyncio.CancelledError):
+        future.cancel()
+    else:
+        future.set_exception(error)
