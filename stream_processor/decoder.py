@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import operator
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -254,6 +255,7 @@ _ENTRY_TXN_ID: Final = Attr.ENTRY_TXN_ID
 _ENTRY_COUNTERPARTY: Final = Attr.ENTRY_COUNTERPARTY
 _ENTRIES_BEFORE: Final = Attr.ENTRIES_BEFORE
 _ENTRY_STRIDE: Final = len(ENTRY_FIELDS)
+_INTEGER: Final = re.compile(r"-?[0-9]+\Z")
 _LEGACY_MARK: Final = Attr.WALLET_VERSION
 _TO_WALLET_ID: Final = Attr.TO_WALLET_ID
 _TO_WALLET_VERSION: Final = Attr.TO_WALLET_VERSION
@@ -333,16 +335,15 @@ def _earlier_entries(
     checks; a malformed map raises and the record is quarantined whole, before any row is added.
     """
     rows: list[str | None] = []
-    try:
-        version = int(version_text) if version_text is not None else None
-        balance = int(balance_text) if balance_text is not None else None
-    except ValueError:
-        version = balance = None
-    if version is None or balance is None:
-        raise _RejectedError("an entry of entries_before without a usable OldImage version and balance")
+    if not (version_text and balance_text and _INTEGER.match(version_text) and _INTEGER.match(balance_text)):
+        raise _RejectedError(f"{_ENTRIES_BEFORE} without a usable OldImage version and balance")
+    version, balance = int(version_text), int(balance_text)
     for wrapped in earlier:
         entry = wrapped["M"]
-        amount = int(entry[EntryKey.AMOUNT]["N"])
+        amount_text = entry[EntryKey.AMOUNT]["N"]
+        if not _INTEGER.match(amount_text):
+            raise _RejectedError(f"{_ENTRIES_BEFORE}: amount is not an integer")
+        amount = int(amount_text)
         direction = entry[EntryKey.DIRECTION]["S"]
         counterparty = entry.get(EntryKey.COUNTERPARTY)
         after = balance - amount if direction == DIRECTION_DEBIT else balance + amount
@@ -526,14 +527,48 @@ def describe_problem(record: Any) -> str | None:
     for name, type_tag in kind.optional:
         if name in image and (problem := _typed(image, name, type_tag)) is not None:
             return problem
+    if kind.decode is _wallet_modified and _ENTRIES_BEFORE in image:
+        return _entries_before_problem(image[_ENTRIES_BEFORE]["L"])
+    return None
+
+
+#: What each map of ``entries_before`` must hold, and may.
+_EARLIER_REQUIRED: Final = (
+    (EntryKey.TXN_ID, "S"),
+    (EntryKey.TYPE, "S"),
+    (EntryKey.DIRECTION, "S"),
+    (EntryKey.AMOUNT, "N"),
+    (EntryKey.NONCE, "S"),
+    (EntryKey.CREATED_AT, "N"),
+)
+_EARLIER_OPTIONAL: Final = ((EntryKey.COUNTERPARTY, "S"),)
+
+
+def _entries_before_problem(earlier: Sequence[Any]) -> str | None:
+    for index, wrapped in enumerate(earlier):
+        entry = wrapped.get("M") if isinstance(wrapped, Mapping) else None
+        if not isinstance(entry, Mapping):
+            return f"{_ENTRIES_BEFORE}[{index}] is not of type M"
+        for name, type_tag in _EARLIER_REQUIRED:
+            if (problem := _typed(entry, name, type_tag)) is not None:
+                return f"{_ENTRIES_BEFORE}[{index}]: {problem}"
+        for name, type_tag in _EARLIER_OPTIONAL:
+            if name in entry and (problem := _typed(entry, name, type_tag)) is not None:
+                return f"{_ENTRIES_BEFORE}[{index}]: {problem}"
+        if not _INTEGER.match(entry[EntryKey.AMOUNT]["N"]):
+            return f"{_ENTRIES_BEFORE}[{index}]: amount is not an integer"
     return None
 
 
 def _typed(image: Mapping[str, Any], name: str, type_tag: str) -> str | None:
-    """Problem with one typed attribute (``{"S": "..."}`` / ``{"N": "..."}``), or None."""
+    """Problem with one typed attribute (``{"S": "..."}``, ``{"N": "..."}``, ``{"L": [...]}``), or None."""
     value = image.get(name)
     if value is None:
         return f"missing attribute {name}"
+    if type_tag == "L":
+        if not isinstance(value, Mapping) or not isinstance(value.get("L"), list):
+            return f"attribute {name} is not of type L"
+        return None
     if not isinstance(value, Mapping) or not isinstance(text := value.get(type_tag), str):
         return f"attribute {name} is not of type {type_tag}"
     if not text.isascii():

@@ -31,6 +31,7 @@ from wallet.table import (
     TXN_DEPOSIT,
     TXN_TRANSFER,
     Attr,
+    EntryKey,
     transaction_key,
     user_key,
     wallet_key,
@@ -241,6 +242,23 @@ class LedgerModel:
         self.wallets: dict[str, WalletState] = {}
         self.entries: list[Entry] = []
         self.transactions: list[dict[str, Any]] = []
+        #: While a group commit is open: each touched wallet's image before it and its entries.
+        self._group: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] | None = None
+
+    def begin_group(self) -> None:
+        """Operations from here to :meth:`end_group` commit as one group (``wallet.commit_queue``)."""
+        self._group = {}
+
+    def end_group(self) -> list[dict[str, Any]]:
+        """The group's wallet MODIFYs: one per wallet, its earlier entries in ``entries_before``."""
+        group, self._group = self._group or {}, None
+        records = []
+        for wallet_id, (old, entries) in group.items():
+            state = self.wallets[wallet_id]
+            if len(entries) > 1:
+                state.image = {**state.image, Attr.ENTRIES_BEFORE: {"L": [{"M": e} for e in entries[:-1]]}}
+            records.append(self.records.modify(old, state.image))
+        return records
 
     def tick(self, milliseconds: int = 1) -> int:
         self.clock += milliseconds
@@ -258,19 +276,25 @@ class LedgerModel:
             self.records.insert(state.image),
         ]
 
-    def _move(self, state: WalletState, delta: int, now: int, entry: dict[str, Any]) -> dict[str, Any]:
+    def _move(self, state: WalletState, delta: int, now: int, entry: dict[str, Any]) -> dict[str, Any] | None:
+        """The wallet MODIFY of one leg (None inside a group: :meth:`end_group` writes it)."""
         old = state.image
         state.balance += delta
         state.version += 1
         state.updated_at = now
+        replaced = (Attr.ENTRY_COUNTERPARTY, Attr.ENTRIES_BEFORE)
         state.image = {
-            **{name: value for name, value in old.items() if name != Attr.ENTRY_COUNTERPARTY},
+            **{name: value for name, value in old.items() if name not in replaced},
             Attr.BALANCE: n(state.balance),
             Attr.VERSION: n(state.version),
             Attr.UPDATED_AT: n(now),
             **({} if self.legacy else entry),
         }
-        return self.records.modify(old, state.image)
+        if self._group is None or self.legacy:
+            return self.records.modify(old, state.image)
+        _, entries = self._group.setdefault(state.wallet_id, (old, []))
+        entries.append(_entry_map(entry, now))
+        return None
 
     def deposit(self, wallet_id: str, amount: int) -> list[dict[str, Any]]:
         state = self.wallets[wallet_id]
@@ -289,7 +313,7 @@ class LedgerModel:
         )
         self.entries.append(Entry(f"{txn_id}:credit", wallet_id, amount, state.version, state.balance))
         self.transactions.append(image)
-        return [modify, self.records.insert(image)]
+        return [record for record in (modify, self.records.insert(image)) if record is not None]
 
     def can_transfer(self, payer: str, payee: str, amount: int) -> bool:
         return payer != payee and self.wallets[payer].balance >= amount
@@ -326,10 +350,23 @@ class LedgerModel:
         self.entries.append(Entry(f"{txn_id}:debit", payer, -amount, source.version, source.balance))
         self.entries.append(Entry(f"{txn_id}:credit", payee, amount, target.version, target.balance))
         self.transactions.append(image)
-        return [debit, credit, self.records.insert(image)]
+        return [record for record in (debit, credit, self.records.insert(image)) if record is not None]
 
     def balances(self) -> dict[str, int]:
         return {wallet_id: state.balance for wallet_id, state in self.wallets.items()}
+
+
+def _entry_map(entry: dict[str, Any], now: int) -> dict[str, Any]:
+    """``entry_*`` attributes as one map of ``entries_before`` (EntryKey)."""
+    names = {
+        Attr.ENTRY_TXN_ID: EntryKey.TXN_ID,
+        Attr.ENTRY_TYPE: EntryKey.TYPE,
+        Attr.ENTRY_DIRECTION: EntryKey.DIRECTION,
+        Attr.ENTRY_AMOUNT: EntryKey.AMOUNT,
+        Attr.ENTRY_NONCE: EntryKey.NONCE,
+        Attr.ENTRY_COUNTERPARTY: EntryKey.COUNTERPARTY,
+    }
+    return {names[name]: value for name, value in entry.items()} | {EntryKey.CREATED_AT: n(now)}
 
 
 class TableWriter:

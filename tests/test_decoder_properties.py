@@ -8,6 +8,7 @@ accounted for exactly once (ledger, wallets, ignored, TTL, or quarantine).
 
 from __future__ import annotations
 
+import itertools
 import zlib
 from collections import defaultdict
 from typing import Any
@@ -38,15 +39,24 @@ operations = st.lists(
     ),
     max_size=60,
 )
+#: Sizes of consecutive group commits (1: a transaction of its own).
+group_sizes = st.lists(st.integers(min_value=1, max_value=8), max_size=12)
 
 
 def replay(
-    wallet_count: int, ops: list[Operation], *, deploy_at: int = 0, expiries: list[bool] | None = None
+    wallet_count: int,
+    ops: list[Operation],
+    *,
+    deploy_at: int = 0,
+    expiries: list[bool] | None = None,
+    groups: list[int] | None = None,
 ) -> tuple[LedgerModel, list[dict[str, Any]]]:
     """The operations the write path would commit; refused ones (no funds, to itself) leave no trace.
 
     Operations before ``deploy_at`` are written by the compare-and-swap path; where ``expiries``
     says so, the oldest transaction item not yet expired gets its TTL REMOVE after an operation.
+    After the deploy, ``groups`` cuts the operations into group commits of those sizes (the rest
+    commit one by one).
     """
     model = LedgerModel(legacy=deploy_at > 0)
     records: list[dict[str, Any]] = []
@@ -56,13 +66,22 @@ def replay(
         ids.append(wallet_id)
         records.extend(opened)
     expired = 0
+    bounds = list(itertools.accumulate(groups or [], initial=deploy_at))
+    starts = {start: end for start, end in itertools.pairwise(bounds) if end - start > 1}
+    group_end = None
     for step, (kind, first, second, amount) in enumerate(ops):
         model.legacy = step < deploy_at
+        if step in starts:
+            model.begin_group()
+            group_end = starts[step]
         payer, payee = ids[first % wallet_count], ids[second % wallet_count]
         if kind == "deposit":
             records.extend(model.deposit(payer, amount))
         elif model.can_transfer(payer, payee, amount):
             records.extend(model.transfer(payer, payee, amount))
+        if group_end is not None and (step + 1 == group_end or step + 1 == len(ops)):
+            records.extend(model.end_group())
+            group_end = None
         if expiries and step < len(expiries) and expiries[step] and expired < len(model.transactions):
             records.append(model.records.ttl_remove(model.transactions[expired]))
             expired += 1
@@ -74,12 +93,14 @@ def replay(
     wallet_count=st.integers(min_value=1, max_value=6),
     ops=operations,
     cuts=st.lists(st.integers(min_value=1, max_value=40), max_size=20),
+    groups=group_sizes,
 )
 def test_ledger_deltas_sum_to_final_balances_however_the_stream_is_batched(
-    wallet_count: int, ops: list[Operation], cuts: list[int]
+    wallet_count: int, ops: list[Operation], cuts: list[int], groups: list[int]
 ) -> None:
-    # GIVEN a history of committed transactions and the stream it produced, cut into batches
-    model, records = replay(wallet_count, ops)
+    # GIVEN a history of committed transactions (some as group commits) and the stream it
+    # produced, cut into batches
+    model, records = replay(wallet_count, ops, groups=groups)
 
     # WHEN every batch is decoded
     batches = [decode_records(chunk, ingested_at_ms=0) for chunk in iter_chunks(records, cuts)]
@@ -120,6 +141,7 @@ def test_ledger_deltas_sum_to_final_balances_however_the_stream_is_batched(
     shard_count=st.integers(min_value=1, max_value=4),
     expiries=st.lists(st.booleans(), max_size=60),
     cuts=st.lists(st.integers(min_value=1, max_value=40), max_size=20),
+    groups=group_sizes,
     data=st.data(),
 )
 def test_any_interleaving_of_shards_gives_every_entry_exactly_once(
@@ -129,11 +151,13 @@ def test_any_interleaving_of_shards_gives_every_entry_exactly_once(
     shard_count: int,
     expiries: list[bool],
     cuts: list[int],
+    groups: list[int],
     data: st.DataObject,
 ) -> None:
     # GIVEN a history written first by the compare-and-swap path, then (from deploy_at) by the
-    # single-write path, with TTL expiries of earlier transaction items in between
-    model, records = replay(wallet_count, ops, deploy_at=deploy_at, expiries=expiries)
+    # single-write path, some of it as group commits, with TTL expiries of earlier transaction
+    # items in between
+    model, records = replay(wallet_count, ops, deploy_at=deploy_at, expiries=expiries, groups=groups)
     expired = sum(record["eventName"] == "REMOVE" for record in records)
     # AND the stream's shards (an item's records stay in one shard, in order), read interleaved
     shards: list[list[dict[str, Any]]] = [[] for _ in range(shard_count)]
@@ -169,10 +193,25 @@ json_values = st.recursive(
 def damaged_records(draw: st.DrawFn) -> Any:
     """A valid record with one part replaced by arbitrary JSON, or arbitrary JSON altogether."""
     factory = RecordFactory()
-    if draw(st.booleans()):
+    kind = draw(st.sampled_from(["entry", "group", "transaction"]))
+    if kind != "transaction":
         old = wallet_image("a", "u", balance=5, version=1, created_at=1)
         entry = entry_image(draw(st.uuids()).hex, "transfer", "debit", 5, "n", counterparty="b")
         image = {**old, "balance": {"N": "0"}, "version": {"N": "2"}, **entry}
+        if kind == "group":  # a group commit: a deposit of 3 first, then the debit of 8
+            earlier = {
+                "txn_id": {"S": draw(st.uuids()).hex},
+                "type": {"S": "deposit"},
+                "direction": {"S": "credit"},
+                "amount": {"N": "3"},
+                "nonce": {"S": "m"},
+                "created_at": {"N": "2"},
+            }
+            image |= {
+                "version": {"N": "3"},
+                "entry_amount": {"N": "8"},
+                "entries_before": {"L": [{"M": earlier}]},
+            }
         record = factory.record(draw(st.sampled_from(["INSERT", "MODIFY", "REMOVE"])), new=image, old=old)
         return _damage(draw, record, image)
     image = transaction_image(
@@ -211,17 +250,20 @@ def _damage(draw: st.DrawFn, record: dict[str, Any], image: dict[str, Any]) -> A
 @settings(max_examples=300, deadline=None)
 @given(st.lists(damaged_records(), min_size=1, max_size=8))
 def test_no_record_stops_a_batch_and_each_is_accounted_for_once(records: list[Any]) -> None:
+    # GIVEN records with their own sequence numbers (where they have a usable one)
+    for index, record in enumerate(records):
+        change = record.get("dynamodb") if isinstance(record, dict) else None
+        if isinstance(change, dict) and isinstance(change.get("SequenceNumber"), str):
+            change["SequenceNumber"] = str(10**20 + index)
+
     # WHEN a batch of damaged records is decoded
     batch = decode_records(records, ingested_at_ms=0)
 
     # THEN it never raises, and every record is exactly one of the kinds
-    # (a legacy transaction INSERT gives one or two rows, a wallet MODIFY one; each record's rows
-    # share its sequence number)
-    ledger = batch.ledger
-    transactions = len(
-        set(zip(ledger["txn_id"].to_pylist(), ledger["stream_sequence"].to_pylist(), strict=True))
-    )
-    accounted = transactions + batch.wallet_rows + batch.ignored + batch.ttl_expired + batch.quarantined
+    # (a legacy transaction INSERT gives one or two rows, a wallet MODIFY one, or one per entry of
+    # a group commit; each record's rows share its sequence number)
+    movements = len(set(batch.ledger["stream_sequence"].to_pylist()))
+    accounted = movements + batch.wallet_rows + batch.ignored + batch.ttl_expired + batch.quarantined
     assert accounted == batch.records == len(records)
     # AND whatever reached the ledger is valid money
     for row in batch.ledger.to_pylist():

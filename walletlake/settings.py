@@ -20,7 +20,7 @@ QueryEngine = Literal["duckdb", "athena"]
 DEFAULT_HOT_TTL_SECONDS = 8 * 60 * 60
 
 #: Transactions one API process keeps in flight (``bench/hot_wallet.py`` measures the choice).
-DEFAULT_WRITES_IN_FLIGHT = 4
+DEFAULT_WRITES_IN_FLIGHT = 2
 
 _S3_ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 
