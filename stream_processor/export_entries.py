@@ -122,6 +122,19 @@ def _legs(item: Mapping[str, Any]) -> list[_Leg]:
     ]
 
 
+_ENTRY_ATTRIBUTES: Final = frozenset(
+    {
+        Attr.ENTRY_TXN_ID,
+        Attr.ENTRY_TYPE,
+        Attr.ENTRY_DIRECTION,
+        Attr.ENTRY_AMOUNT,
+        Attr.ENTRY_COUNTERPARTY,
+        Attr.ENTRY_NONCE,
+        Attr.ENTRIES_BEFORE,
+    }
+)
+
+
 def _walk_back(
     wallet: Mapping[str, Any], legs: list[_Leg]
 ) -> tuple[list[tuple[dict[str, Any], dict[str, Any]]], str | None]:
@@ -136,7 +149,9 @@ def _walk_back(
     balance = int(wallet[Attr.BALANCE][_N])
     if version < len(legs):
         return [], f"version {version} is below its {len(legs)} unexpired entries"
-    base = {name: value for name, value in wallet.items() if not name.startswith("entry_")}
+    # each rebuilt MODIFY is one entry: the item's own entry attributes (and a group commit's
+    # entries_before, which the transaction items state again one by one) are not carried over
+    base = {name: value for name, value in wallet.items() if name not in _ENTRY_ATTRIBUTES}
     images = []
     for leg in legs:
         new = {

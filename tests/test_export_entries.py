@@ -27,6 +27,7 @@ operations = st.lists(
         st.integers(min_value=0, max_value=4),
         st.integers(min_value=1, max_value=10**9),
         st.integers(min_value=1, max_value=4 * 3_600_000),  # ms before the operation
+        st.booleans(),  # commits in one group with the operation before it
     ),
     min_size=1,
     max_size=40,
@@ -43,17 +44,22 @@ def _decode(images: list[tuple[dict[str, Any], dict[str, Any]]]) -> pa.Table:
     ops=operations, export_at=st.floats(min_value=0, max_value=1), kept=st.lists(st.booleans(), max_size=40)
 )
 def test_an_export_numbers_every_unexpired_entry_as_the_stream_did(
-    ops: list[tuple[str, int, int, int, int]], export_at: float, kept: list[bool]
+    ops: list[tuple[str, int, int, int, int, bool]], export_at: float, kept: list[bool]
 ) -> None:
-    # GIVEN a history over hours, and the export of it at some moment after its last commit
+    # GIVEN a history over hours, some of it in group commits, and the export of it at some
+    # moment after its last commit
     model = LedgerModel()
     ids = [model.open_wallet(f"wallet-{index}")[0] for index in range(5)]
-    for kind, first, second, amount, pause in ops:
-        model.tick(pause)
+    for step, (kind, first, second, amount, pause, joins) in enumerate(ops):
+        if step == 0 or not joins:
+            model.end_group()
+            model.tick(pause)
+            model.begin_group()
         if kind == "deposit":
             model.deposit(ids[first], amount)
         elif model.can_transfer(ids[first], ids[second], amount):
             model.transfer(ids[first], ids[second], amount)
+    model.end_group()
     export_time = model.clock // 1000 + int(export_at * HOT_TTL_SECONDS * 1.5)
     unexpired = [t for t in model.transactions if int(t[Attr.EXPIRES_AT]["N"]) > export_time]
     expired = [t for t in model.transactions if int(t[Attr.EXPIRES_AT]["N"]) <= export_time]
