@@ -255,6 +255,10 @@ _ENTRY_TXN_ID: Final = Attr.ENTRY_TXN_ID
 _ENTRY_COUNTERPARTY: Final = Attr.ENTRY_COUNTERPARTY
 _ENTRIES_BEFORE: Final = Attr.ENTRIES_BEFORE
 _ENTRY_STRIDE: Final = len(ENTRY_FIELDS)
+#: Where a row's previous version (then previous balance) sits in ENTRY_FIELDS.
+_PREVIOUS: Final = ENTRY_FIELDS.index("previous_version")
+if ENTRY_FIELDS[_PREVIOUS + 1] != "previous_balance":  # pragma: no cover - a layout change
+    raise RuntimeError("ENTRY_FIELDS must keep previous_balance right after previous_version")
 _INTEGER: Final = re.compile(r"-?[0-9]+\Z")
 _LEGACY_MARK: Final = Attr.WALLET_VERSION
 _TO_WALLET_ID: Final = Attr.TO_WALLET_ID
@@ -285,38 +289,38 @@ def _wallet_modified(
     previous_version, previous_balance = (None, None) if old is None else _previous_attributes(old)
     previous_version = None if previous_version is None else previous_version["N"]
     previous_balance = None if previous_balance is None else previous_balance["N"]
-    entries = columns.entries
     sequence = change[SEQUENCE_NUMBER]
-    earlier = image.get(_ENTRIES_BEFORE)
-    rows: list[str | None] = []
-    if earlier is not None:  # a group commit: the entries before the latest, then the latest
-        rows, previous_version, previous_balance = _earlier_entries(
-            earlier["L"], wallet_id["S"], previous_version, previous_balance, sequence
-        )
     # The record's rows (in ENTRY_FIELDS order) are built whole before any is added, so a KeyError
     # on a malformed image never leaves a partial row behind.
-    rows.extend(
-        (
-            txn_id["S"],
-            txn_type["S"],
-            wallet_id["S"],
-            None if counterparty is None else counterparty["S"],
-            direction["S"],
-            amount["N"],
-            version["N"],
-            balance["N"],
-            previous_version,
-            previous_balance,
-            nonce["S"],
-            updated_at["N"],
-            sequence,
-        )
+    latest = (
+        txn_id["S"],
+        txn_type["S"],
+        wallet_id["S"],
+        None if counterparty is None else counterparty["S"],
+        direction["S"],
+        amount["N"],
+        version["N"],
+        balance["N"],
+        previous_version,
+        previous_balance,
+        nonce["S"],
+        updated_at["N"],
+        sequence,
     )
-    entries.values.extend(rows)
+    entries = columns.entries
+    earlier = image.get(_ENTRIES_BEFORE)
     if earlier is None:
+        entries.values.extend(latest)
         entries.positions.append(position)
-    else:
-        entries.positions.extend([position] * (len(rows) // _ENTRY_STRIDE))
+        return
+    # a group commit: the entries before the latest, then the latest, which follows them
+    rows, chained_version, chained_balance = _earlier_entries(
+        earlier["L"], wallet_id["S"], previous_version, previous_balance, sequence
+    )
+    rows.extend(latest[:_PREVIOUS])
+    rows.extend((chained_version, chained_balance, *latest[_PREVIOUS + 2 :]))
+    entries.values.extend(rows)
+    entries.positions.extend([position] * (len(rows) // _ENTRY_STRIDE))
 
 
 def _earlier_entries(
