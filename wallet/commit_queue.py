@@ -147,10 +147,13 @@ class CommitQueue(Generic[T]):
         return group
 
     async def _send(self, group: list[Request[T]]) -> None:
-        self._on_group(len(group))
         try:
+            self._on_group(len(group))
             await self._commit(group)
-        except GroupCancelledError:
+        except GroupCancelledError as error:
+            if len(group) == 1:  # nothing left to split: the request's own refusal
+                _settle(group[0], error)
+                return
             for request in reversed(group):  # first in line again, alone, in their order
                 request.alone = True
                 self._waiting.insert(0, request)
