@@ -4,8 +4,9 @@ Starts its own embedded stack (DynamoDB Local + moto) in a temporary folder and 
 child process (``walletlake serve``), funds ``--wallets`` wallets, then runs ``--clients``
 concurrent HTTP clients for ``--seconds`` per phase:
 
-- ``transfers``: random transfers between random wallets (the write path: a consistent
-  BatchGetItem + one TransactWriteItems per request);
+- ``transfers``: random transfers between random wallets (the write path: one TransactWriteItems
+  per request, no read; requests arriving while the server's transactions are in flight share the
+  next one, see ``wallet/commit_queue.py``);
 - ``reads``: ``GET .../balance`` (one consistent GetItem per request).
 
 The CPU figure is read from the server process's own counters (user + system, psutil) before and
@@ -241,9 +242,6 @@ def serve_canned_dynamodb(port: int, latency_ms: float) -> None:
     import httptools
 
     def answer(target: str, body: dict[str, Any]) -> dict[str, Any]:
-        if target == "BatchGetItem":
-            ((table, request),) = body["RequestItems"].items()
-            return {"Responses": {table: [{**_CANNED_WALLET, "pk": key["pk"]} for key in request["Keys"]]}}
         if target == "GetItem":
             return {"Item": {**_CANNED_WALLET, "pk": body["Key"]["pk"]}}
         return {}
