@@ -293,7 +293,7 @@ class LedgerModel:
         if self._group is None or self.legacy:
             return self.records.modify(old, state.image)
         _, entries = self._group.setdefault(state.wallet_id, (old, []))
-        entries.append(_entry_map(entry, now))
+        entries.append(earlier_entry(entry, now))
         return None
 
     def deposit(self, wallet_id: str, amount: int) -> list[dict[str, Any]]:
@@ -356,8 +356,8 @@ class LedgerModel:
         return {wallet_id: state.balance for wallet_id, state in self.wallets.items()}
 
 
-def _entry_map(entry: dict[str, Any], now: int) -> dict[str, Any]:
-    """``entry_*`` attributes as one map of ``entries_before`` (EntryKey)."""
+def earlier_entry(entry: dict[str, Any], now: int) -> dict[str, Any]:
+    """``entry_*`` attributes (:func:`entry_image`) as one map of ``entries_before`` (EntryKey)."""
     names = {
         Attr.ENTRY_TXN_ID: EntryKey.TXN_ID,
         Attr.ENTRY_TYPE: EntryKey.TYPE,
