@@ -6,7 +6,8 @@ Starts its own embedded stack (DynamoDB Local + moto) on a RAM folder when there
 ``ADD balance`` under ``balance >= :amount`` on the payer, ``attribute_exists`` on both wallets,
 ``attribute_not_exists`` on the nonce item), served by the same uvicorn stack and the same lean
 DynamoDB client so only the write pattern differs. For each load, the two servers run one after
-the other, ``--rounds`` times (alternating, so machine drift hits both alike):
+the other, ``--rounds`` times (alternating, each round starting with the next system, so machine
+drift and warm-up hit all alike):
 
 - ``many``: transfers between random wallets among ``--wallets``;
 - ``hot pair``: transfers between one pair of wallets, half the clients in each direction.
@@ -254,9 +255,13 @@ def measure(args: argparse.Namespace, environment: dict[str, str]) -> dict[tuple
             systems = {"walletlake": (api.url, api.pid), "reference": (ref_url, reference.pid)}
             if baseline is not None:
                 systems["before"] = (baseline.url, baseline.pid)
-            for _ in range(args.rounds):
+            order = list(systems.items())
+            for round_index in range(args.rounds):
+                # each round starts with the next system, so none always runs first (DynamoDB
+                # Local's JIT warming up, or the machine's drift) and phases are not biased by order
+                shift = round_index % len(order)
                 for load, choose in loads.items():
-                    for system, (url, pid) in systems.items():
+                    for system, (url, pid) in order[shift:] + order[:shift]:
 
                         def transfer(
                             pool: urllib3.HTTPConnectionPool, rng: Any, nonce: str, c: Any = choose
