@@ -189,10 +189,8 @@ def _collect(records: Sequence[Mapping[str, Any]], *, careful: bool) -> BatchCol
                 change = record["dynamodb"]
                 image = change[old_image] if event == remove else change[new_image]
                 entity = image[entity_attribute]["S"]
-                step = steps.get(event, _NO_STEPS).get(entity)
-                if step is None:
-                    raise _RejectedError(_unexpected(event, entity))
-                step(columns, position, record, change, image)
+                # an unexpected (event, entity) raises KeyError: describe_problem names the pair
+                steps[event][entity](columns, position, record, change, image)
             except _RejectedError as rejected:
                 columns.reject(position, rejected.reason)
             except _UNDECODABLE as error:
@@ -308,14 +306,13 @@ def _wallet_modified(
         sequence,
     )
     entries = columns.entries
-    earlier = image.get(_ENTRIES_BEFORE)
-    if earlier is None:
+    if _ENTRIES_BEFORE not in image:
         entries.values.extend(latest)
         entries.positions.append(position)
         return
     # a group commit: the entries before the latest, then the latest, which follows them
     rows, chained_version, chained_balance = _earlier_entries(
-        earlier["L"], wallet_id["S"], previous_version, previous_balance, sequence
+        image[_ENTRIES_BEFORE]["L"], wallet_id["S"], previous_version, previous_balance, sequence
     )
     rows.extend(latest[:_PREVIOUS])
     rows.extend((chained_version, chained_balance, *latest[_PREVIOUS + 2 :]))
@@ -482,7 +479,6 @@ def _steps_by_event(kinds: Mapping[tuple[str, str], RecordKind]) -> dict[str, di
 
 #: :data:`RECORD_KINDS` as ``{eventName: {entity: decode step}}``: two lookups, no tuple per record.
 _STEPS: Final = _steps_by_event(RECORD_KINDS)
-_NO_STEPS: Final[dict[str, DecodeStep]] = {}
 
 
 # --- the slow path: saying what is wrong --------------------------------------------------------
