@@ -231,8 +231,8 @@ class WalletStore:
         }
         payload = {
             "TransactItems": [
-                {"Put": self._put_new(claim_item)},
-                {"Put": self._put_new(wallet_item)},
+                {"Put": _put_new(self.table, claim_item)},
+                {"Put": _put_new(self.table, wallet_item)},
             ]
         }
         try:
@@ -416,15 +416,6 @@ class WalletStore:
 
     # ---------------------------------------------------------- DynamoDB calls
 
-    def _put_new(self, item: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "TableName": self.table,
-            "Item": item,
-            "ConditionExpression": _NOT_EXISTS,
-            "ExpressionAttributeNames": {"#pk": Attr.PK},
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
-
     async def _get(
         self, key: str, projection: str | None, names: dict[str, str] | None = None
     ) -> dict[str, Any] | None:
@@ -525,6 +516,11 @@ def _transaction_put(table: str, posting: Posting) -> dict[str, Any]:
     }
     if isinstance(command, Transfer):
         item[Attr.TO_WALLET_ID] = _s(command.to_wallet_id)
+    return _put_new(table, item)
+
+
+def _put_new(table: str, item: dict[str, Any]) -> dict[str, Any]:
+    """A Put only if the key is new; a refusal returns the existing item (ALL_OLD)."""
     return {
         "TableName": table,
         "Item": item,
@@ -573,6 +569,7 @@ def _wallet_update(table: str, write: WalletWrite) -> dict[str, Any]:
         values[":eb"] = {"L": [{"M": _entry_map(p, entry)} for p, entry in earlier]}
     else:
         removes.append("#eb")
+    remove = f" REMOVE {', '.join(removes)}" if removes else ""
     conditions = [_EXISTS]
     if (floor := write.floor) is not None:
         conditions.append("#b >= :floor")
@@ -584,9 +581,7 @@ def _wallet_update(table: str, write: WalletWrite) -> dict[str, Any]:
     return {
         "TableName": table,
         "Key": {Attr.PK: _s(wallet_key(write.wallet_id))},
-        "UpdateExpression": f"SET {', '.join(sets)} REMOVE {', '.join(removes)}{_ADD_MOVEMENT}"
-        if removes
-        else f"SET {', '.join(sets)}{_ADD_MOVEMENT}",
+        "UpdateExpression": f"SET {', '.join(sets)}{remove}{_ADD_MOVEMENT}",
         "ConditionExpression": " AND ".join(conditions),
         "ExpressionAttributeNames": _ENTRY_NAMES,
         "ExpressionAttributeValues": values,
