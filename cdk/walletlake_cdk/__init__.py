@@ -6,14 +6,10 @@ the packages the pipeline runs (``walletlake.settings``, ``wallet.table``, ``lak
 """
 
 from walletlake_cdk.config import DeploymentConfig, DeploymentConfigError
-from walletlake_cdk.layers import PANDAS_LAYER_ARNS, pandas_layer_arn, powertools_layer_arn
 from walletlake_cdk.stack import WalletLakeStack
 
 __all__ = [
-    "PANDAS_LAYER_ARNS",
     "DeploymentConfig",
     "DeploymentConfigError",
     "WalletLakeStack",
-    "pandas_layer_arn",
-    "powertools_layer_arn",
 ]

@@ -123,8 +123,6 @@ class DeploymentConfig:
     log_retention_days: int = 90
     alarm_email: str | None = None
     lambda_deps: LambdaDeps = "install"
-    powertools_layer_arn: str | None = None
-    pandas_layer_arn: str | None = None
 
     def __post_init__(self) -> None:
         if self.billing_mode not in ("on_demand", "provisioned"):

@@ -9,61 +9,58 @@ API's Lambda compute (README, "What it costs").
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Final
 
-from aws_cdk import CfnMapping, Duration, RemovalPolicy, Size, Stack, Token
+from aws_cdk import Duration, RemovalPolicy, Size
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from walletlake.settings import Settings
-from walletlake_cdk import lambda_code, layers
+from walletlake.settings import DEPLOYED_VARIABLES, Settings
+from walletlake_cdk import lambda_code
 from walletlake_cdk.config import DeploymentConfig
 
 RUNTIME = lambda_.Runtime.PYTHON_3_11
 ARCHITECTURE = lambda_.Architecture.X86_64
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass
 class FunctionAssets:
-    """Code and layers shared by the functions (each asset is uploaded once)."""
+    """Code and layers shared by the functions (each asset is uploaded once).
 
+    The layer a function gets is derived from its handler's imports
+    (:func:`walletlake_cdk.lambda_code.function_packages`), shared by every function needing the
+    same distributions.
+    """
+
+    scope: Construct
+    config: DeploymentConfig
     code: lambda_.Code
-    powertools: lambda_.ILayerVersion
-    pandas: lambda_.ILayerVersion
-    api_dependencies: lambda_.ILayerVersion
-    pipeline_dependencies: lambda_.ILayerVersion
+    dependency_layers: dict[str, lambda_.LayerVersion] = dataclasses.field(default_factory=dict)
+
+    def layers_for(self, handler: str) -> list[lambda_.ILayerVersion]:
+        """The handler's layers: its dependency layer, if its imports need anything beyond the runtime."""
+        packages = lambda_code.function_packages(handler)
+        if packages.dependencies is None:
+            return []
+        return [self._dependency_layer(packages.dependencies)]
+
+    def _dependency_layer(self, dependencies: lambda_code.DependencySet) -> lambda_.LayerVersion:
+        if dependencies.name not in self.dependency_layers:
+            words = "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", dependencies.name))
+            self.dependency_layers[dependencies.name] = _dependency_layer(
+                self.scope, f"Dependencies{words}", dependencies, self.config
+            )
+        return self.dependency_layers[dependencies.name]
 
 
 def build_function_assets(scope: Construct, config: DeploymentConfig) -> FunctionAssets:
-    """The project code asset, the two published layers and our two dependency layers."""
-    stack = Stack.of(scope)
-    powertools_arn = config.powertools_layer_arn or layers.powertools_layer_arn(stack.region, stack.partition)
+    """The project code asset; dependency layers are made per handler as functions ask for them."""
     return FunctionAssets(
-        code=lambda_.Code.from_asset(str(lambda_code.project_code_dir())),
-        powertools=lambda_.LayerVersion.from_layer_version_arn(scope, "PowertoolsLayer", powertools_arn),
-        pandas=lambda_.LayerVersion.from_layer_version_arn(scope, "PandasLayer", _pandas_arn(scope, config)),
-        api_dependencies=_dependency_layer(scope, "ApiDependencies", lambda_code.API_DEPENDENCIES, config),
-        pipeline_dependencies=_dependency_layer(
-            scope, "PipelineDependencies", lambda_code.PIPELINE_DEPENDENCIES, config
-        ),
+        scope=scope, config=config, code=lambda_.Code.from_asset(str(lambda_code.project_code_dir()))
     )
-
-
-def _pandas_arn(scope: Construct, config: DeploymentConfig) -> str:
-    if config.pandas_layer_arn:
-        return config.pandas_layer_arn
-    stack = Stack.of(scope)
-    if not Token.is_unresolved(stack.region):
-        return layers.pandas_layer_arn(stack.region, stack.partition)
-    # Environment-agnostic: CloudFormation picks the ARN for the region it deploys to.
-    mapping = CfnMapping(
-        scope,
-        "PandasLayerArns",
-        mapping={region: {"arn": arn} for region, arn in layers.PANDAS_LAYER_ARNS.items()},
-    )
-    return mapping.find_in_map(stack.region, "arn")
 
 
 def _dependency_layer(
@@ -76,21 +73,17 @@ def _dependency_layer(
         code=lambda_.Code.from_asset(str(folder)),
         compatible_runtimes=[RUNTIME],
         compatible_architectures=[ARCHITECTURE],
-        description=f"walletlake: {', '.join(dependencies.requirements())} for {lambda_code.PIP_PLATFORM}",
+        description=f"walletlake: {', '.join(dependencies.requirements())} for Amazon Linux 2"[:256],
     )
 
 
 def settings_environment(settings: Settings, bucket_name: str) -> dict[str, str]:
-    """The ``WALLETLAKE_*`` variables that make ``Settings.from_env()`` name the deployed resources."""
-    return {
-        "WALLETLAKE_TABLE": settings.table,
-        "WALLETLAKE_BUCKET": bucket_name,
-        "WALLETLAKE_LAKE_PREFIX": settings.lake_prefix,
-        "WALLETLAKE_GLUE_DATABASE": settings.glue_database,
-        "WALLETLAKE_ATHENA_WORKGROUP": settings.athena_workgroup,
-        "WALLETLAKE_QUERY_ENGINE": "athena",
-        "WALLETLAKE_HOT_TTL_SECONDS": str(settings.hot_ttl_seconds),
-    }
+    """The variables every function gets (:data:`~walletlake.settings.DEPLOYED_VARIABLES`).
+
+    Written by :meth:`Settings.to_env`, so ``Settings.from_env()`` in the function reads back the
+    deployed resources, on Athena; the handler modules require exactly these at cold start.
+    """
+    return settings.replace(bucket=bucket_name, query_engine="athena").to_env(DEPLOYED_VARIABLES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,10 +100,9 @@ def python_function(
     construct_id: str,
     *,
     config: DeploymentConfig,
-    code: lambda_.Code,
+    assets: FunctionAssets,
     handler: str,
     description: str,
-    function_layers: list[lambda_.ILayerVersion],
     environment: dict[str, str],
     memory_mb: int,
     timeout: Duration,
@@ -137,10 +129,10 @@ def python_function(
         construct_id,
         runtime=RUNTIME,
         architecture=ARCHITECTURE,
-        code=code,
+        code=assets.code,
         handler=handler,
         description=description,
-        layers=function_layers,
+        layers=assets.layers_for(handler),
         memory_size=memory_mb,
         ephemeral_storage_size=Size.mebibytes(ephemeral_storage_mb),
         timeout=timeout,

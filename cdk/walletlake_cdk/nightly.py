@@ -44,13 +44,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from lake.schemas import TABLES
-from walletlake.compaction_handlers import UNIT_MINUTES_VARIABLE
-from walletlake.nightly_steps import (
-    DEFAULT_UNLOAD_PREFIX,
-    RESULTS_PREFIX_VARIABLE,
-    SNAPSHOT_READ_UNITS_VARIABLE,
-    SNAPSHOT_SEGMENTS_VARIABLE,
-)
+from walletlake.settings import DEFAULT_UNLOAD_PREFIX, environment_for
 from walletlake_cdk.catalog import Catalog
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import FunctionAssets, PythonFunction, log_retention, python_function
@@ -170,7 +164,6 @@ def _unit_functions(
     scope: Construct, config: DeploymentConfig, assets: FunctionAssets, environment: dict[str, str]
 ) -> dict[str, PythonFunction]:
     """One function per kind of unit, each sized for its unit and with its own role."""
-    layers = [assets.pandas, assets.powertools, assets.pipeline_dependencies]
     specs: dict[str, tuple[str, str, str, int, int, dict[str, str]]] = {
         # name: (construct id, handler, description, memory MB, ephemeral MB, extra environment)
         "compaction_plan": (
@@ -179,7 +172,7 @@ def _unit_functions(
             "walletlake: plan the compaction units (closed runs of five-minute slots) of a day",
             512,
             512,
-            {UNIT_MINUTES_VARIABLE: str(config.compaction_unit_minutes)},
+            environment_for(compaction_unit_minutes=config.compaction_unit_minutes),
         ),
         "compaction_unit": (
             "CompactionUnitFunction",
@@ -187,7 +180,7 @@ def _unit_functions(
             "walletlake: compact one unit (one table, day and closed run of slots) of the lake",
             config.compaction_memory_mb,
             10_240,
-            {UNIT_MINUTES_VARIABLE: str(config.compaction_unit_minutes)},
+            environment_for(compaction_unit_minutes=config.compaction_unit_minutes),
         ),
         "plan_night": (
             "PlanNightFunction",
@@ -195,10 +188,11 @@ def _unit_functions(
             "walletlake nightly: the day to close and the snapshot's scan segments",
             256,
             512,
-            {
-                SNAPSHOT_SEGMENTS_VARIABLE: str(config.snapshot_segments),
-                SNAPSHOT_READ_UNITS_VARIABLE: str(config.snapshot_read_units_per_second),
-            },
+            environment_for(
+                snapshot_segments=config.snapshot_segments,
+                snapshot_read_units_per_second=config.snapshot_read_units_per_second,
+                unload_prefix=UNLOAD_PREFIX,
+            ),
         ),
         "snapshot_segment": (
             "SnapshotSegmentFunction",
@@ -206,7 +200,11 @@ def _unit_functions(
             "walletlake nightly: scan one parallel-scan segment of the table into the snapshot",
             1_024,
             512,
-            {},
+            environment_for(
+                snapshot_segments=config.snapshot_segments,
+                snapshot_read_units_per_second=config.snapshot_read_units_per_second,
+                unload_prefix=UNLOAD_PREFIX,
+            ),
         ),
         "reconcile_plan": (
             "ReconcilePlanFunction",
@@ -214,7 +212,11 @@ def _unit_functions(
             "walletlake nightly: the days to reconcile and their Athena UNLOAD statements",
             512,
             512,
-            {RESULTS_PREFIX_VARIABLE: UNLOAD_PREFIX},
+            environment_for(
+                snapshot_segments=config.snapshot_segments,
+                snapshot_read_units_per_second=config.snapshot_read_units_per_second,
+                unload_prefix=UNLOAD_PREFIX,
+            ),
         ),
         "reconcile_classify": (
             "ReconcileClassifyFunction",
@@ -222,7 +224,11 @@ def _unit_functions(
             "walletlake nightly: classify one day's reconciliation from Athena's results",
             config.classify_memory_mb,
             512,
-            {},
+            environment_for(
+                snapshot_segments=config.snapshot_segments,
+                snapshot_read_units_per_second=config.snapshot_read_units_per_second,
+                unload_prefix=UNLOAD_PREFIX,
+            ),
         ),
     }
     return {
@@ -230,10 +236,9 @@ def _unit_functions(
             scope,
             construct_id,
             config=config,
-            code=assets.code,
+            assets=assets,
             handler=handler,
             description=description,
-            function_layers=layers,
             environment={**environment, **extra},
             memory_mb=memory,
             timeout=Duration.minutes(15),

@@ -83,12 +83,9 @@ def build_write_api(
         scope,
         "ApiFunction",
         config=config,
-        code=assets.code,
+        assets=assets,
         handler=API_HANDLER,
         description="walletlake write path: FastAPI through Mangum",
-        # FastAPI, Mangum and pydantic come from our own layer; the write path does not use
-        # Powertools, whose layer carries its own pydantic (two copies would overlay in /opt).
-        function_layers=[assets.api_dependencies],
         environment=environment,
         memory_mb=config.api_memory_mb,
         timeout=Duration.seconds(10),

@@ -1,0 +1,120 @@
+"""Athena's part of the state machines, played by DuckDB over the same lake.
+
+The nightly state machine sends Athena ``UNLOAD (SELECT …) TO 's3://…/' WITH (format = 'PARQUET')``
+statements (``startQueryExecution.sync``). Here the very statement the definition carries is split
+into its query and its target; the query runs on the project's DuckDB engine (the same Trino →
+DuckDB translation every local query uses) and the result is written as Parquet where Athena would
+write it. As on Athena, an UNLOAD into a location that already holds objects fails
+(``HIVE_PATH_ALREADY_EXISTS``), and a failed query ends the execution's task as ``FAILED``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import io
+import re
+import threading
+import uuid
+from typing import Any, Final
+
+import boto3
+import pyarrow.parquet as pq
+
+from queries._duckdb import DuckDBEngine
+from walletlake.settings import Settings
+
+_UNLOAD: Final = re.compile(
+    r"^\s*UNLOAD\s*\((?P<query>.*)\)\s*TO\s*'(?P<location>[^']+)'\s*WITH\s*\((?P<options>[^)]*)\)\s*;?\s*$",
+    re.S | re.I,
+)
+_OPTION: Final = re.compile(r"(\w+)\s*=\s*'([^']*)'")
+
+
+class AthenaQueryError(RuntimeError):
+    """The local engine could not run a statement (Athena's ``FAILED`` state)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Unload:
+    """An Athena UNLOAD statement, taken apart."""
+
+    query: str
+    location: str
+    options: dict[str, str]
+
+
+def parse_unload(statement: str) -> Unload:
+    """The query, target and options of an ``UNLOAD``; anything else is refused."""
+    match = _UNLOAD.match(statement)
+    if match is None:
+        raise AthenaQueryError(f"the local Athena runs UNLOAD statements only, not: {statement[:80]!r}")
+    options = {key.lower(): value for key, value in _OPTION.findall(match["options"])}
+    return Unload(query=match["query"].strip(), location=match["location"], options=options)
+
+
+class LocalAthena:
+    """``StartQueryExecution`` / ``GetQueryExecution`` for UNLOADs, run by DuckDB on the lake."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings.replace(query_engine="duckdb")
+        self._executions: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self.statements: list[str] = []
+
+    def start_query_execution(self, parameters: dict[str, Any]) -> dict[str, Any]:
+        """Run the statement to its end (the caller polls :meth:`get_query_execution`)."""
+        statement = str(parameters["QueryString"])
+        query_id = str(uuid.uuid4())
+        submitted = dt.datetime.now(dt.UTC)
+        with self._lock:
+            self.statements.append(statement)
+        status: dict[str, Any]
+        try:
+            rows = self._unload(parse_unload(statement), query_id)
+            status = {"State": "SUCCEEDED", "SubmissionDateTime": submitted.isoformat()}
+        except Exception as error:  # the query's failure is the execution's state, as on Athena
+            rows = 0
+            status = {
+                "State": "FAILED",
+                "StateChangeReason": f"{type(error).__name__}: {error}",
+                "SubmissionDateTime": submitted.isoformat(),
+            }
+        execution = {
+            "QueryExecutionId": query_id,
+            "Query": statement,
+            "StatementType": "DML",
+            "WorkGroup": parameters.get("WorkGroup"),
+            "QueryExecutionContext": parameters.get("QueryExecutionContext", {}),
+            "Status": status,
+            "Statistics": {"DataScannedInBytes": 0, "RowsUnloaded": rows},
+        }
+        with self._lock:
+            self._executions[query_id] = execution
+        return {"QueryExecutionId": query_id}
+
+    def get_query_execution(self, query_id: str) -> dict[str, Any]:
+        """``{"QueryExecution": …}`` as Athena answers it."""
+        with self._lock:
+            return {"QueryExecution": self._executions[query_id]}
+
+    def _unload(self, unload: Unload, query_id: str) -> int:
+        if unload.options.get("format", "").upper() != "PARQUET":
+            raise AthenaQueryError(
+                f"UNLOAD format {unload.options.get('format')!r}: only PARQUET is rendered"
+            )
+        bucket, _, prefix = unload.location.removeprefix("s3://").partition("/")
+        client = boto3.Session(region_name=self.settings.region).client("s3")
+        existing = client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
+        if existing.get("KeyCount", 0):
+            raise AthenaQueryError(
+                f"HIVE_PATH_ALREADY_EXISTS: Target directory for table already exists: {unload.location}"
+            )
+        with DuckDBEngine(self.settings) as engine:
+            table = engine.arrow(unload.query, {})
+        if table.num_rows == 0:
+            return 0  # Athena writes no file for an empty result
+        sink = io.BytesIO()
+        pq.write_table(table, sink, compression=unload.options.get("compression", "gzip").lower())
+        client.put_object(Bucket=bucket, Key=f"{prefix.rstrip('/')}/{query_id}_00000", Body=sink.getvalue())
+        return table.num_rows

@@ -1,0 +1,101 @@
+"""Every state machine the CDK app synthesizes is valid Amazon States Language (``asl-validator``).
+
+The app is synthesized once per module, as in ``tests/test_cdk.py``; the definitions are read back
+from the template with CloudFormation's intrinsics resolved (``deploy_check.assembly``), so the
+validator sees the JSON Step Functions would receive. The validator (npm, pinned in
+``cdk/package.json``) is installed into ``cdk/node_modules`` on first use.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# The same jsii cache and node banner settings as tests/test_cdk.py (and the Makefile).
+os.environ.setdefault("JSII_RUNTIME_PACKAGE_CACHE_ROOT", str(ROOT / ".cache" / "jsii"))
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+sys.path.insert(0, str(ROOT / "cdk"))
+
+from walletlake_cdk.assembly import build_app  # noqa: E402
+from walletlake_cdk.deploy_check.asl import validate  # noqa: E402
+from walletlake_cdk.deploy_check.assembly import CloudAssembly  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+CONTEXT = {"lambda_deps": "skip", "bucket_name": "walletlake-lake-test", "alarm_email": "oncall@example.com"}
+MACHINE_PREFIXES = ("Hourly", "Nightly")
+
+Definition = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def definitions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Definition]:
+    """Every state machine's definition of the synthesized template, by logical id."""
+    with mock.patch.dict(os.environ):
+        for name in ("CDK_OUTDIR", "CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION", "CDK_CONTEXT_JSON"):
+            os.environ.pop(name, None)
+        app, stack = build_app(CONTEXT, outdir=str(tmp_path_factory.mktemp("cdk.out")))
+        assembly = app.synth()
+    return CloudAssembly(Path(assembly.directory), stack.stack_name).state_machines()
+
+
+def machine(definitions: dict[str, Definition], prefix: str) -> str:
+    """The logical id of the one state machine whose id starts with ``prefix``."""
+    matches = [logical_id for logical_id in definitions if logical_id.startswith(prefix)]
+    assert len(matches) == 1, f"{prefix}: {sorted(definitions)}"
+    return matches[0]
+
+
+def start_at_missing_state(definition: Definition) -> str:
+    """Point ``StartAt`` at a state that does not exist; the name the validator must report."""
+    definition["StartAt"] = "NoSuchState"
+    return "NoSuchState"
+
+
+def task_without_resource(definition: Definition) -> str:
+    """Drop the ``Resource`` of the first top-level Task; the state path the validator must report."""
+    name = next(name for name, state in definition["States"].items() if state["Type"] == "Task")
+    del definition["States"][name]["Resource"]
+    return f"/States/{name}/"
+
+
+def test_the_template_has_the_hourly_and_nightly_machines(definitions: dict[str, Definition]) -> None:
+    # GIVEN the synthesized template's state machines
+    # WHEN they are matched to the two schedules
+    found = {prefix: machine(definitions, prefix) for prefix in MACHINE_PREFIXES}
+    # THEN there is exactly one per schedule and no other
+    assert sorted(definitions) == sorted(found.values())
+
+
+@pytest.mark.parametrize("prefix", MACHINE_PREFIXES)
+def test_definition_is_valid(definitions: dict[str, Definition], prefix: str) -> None:
+    # GIVEN one synthesized state machine's definition
+    logical_id = machine(definitions, prefix)
+    # WHEN the validator judges it
+    problems = validate({logical_id: definitions[logical_id]})
+    # THEN it finds no problem
+    assert problems == {logical_id: []}
+
+
+@pytest.mark.parametrize("breakage", [start_at_missing_state, task_without_resource])
+def test_validator_rejects_a_broken_definition(
+    definitions: dict[str, Definition], breakage: Callable[[Definition], str]
+) -> None:
+    # GIVEN the hourly definition and a copy of it broken in one place
+    hourly = definitions[machine(definitions, "Hourly")]
+    broken = copy.deepcopy(hourly)
+    expected = breakage(broken)
+    # WHEN the validator judges both in one call
+    problems = validate({"Intact": hourly, "Broken": broken})
+    # THEN only the broken copy has problems, and they name what was broken
+    assert problems["Intact"] == []
+    assert problems["Broken"], "the validator accepted a broken definition"
+    assert any(expected in problem for problem in problems["Broken"]), problems["Broken"]
