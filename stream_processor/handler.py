@@ -25,7 +25,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lake.writer import LandingWriteError
 from stream_processor.batch import BatchOutcome, BatchProcessor
-from walletlake.settings import Settings
+from walletlake.settings import DEPLOYED_VARIABLES, HandlerSettings
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -35,6 +35,13 @@ SERVICE: Final = "stream_processor"
 
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
+
+#: What the CDK app sets for the consumer (``cdk/walletlake_cdk/stream_consumer.py``); on Lambda,
+#: a function missing one or holding one it cannot use fails at cold start.
+REQUIRED_VARIABLES: Final = DEPLOYED_VARIABLES
+
+#: The consumer's settings, read once (at import on Lambda).
+SETTINGS: Final = HandlerSettings(REQUIRED_VARIABLES)
 
 
 class LambdaBatchProcessor(BatchProcessor):
@@ -82,7 +89,7 @@ class LambdaBatchProcessor(BatchProcessor):
 @logger.inject_lambda_context(log_event=False)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Land one DynamoDB Streams batch in the lake; see the module docstring for the contract."""
-    settings = Settings.from_env()
+    settings = SETTINGS()
     records = event.get("Records") or []
     outcome = LambdaBatchProcessor(settings, s3_client=_s3_client(settings.region)).process(records)
     if not outcome.ok:

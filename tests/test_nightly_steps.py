@@ -8,7 +8,9 @@ under the UNLOAD's location, then lets the classification function take it from 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Iterator
+from types import ModuleType
 
 import pyarrow as pa
 import pytest
@@ -26,14 +28,30 @@ from lake.snapshots import (
 )
 from queries import engine_for, get_query
 from queries.reconciliation import TRANSFERS_QUERY, WALLETS_QUERY, day_parameters, reconcile
+from walletlake import nightly_steps
 from walletlake.nightly_steps import classify_unloaded, plan_night, plan_reconciliation, unload_statement
-from walletlake.settings import Settings
+from walletlake.settings import LAMBDA_FUNCTION_VARIABLE, SNAPSHOT_SEGMENTS_VARIABLE, Settings
 
 pytestmark = pytest.mark.stack
 
 DAY = dt.date(2026, 11, 20)
 NOW = dt.datetime(2026, 11, 21, 1, 30, tzinfo=dt.UTC)
-UNLOAD_PREFIX = "athena-results/unload/reconcile"
+UNLOAD_PREFIX = "athena-results/unload/test"
+
+
+@pytest.fixture
+def cold_start(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Settings], ModuleType]]:
+    """Start the module as Lambda does: the deployment's variables set, then the handler imported."""
+
+    def start(settings: Settings) -> ModuleType:
+        monkeypatch.setenv(LAMBDA_FUNCTION_VARIABLE, "walletlake-nightly-step")
+        for name, value in settings.to_env(nightly_steps.REQUIRED_VARIABLES).items():
+            monkeypatch.setenv(name, value)
+        return importlib.reload(nightly_steps)
+
+    yield start
+    monkeypatch.undo()
+    importlib.reload(nightly_steps)  # reading at first use again, as everywhere off Lambda
 
 
 def a_day() -> Book:
@@ -82,7 +100,8 @@ def test_snapshot_segments_as_map_items_make_one_complete_snapshot(settings: Set
     book = a_day()
     put_wallet_items(settings, book.wallets.values())
     # WHEN the night is planned and every segment runs from its Map item (JSON round trip), one twice
-    night = plan_night({"date": DAY.isoformat()}, segments=3, max_read_units_per_second=300.0, now=NOW)
+    deployed = settings.replace(snapshot_segments=3, snapshot_read_units_per_second=300.0)
+    night = plan_night({"date": DAY.isoformat()}, deployed, now=NOW)
     summaries = [snapshot_segment(settings, SnapshotSegment.from_dict(item)) for item in night["segments"]]
     rerun = snapshot_segment(settings, SnapshotSegment.from_dict(night["segments"][1]))
     # THEN the day and the pace shared out are in the plan
@@ -114,7 +133,7 @@ def test_athena_path_classifies_and_writes_what_the_local_reconciliation_does(
     make_settings: Callable[..., Settings],
 ) -> None:
     # GIVEN the same compacted day, table and snapshot in two lakes
-    local, aws = make_settings(), make_settings()
+    local, aws = make_settings(), make_settings(unload_prefix=UNLOAD_PREFIX)
     book = a_day()
     for settings in (local, aws):
         write_landing(settings, book.rows, batch_rows=2)
@@ -122,7 +141,7 @@ def test_athena_path_classifies_and_writes_what_the_local_reconciliation_does(
         take_snapshot(settings, now=NOW, max_read_units_per_second=None)
     # WHEN one is reconciled locally, the other as the state machine does it
     expected = reconcile(local, DAY, now=NOW)
-    plan = plan_reconciliation(s3_client(aws), aws, DAY, run="exec-1", unload_prefix=UNLOAD_PREFIX)
+    plan = plan_reconciliation(s3_client(aws), aws, DAY, run="exec-1")
     results = []
     for item in plan["days"]:
         run_like_athena(aws, item)
@@ -173,7 +192,7 @@ def test_athena_path_reports_lost_entries_as_the_state_machine_expects(settings:
     put_wallet_items(settings, book.wallets.values())
     take_snapshot(settings, now=NOW, max_read_units_per_second=None)
     # WHEN the reconciliation runs as the state machine runs it, hours after the day closed
-    plan = plan_reconciliation(s3_client(settings), settings, DAY, run="exec-2", unload_prefix=UNLOAD_PREFIX)
+    plan = plan_reconciliation(s3_client(settings), settings, DAY, run="exec-2")
     item = plan["days"][0]
     run_like_athena(settings, item)
     later = NOW + dt.timedelta(hours=6)
@@ -184,3 +203,34 @@ def test_athena_path_reports_lost_entries_as_the_state_machine_expects(settings:
     assert "findings" not in result  # the state stays small; findings are in the lake
     statuses = read_partition(settings, "reconciliation", DAY).column("status").to_pylist()
     assert statuses.count("missing") == 2
+
+
+def test_plan_night_handler_plans_what_the_deployment_set_at_cold_start(
+    cold_start: Callable[[Settings], ModuleType], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN the function started with 5 segments sharing 1,000 read units a second
+    steps = cold_start(Settings(snapshot_segments=5, snapshot_read_units_per_second=1000))
+    # WHEN the environment changes afterwards and the night is planned
+    monkeypatch.setenv(SNAPSHOT_SEGMENTS_VARIABLE, "7")
+    night = steps.plan_night_handler({"date": DAY.isoformat()}, None)
+    # THEN the plan has the cold start's segments, each with its share of the pace
+    assert night["date"] == DAY.isoformat()
+    assert [item["segment"] for item in night["segments"]] == [0, 1, 2, 3, 4]
+    assert {item["max_read_units_per_second"] for item in night["segments"]} == {200.0}
+    assert {item["snapshot_at"] for item in night["segments"]} == {night["snapshot_at"]}
+
+
+def test_reconcile_plan_handler_unloads_under_the_deployments_prefix(
+    settings: Settings, cold_start: Callable[[Settings], ModuleType]
+) -> None:
+    # GIVEN a day with its snapshot, and the function started with its own UNLOAD prefix
+    put_wallet_items(settings, a_day().wallets.values())
+    take_snapshot(settings, now=NOW, max_read_units_per_second=None)
+    steps = cold_start(
+        settings.replace(unload_prefix="/results/handler/", snapshot_read_units_per_second=500)
+    )
+    # WHEN the state machine asks for the day's plan
+    plan = steps.reconcile_plan_handler({"date": DAY.isoformat(), "run": "exec-3"}, None)
+    # THEN the UNLOADs write under that prefix, in this run's own location
+    base = f"s3://{settings.bucket}/results/handler/exec-3/dt={DAY.isoformat()}"
+    assert [item["wallets_location"] for item in plan["days"]] == [f"{base}/wallets/"]

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import importlib
 import json
+from collections.abc import Callable, Iterator
+from types import ModuleType
 from typing import Any
 
 import boto3
@@ -23,9 +26,8 @@ from stream_records import (
 from lake.layout import landing_key, stream_label
 from lake.objects import get_table
 from lake.schemas import LEDGER
+from stream_processor import handler as stream_handler
 from stream_processor.batch import process_batch
-from stream_processor.handler import lambda_handler
-from stream_processor.handler import logger as handler_logger
 from walletlake.settings import Settings
 
 pytestmark = pytest.mark.stack
@@ -44,11 +46,23 @@ class FakeLambdaContext:
 
 
 @pytest.fixture
-def handler_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
-    """The handler reads its settings from the environment, as on Lambda."""
-    monkeypatch.setenv("WALLETLAKE_BUCKET", settings.bucket)
-    monkeypatch.setenv("WALLETLAKE_LAKE_PREFIX", settings.lake_prefix)
-    monkeypatch.setenv("WALLETLAKE_TABLE", settings.table)
+def start_handler(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Settings], ModuleType]]:
+    """Start the handler module as Lambda does: the deployment's variables set, then imported."""
+
+    def start(settings: Settings) -> ModuleType:
+        for name, value in settings.to_env(stream_handler.REQUIRED_VARIABLES).items():
+            monkeypatch.setenv(name, value)
+        return importlib.reload(stream_handler)
+
+    yield start
+    monkeypatch.undo()
+    importlib.reload(stream_handler)  # the next test starts it afresh
+
+
+@pytest.fixture
+def handler_env(settings: Settings, start_handler: Callable[[Settings], ModuleType]) -> Settings:
+    """The handler started with its settings from the environment, as on Lambda."""
+    start_handler(settings)
     return settings
 
 
@@ -77,10 +91,10 @@ def test_same_event_twice_leaves_the_same_objects(handler_env: Settings) -> None
     event = lambda_event(records)
 
     # WHEN the handler runs it, then runs it again (Lambda retried it)
-    first = lambda_handler(event, FakeLambdaContext())
+    first = stream_handler.lambda_handler(event, FakeLambdaContext())
     keys_after_first = lake_keys(handler_env)
     bodies_after_first = s3_bodies(handler_env, keys_after_first)
-    second = lambda_handler(event, FakeLambdaContext())
+    second = stream_handler.lambda_handler(event, FakeLambdaContext())
 
     # THEN both succeed, and the lake holds the very same objects with the same rows (no copy added)
     assert first == second == {"batchItemFailures": []}
@@ -107,7 +121,9 @@ def test_batch_spanning_midnight_lands_in_two_partitions(handler_env: Settings) 
     assert min(created) < midnight <= max(created)
 
     # WHEN the handler lands it
-    assert lambda_handler(lambda_event(records), FakeLambdaContext()) == {"batchItemFailures": []}
+    assert stream_handler.lambda_handler(lambda_event(records), FakeLambdaContext()) == {
+        "batchItemFailures": []
+    }
 
     # THEN the ledger has one object per UTC day of created_at, both named after the batch
     first_sequence = records[0]["dynamodb"]["SequenceNumber"]
@@ -124,14 +140,14 @@ def test_batch_spanning_midnight_lands_in_two_partitions(handler_env: Settings) 
 
 
 def test_failed_write_asks_lambda_to_retry_from_the_first_record(
-    handler_env: Settings, monkeypatch: pytest.MonkeyPatch
+    settings: Settings, start_handler: Callable[[Settings], ModuleType]
 ) -> None:
-    # GIVEN a lake bucket that does not exist (S3 refuses every PUT)
-    monkeypatch.setenv("WALLETLAKE_BUCKET", "walletlake-no-such-bucket")
+    # GIVEN a handler started on a lake bucket that does not exist (S3 refuses every PUT)
+    start_handler(settings.replace(bucket="walletlake-no-such-bucket"))
     _, records = history(dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.UTC))
 
     # WHEN the handler runs the batch
-    response = lambda_handler(lambda_event(records), FakeLambdaContext())
+    response = stream_handler.lambda_handler(lambda_event(records), FakeLambdaContext())
 
     # THEN it names the batch's first record, so Lambda retries the whole batch in order
     assert response == {"batchItemFailures": [{"itemIdentifier": records[0]["dynamodb"]["SequenceNumber"]}]}
@@ -185,7 +201,7 @@ def test_quarantined_records_land_under_the_ingestion_day_with_raw_json(handler_
     event = lambda_event([records.insert(image), removed])
 
     # WHEN handled
-    assert lambda_handler(event, FakeLambdaContext()) == {"batchItemFailures": []}
+    assert stream_handler.lambda_handler(event, FakeLambdaContext()) == {"batchItemFailures": []}
 
     # THEN the ledger row lands on its created_at day and the bad record on today's quarantine partition
     today = dt.datetime.now(dt.UTC).date().isoformat()
@@ -209,7 +225,7 @@ def test_handler_emits_emf_metrics_and_json_logs(
     records += [factory.ttl_remove(model.transactions[0]), factory.user_remove(model.transactions[1])]
 
     # WHEN handled
-    lambda_handler(lambda_event(records), FakeLambdaContext())
+    stream_handler.lambda_handler(lambda_event(records), FakeLambdaContext())
 
     # THEN one EMF blob in namespace walletlake carries the batch's figures
     printed = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
@@ -241,7 +257,7 @@ def test_handler_emits_emf_metrics_and_json_logs(
     assert emf[0]["BytesWritten"][0] > 0
     # AND the JSON log line says what landed, with Lambda's context
     landed = [record for record in caplog.records if record.getMessage() == "batch landed"]
-    line = json.loads(handler_logger.registered_formatter.format(landed[0]))
+    line = json.loads(stream_handler.logger.registered_formatter.format(landed[0]))
     assert (line["level"], line["service"], line["ledger_rows"]) == ("INFO", "stream_processor", ledger_rows)
     assert line["function_request_id"] == FakeLambdaContext.aws_request_id
 
@@ -249,7 +265,7 @@ def test_handler_emits_emf_metrics_and_json_logs(
 def test_ledger_object_reads_back_with_the_lake_schema(handler_env: Settings) -> None:
     # GIVEN a landed batch
     _, records = history(dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.UTC))
-    lambda_handler(lambda_event(records), FakeLambdaContext())
+    stream_handler.lambda_handler(lambda_event(records), FakeLambdaContext())
 
     # THEN its ledger object has exactly the lake's ledger schema, zstd-compressed
     key = lake_keys(handler_env, "ledger")[0]

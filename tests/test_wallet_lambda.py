@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from walletlake.settings import Settings
+from walletlake.settings import DEPLOYED_VARIABLES, Settings
 
 pytestmark = pytest.mark.stack
 
@@ -38,11 +38,14 @@ def http_api_event(method: str, path: str, body: dict[str, Any] | None = None) -
 def test_warm_invocations_share_the_app_and_its_connections(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # GIVEN the handler module loaded in an environment naming our table
-    monkeypatch.setenv("WALLETLAKE_TABLE", settings.table)
+    # GIVEN the handler module loaded in the environment the deployment sets, naming our table
+    for name, value in settings.to_env(DEPLOYED_VARIABLES).items():
+        monkeypatch.setenv(name, value)
     import wallet.aws_lambda
 
-    handler = importlib.reload(wallet.aws_lambda).handler
+    module = importlib.reload(wallet.aws_lambda)
+    handler = module.handler
+    assert module.SETTINGS.to_env(DEPLOYED_VARIABLES) == settings.to_env(DEPLOYED_VARIABLES)
     # WHEN three invocations create a wallet, deposit into it and read its balance
     created = handler(http_api_event("POST", "/api/v1/wallets/", {"user_id": str(uuid.uuid4())}), None)
     wallet_id = orjson.loads(created["body"])["id"]

@@ -10,36 +10,47 @@ units with :func:`lake.compaction_units.run_units`.
 from __future__ import annotations
 
 import datetime as dt
-import os
 import time
 from typing import Any, Final
 
 from lake.compaction_units import (
-    DEFAULT_UNIT_MINUTES,
     CompactionUnit,
     closed_units,
     compact_unit,
     plan_units,
     unit_summary,
 )
-from walletlake.settings import Settings
+from walletlake.settings import (
+    COMPACTION_UNIT_MINUTES_VARIABLE,
+    DEPLOYED_VARIABLES,
+    HandlerSettings,
+    Settings,
+)
 
-#: The unit length the deployment chose for its load (set by the CDK app; minutes).
-UNIT_MINUTES_VARIABLE: Final = "WALLETLAKE_COMPACTION_UNIT_MINUTES"
+#: What the CDK app sets for the plan and unit functions (``cdk/walletlake_cdk/nightly.py``); on
+#: Lambda, a function missing one or holding one it cannot use fails at cold start.
+REQUIRED_VARIABLES: Final = (*DEPLOYED_VARIABLES, COMPACTION_UNIT_MINUTES_VARIABLE)
+
+#: The functions' settings, read once (at import on Lambda).
+SETTINGS: Final = HandlerSettings(REQUIRED_VARIABLES)
 
 
 def unit_minutes_from_env() -> int:
-    """The deployment's unit length, :data:`lake.compaction_units.DEFAULT_UNIT_MINUTES` if unset."""
-    return int(os.environ.get(UNIT_MINUTES_VARIABLE) or DEFAULT_UNIT_MINUTES)
+    """The unit length ``walletlake compact`` defaults to: ``Settings.from_env().compaction_unit_minutes``."""
+    return Settings.from_env().compaction_unit_minutes
 
 
-def plan(event: dict[str, Any], settings: Settings, *, unit_minutes: int, now: dt.datetime) -> dict[str, Any]:
+def plan(
+    event: dict[str, Any], settings: Settings, *, unit_minutes: int | None = None, now: dt.datetime
+) -> dict[str, Any]:
     """The units to compact, as Map items.
 
     ``{"date": "YYYY-MM-DD"}`` plans every unit of that day with work left (the nightly job);
     ``{"closed_hours_of": "today"}`` plans the units closed by now (the hourly schedule),
     yesterday's last hour included. ``"hours": [..]`` narrows a dated plan to those hours.
+    Units are ``unit_minutes`` long, ``settings.compaction_unit_minutes`` unless given.
     """
+    unit_minutes = unit_minutes or settings.compaction_unit_minutes
     if event.get("date"):
         day = dt.date.fromisoformat(str(event["date"]))
         hours = [int(hour) for hour in event["hours"]] if event.get("hours") else None
@@ -57,9 +68,7 @@ def plan_handler(event: dict[str, Any] | None, context: Any) -> dict[str, Any]:
     """Lambda: plan the units (one S3 listing per table and day)."""
     from aws_lambda_powertools import Logger
 
-    planned = plan(
-        event or {}, Settings.from_env(), unit_minutes=unit_minutes_from_env(), now=dt.datetime.now(dt.UTC)
-    )
+    planned = plan(event or {}, SETTINGS(), now=dt.datetime.now(dt.UTC))
     Logger(service="walletlake-compaction").info(
         "compaction planned", extra={"date": planned["date"], "units": len(planned["units"])}
     )
@@ -75,7 +84,7 @@ def unit_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     metrics = Metrics(namespace="walletlake", service="compaction")
     unit = CompactionUnit.from_dict(event)
     started = time.perf_counter()
-    done = compact_unit(Settings.from_env(), unit)
+    done = compact_unit(SETTINGS(), unit)
     summary = unit_summary(unit, done, time.perf_counter() - started)
     metrics.add_metric(name="compaction_rows", unit=MetricUnit.Count, value=done.rows_out)
     metrics.add_metric(name="compaction_seconds", unit=MetricUnit.Seconds, value=summary["seconds"])

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 from typing import TYPE_CHECKING, Any, Final
 
 import boto3
@@ -41,19 +40,32 @@ from queries.reconciliation import (
     record_day,
     rendered_sql,
 )
-from walletlake.settings import Settings
+from walletlake.settings import (
+    DEPLOYED_VARIABLES,
+    SNAPSHOT_READ_UNITS_VARIABLE,
+    SNAPSHOT_SEGMENTS_VARIABLE,
+    UNLOAD_PREFIX_VARIABLE,
+    HandlerSettings,
+    Settings,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 _logger = logging.getLogger(__name__)
 
-#: Deployment knobs the state machine's functions read from their environment (set by the CDK app).
-SNAPSHOT_SEGMENTS_VARIABLE: Final = "WALLETLAKE_SNAPSHOT_SEGMENTS"
-SNAPSHOT_READ_UNITS_VARIABLE: Final = "WALLETLAKE_SNAPSHOT_READ_UNITS_PER_SECOND"
-RESULTS_PREFIX_VARIABLE: Final = "WALLETLAKE_UNLOAD_PREFIX"
-#: Where the reconciliation's UNLOADs write, under the workgroup's results prefix by default.
-DEFAULT_UNLOAD_PREFIX: Final = "athena-results/unload/reconcile"
+#: What the CDK app sets for every function of this module (``cdk/walletlake_cdk/nightly.py``):
+#: the module reads one settings object, so each of its functions gets the steps' three knobs. On
+#: Lambda, a function missing one or holding one it cannot use fails at cold start.
+REQUIRED_VARIABLES: Final = (
+    *DEPLOYED_VARIABLES,
+    SNAPSHOT_SEGMENTS_VARIABLE,
+    SNAPSHOT_READ_UNITS_VARIABLE,
+    UNLOAD_PREFIX_VARIABLE,
+)
+
+#: The functions' settings, read once (at import on Lambda).
+SETTINGS: Final = HandlerSettings(REQUIRED_VARIABLES)
 
 
 def previous_day(now: dt.datetime) -> dt.date:
@@ -61,15 +73,18 @@ def previous_day(now: dt.datetime) -> dt.date:
     return (now.astimezone(dt.UTC) - dt.timedelta(days=1)).date()
 
 
-def plan_night(
-    event: dict[str, Any], *, segments: int, max_read_units_per_second: float | None, now: dt.datetime
-) -> dict[str, Any]:
+def plan_night(event: dict[str, Any], settings: Settings, *, now: dt.datetime) -> dict[str, Any]:
     """The day (``event["date"]`` or yesterday) and the snapshot's segments, as Map items.
 
+    ``settings.snapshot_segments`` segments share ``settings.snapshot_read_units_per_second``.
     Pure: the state machine carries the result through every later step.
     """
     day = dt.date.fromisoformat(str(event["date"])) if event.get("date") else previous_day(now)
-    units = plan_snapshot(segments=segments, max_read_units_per_second=max_read_units_per_second, now=now)
+    units = plan_snapshot(
+        segments=settings.snapshot_segments,
+        max_read_units_per_second=settings.snapshot_read_units_per_second,
+        now=now,
+    )
     return {
         "date": day.isoformat(),
         "snapshot_at": units[0].to_dict()["snapshot_at"],
@@ -79,18 +94,12 @@ def plan_night(
 
 def plan_night_handler(event: dict[str, Any] | None, context: Any) -> dict[str, Any]:
     """Lambda: :func:`plan_night` with the deployment's segment count and read pace."""
-    rate = os.environ.get(SNAPSHOT_READ_UNITS_VARIABLE)
-    return plan_night(
-        event or {},
-        segments=int(os.environ.get(SNAPSHOT_SEGMENTS_VARIABLE, "4")),
-        max_read_units_per_second=float(rate) if rate else None,
-        now=dt.datetime.now(dt.UTC),
-    )
+    return plan_night(event or {}, SETTINGS(), now=dt.datetime.now(dt.UTC))
 
 
 def snapshot_segment_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda: scan one segment of the table into its snapshot object."""
-    return snapshot_segment(Settings.from_env(), SnapshotSegment.from_dict(event))
+    return snapshot_segment(SETTINGS(), SnapshotSegment.from_dict(event))
 
 
 def unload_statement(sql: str, location: str) -> str:
@@ -104,10 +113,10 @@ def unload_statement(sql: str, location: str) -> str:
     return f"UNLOAD (\n{body}\n) TO '{location}' WITH (format = 'PARQUET', compression = 'ZSTD')"
 
 
-def plan_reconciliation(
-    client: S3Client, settings: Settings, day: dt.date, *, run: str, unload_prefix: str
-) -> dict[str, Any]:
+def plan_reconciliation(client: S3Client, settings: Settings, day: dt.date, *, run: str) -> dict[str, Any]:
     """The days to reconcile (catch-up days, oldest first, then ``day``) with their UNLOAD statements.
+
+    Each run's UNLOADs write under ``settings.unload_prefix``/``run`` in the lake bucket.
 
     Raises :class:`ReconciliationError` when no complete snapshot was taken on ``day`` or later.
     """
@@ -118,7 +127,7 @@ def plan_reconciliation(
     items = []
     for each in days:
         parameters = day_parameters(each, snapshot)
-        base = f"s3://{settings.bucket}/{unload_prefix.strip('/')}/{run}/dt={each.isoformat()}"
+        base = f"s3://{settings.bucket}/{settings.unload_prefix}/{run}/dt={each.isoformat()}"
         items.append(
             {
                 "date": each.isoformat(),
@@ -137,14 +146,10 @@ def plan_reconciliation(
 
 def reconcile_plan_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda: event ``{"date": "YYYY-MM-DD", "run": <execution name>}``."""
-    settings = Settings.from_env()
+    settings = SETTINGS()
     client: S3Client = boto3.Session(region_name=settings.region).client("s3")
     return plan_reconciliation(
-        client,
-        settings,
-        dt.date.fromisoformat(str(event["date"])),
-        run=str(event["run"]),
-        unload_prefix=os.environ.get(RESULTS_PREFIX_VARIABLE, DEFAULT_UNLOAD_PREFIX),
+        client, settings, dt.date.fromisoformat(str(event["date"])), run=str(event["run"])
     )
 
 
@@ -200,7 +205,7 @@ def reconcile_classify_handler(event: dict[str, Any], context: Any) -> dict[str,
     from aws_lambda_powertools import Metrics
     from aws_lambda_powertools.metrics import MetricUnit
 
-    settings = Settings.from_env()
+    settings = SETTINGS()
     client: S3Client = boto3.Session(region_name=settings.region).client("s3")
     result = classify_unloaded(
         client,

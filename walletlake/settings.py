@@ -1,17 +1,28 @@
 """The one place where walletlake reads its configuration.
 
 Every other module receives a :class:`Settings` instance; nothing deep inside the code reads
-``os.environ``. The AWS SDK's own variables (``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL_*``) are
-left to the SDK, which honours them exactly as it would on AWS; we only look at them to pick the
-query engine's default.
+``os.environ``. Each ``WALLETLAKE_*`` variable is one row of :data:`VARIABLES`: the field it sets,
+what a valid value is and what it means. :meth:`Settings.from_env` reads the rows,
+:func:`environment_for` and :meth:`Settings.to_env` write them (the CDK app builds its functions'
+environments there) and :data:`ENVIRONMENT_VARIABLES` documents them, so a name cannot drift
+between the code, the deployment and ``--help``.
+
+A Lambda handler module reads its settings once, through :class:`HandlerSettings`: on Lambda at
+cold start, requiring every variable its deployment sets, so a function deployed without one fails
+its init phase with one line naming the variable instead of running on a default.
+
+The AWS SDK's own variables (``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL_*``) are left to the SDK,
+which honours them exactly as it would on AWS; we only look at them to pick the query engine's
+default.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
-from collections.abc import Mapping
-from typing import Literal
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, Literal
 
 QueryEngine = Literal["duckdb", "athena"]
 
@@ -22,11 +33,54 @@ DEFAULT_HOT_TTL_SECONDS = 8 * 60 * 60
 #: Transactions one API process keeps in flight (``bench/hot_wallet.py`` measures the choice).
 DEFAULT_WRITES_IN_FLIGHT = 2
 
+#: Minutes one compaction unit may span: whole five-minute slots that divide an hour. The same
+#: tuple as ``lake.compaction_units.UNIT_MINUTES_CHOICES``, written out because ``lake`` imports
+#: this module (tests/test_settings.py checks that the two agree).
+COMPACTION_UNIT_MINUTES_CHOICES: Final = (5, 10, 15, 20, 30, 60)
+DEFAULT_COMPACTION_UNIT_MINUTES: Final = 60
+
+#: Parallel-scan segments of the AWS nightly snapshot (``lake.snapshots.DEFAULT_SEGMENTS``), at
+#: most as many as a Distributed Map runs at once.
+DEFAULT_SNAPSHOT_SEGMENTS: Final = 4
+MAX_SNAPSHOT_SEGMENTS: Final = 10_000
+
+#: Where the AWS reconciliation's UNLOADs write, under the workgroup's results prefix.
+DEFAULT_UNLOAD_PREFIX: Final = "athena-results/unload/reconcile"
+
+TABLE_VARIABLE: Final = "WALLETLAKE_TABLE"
+BUCKET_VARIABLE: Final = "WALLETLAKE_BUCKET"
+LAKE_PREFIX_VARIABLE: Final = "WALLETLAKE_LAKE_PREFIX"
+GLUE_DATABASE_VARIABLE: Final = "WALLETLAKE_GLUE_DATABASE"
+ATHENA_WORKGROUP_VARIABLE: Final = "WALLETLAKE_ATHENA_WORKGROUP"
+QUERY_ENGINE_VARIABLE: Final = "WALLETLAKE_QUERY_ENGINE"
+HOT_TTL_SECONDS_VARIABLE: Final = "WALLETLAKE_HOT_TTL_SECONDS"
+CHECKPOINT_TABLE_VARIABLE: Final = "WALLETLAKE_CHECKPOINT_TABLE"
+WRITES_IN_FLIGHT_VARIABLE: Final = "WALLETLAKE_WRITES_IN_FLIGHT"
+COMPACTION_UNIT_MINUTES_VARIABLE: Final = "WALLETLAKE_COMPACTION_UNIT_MINUTES"
+SNAPSHOT_SEGMENTS_VARIABLE: Final = "WALLETLAKE_SNAPSHOT_SEGMENTS"
+SNAPSHOT_READ_UNITS_VARIABLE: Final = "WALLETLAKE_SNAPSHOT_READ_UNITS_PER_SECOND"
+UNLOAD_PREFIX_VARIABLE: Final = "WALLETLAKE_UNLOAD_PREFIX"
+
+#: What the CDK app gives every function (``settings_environment``): the resources it names, the
+#: query engine and the TTL. Each handler module requires these and its own knobs.
+DEPLOYED_VARIABLES: Final = (
+    TABLE_VARIABLE,
+    BUCKET_VARIABLE,
+    LAKE_PREFIX_VARIABLE,
+    GLUE_DATABASE_VARIABLE,
+    ATHENA_WORKGROUP_VARIABLE,
+    QUERY_ENGINE_VARIABLE,
+    HOT_TTL_SECONDS_VARIABLE,
+)
+
+#: Lambda sets it in every function's environment, from the init phase on.
+LAMBDA_FUNCTION_VARIABLE: Final = "AWS_LAMBDA_FUNCTION_NAME"
+
 _S3_ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 
 
 class SettingsError(ValueError):
-    """A ``WALLETLAKE_*`` variable holds a value walletlake cannot use."""
+    """A ``WALLETLAKE_*`` variable is missing or holds a value walletlake cannot use."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -54,6 +108,15 @@ class Settings:
     writes_in_flight:
         TransactWriteItems one API process keeps in flight at once; requests arriving while all
         are busy leave together in the next one (group commit, :mod:`wallet.commit_queue`).
+    compaction_unit_minutes:
+        Minutes of landing data one compaction unit merges (:mod:`lake.compaction_units`); the
+        deployment picks it for its load.
+    snapshot_segments, snapshot_read_units_per_second:
+        Parallel-scan segments of the AWS nightly snapshot and the read pace they share (None:
+        unpaced).
+    unload_prefix:
+        Key prefix in the lake bucket under which the AWS reconciliation's Athena ``UNLOAD``
+        statements write their results.
     """
 
     region: str = "us-east-1"
@@ -66,58 +129,289 @@ class Settings:
     hot_ttl_seconds: int = DEFAULT_HOT_TTL_SECONDS
     checkpoint_table: str = "walletlake-checkpoints"
     writes_in_flight: int = DEFAULT_WRITES_IN_FLIGHT
+    compaction_unit_minutes: int = DEFAULT_COMPACTION_UNIT_MINUTES
+    snapshot_segments: int = DEFAULT_SNAPSHOT_SEGMENTS
+    snapshot_read_units_per_second: float | None = None
+    unload_prefix: str = DEFAULT_UNLOAD_PREFIX
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+    def from_env(cls, environ: Mapping[str, str] | None = None, *, require: Iterable[str] = ()) -> Settings:
         """Build settings from ``WALLETLAKE_*`` variables, with the defaults of ARCHITECTURE.md.
+
+        An unset or empty variable means the field's default, unless it is named in ``require``.
+
+        Raises
+        ------
+        SettingsError
+            One line naming every required variable that is not set, or the first variable whose
+            value is unusable, with that value.
 
         Examples
         --------
         >>> Settings.from_env({"WALLETLAKE_TABLE": "t", "AWS_ENDPOINT_URL_S3": "http://127.0.0.1:5000"}).table
         't'
+        >>> Settings.from_env({}, require=["WALLETLAKE_TABLE"])
+        Traceback (most recent call last):
+        ...
+        walletlake.settings.SettingsError: WALLETLAKE_TABLE is required but not set
         """
         env = os.environ if environ is None else environ
-        has_local_s3 = any(env.get(name) for name in _S3_ENDPOINT_VARIABLES)
-        engine = env.get("WALLETLAKE_QUERY_ENGINE") or ("duckdb" if has_local_s3 else "athena")
-        if engine not in ("duckdb", "athena"):
-            raise SettingsError(f"WALLETLAKE_QUERY_ENGINE must be duckdb or athena, not {engine!r}")
-        ttl_text = env.get("WALLETLAKE_HOT_TTL_SECONDS", str(DEFAULT_HOT_TTL_SECONDS))
-        if not ttl_text.isdigit() or int(ttl_text) < 1:
-            raise SettingsError(f"WALLETLAKE_HOT_TTL_SECONDS must be a positive integer, not {ttl_text!r}")
-        in_flight_text = env.get("WALLETLAKE_WRITES_IN_FLIGHT", str(DEFAULT_WRITES_IN_FLIGHT))
-        if not in_flight_text.isdigit() or not 1 <= int(in_flight_text) <= 1000:
-            raise SettingsError(
-                f"WALLETLAKE_WRITES_IN_FLIGHT must be an integer in 1..1000, not {in_flight_text!r}"
-            )
-        defaults = cls()
-        return cls(
-            region=env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or defaults.region,
-            table=env.get("WALLETLAKE_TABLE") or defaults.table,
-            bucket=env.get("WALLETLAKE_BUCKET") or defaults.bucket,
-            lake_prefix=(env.get("WALLETLAKE_LAKE_PREFIX") or defaults.lake_prefix).strip("/"),
-            glue_database=env.get("WALLETLAKE_GLUE_DATABASE") or defaults.glue_database,
-            athena_workgroup=env.get("WALLETLAKE_ATHENA_WORKGROUP") or defaults.athena_workgroup,
-            query_engine=engine,  # type: ignore[arg-type]  # checked above
-            hot_ttl_seconds=int(ttl_text),
-            checkpoint_table=env.get("WALLETLAKE_CHECKPOINT_TABLE") or defaults.checkpoint_table,
-            writes_in_flight=int(in_flight_text),
-        )
+        required = [_variable_named(name).name for name in require]
+        missing = [name for name in required if not env.get(name)]
+        if missing:
+            verb = "is" if len(missing) == 1 else "are"
+            raise SettingsError(f"{', '.join(missing)} {verb} required but not set")
+        values: dict[str, Any] = {}
+        for variable in VARIABLES:
+            text = env.get(variable.name)
+            if text:
+                values[variable.field] = variable.read(text)
+        if "query_engine" not in values:
+            has_local_s3 = any(env.get(name) for name in _S3_ENDPOINT_VARIABLES)
+            values["query_engine"] = "duckdb" if has_local_s3 else "athena"
+        region = env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION")
+        if region:
+            values["region"] = region
+        return cls(**values)
+
+    def to_env(self, names: Iterable[str] | None = None) -> dict[str, str]:
+        """The variables that make :meth:`from_env` read back these settings (only ``names``, if given).
+
+        A field that is None (an unpaced snapshot) has no variable: unset reads back as None.
+
+        Examples
+        --------
+        >>> Settings(table="t").to_env(["WALLETLAKE_TABLE", "WALLETLAKE_HOT_TTL_SECONDS"])
+        {'WALLETLAKE_TABLE': 't', 'WALLETLAKE_HOT_TTL_SECONDS': '28800'}
+        """
+        chosen = VARIABLES if names is None else [_variable_named(name) for name in names]
+        return environment_for(**{variable.field: getattr(self, variable.field) for variable in chosen})
 
     def replace(self, **changes: object) -> Settings:
         """A copy with some fields changed (tests and the demo use their own table and bucket)."""
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
 
+class HandlerSettings:
+    """The settings of one module of Lambda handlers: read once, and on Lambda at cold start.
+
+    On Lambda (:data:`LAMBDA_FUNCTION_VARIABLE` is set from the init phase on) they are read while
+    the module is imported, so a function deployed without a variable it needs, or with one it
+    cannot use, fails its init phase with one line naming the variable, before it takes an event.
+    Imported anywhere else (the command line reuses the modules' pure functions; tests import
+    them before they set variables) they are read, with the same requirements, at the first call.
+
+    Examples
+    --------
+    >>> settings = HandlerSettings([TABLE_VARIABLE], {"WALLETLAKE_TABLE": "t"})
+    >>> settings().table
+    't'
+    """
+
+    def __init__(self, required: Iterable[str], environ: Mapping[str, str] | None = None) -> None:
+        self.required = tuple(required)
+        self._environ = environ
+        env = os.environ if environ is None else environ
+        self._settings = (
+            Settings.from_env(env, require=self.required) if env.get(LAMBDA_FUNCTION_VARIABLE) else None
+        )
+
+    def __call__(self) -> Settings:
+        """The settings, read from the environment on the first call if not at import."""
+        if self._settings is None:
+            self._settings = Settings.from_env(self._environ, require=self.required)
+        return self._settings
+
+
+# --- the variables ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Variable:
+    """One ``WALLETLAKE_*`` variable: the :class:`Settings` field it sets and how its text is read.
+
+    Attributes
+    ----------
+    name:
+        The variable.
+    field:
+        The :class:`Settings` field it sets.
+    expects:
+        What a usable value is, for the error (``"an integer in 1..1000"``).
+    meaning:
+        One line for ``--help`` and the README, with the default.
+    parse:
+        Text (never empty) to the field's value; raises :class:`ValueError` when it is not
+        ``expects``.
+    """
+
+    name: str
+    field: str
+    expects: str
+    meaning: str
+    parse: Callable[[str], object] = str
+
+    def read(self, text: str) -> object:
+        """The field's value for ``text``, or :class:`SettingsError` naming the variable and the text."""
+        try:
+            return self.parse(text)
+        except ValueError:
+            # repr() keeps the message on one line whatever the value holds
+            raise SettingsError(f"{self.name} must be {self.expects}, not {text!r}") from None
+
+
+def _integer(low: int, high: int | None = None) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = int(text) if text.isascii() and text.isdigit() else low - 1
+        if value < low or (high is not None and value > high):
+            raise ValueError(text)
+        return value
+
+    return parse
+
+
+def _one_of(choices: Iterable[object]) -> Callable[[str], object]:
+    by_text = {str(choice): choice for choice in choices}
+
+    def parse(text: str) -> object:
+        if text not in by_text:
+            raise ValueError(text)
+        return by_text[text]
+
+    return parse
+
+
+def _positive_number(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(text)
+    return value
+
+
+def _key_prefix(text: str) -> str:
+    """A key prefix inside the bucket, without its surrounding slashes."""
+    prefix = text.strip("/")
+    if not prefix or "://" in prefix or any(character.isspace() for character in prefix):
+        raise ValueError(text)
+    return prefix
+
+
+_KEY_PREFIX = "a key prefix inside the bucket (no s3://, no spaces)"
+
+#: Every ``WALLETLAKE_*`` variable, in the order ``--help`` and the README list them.
+VARIABLES: Final[tuple[Variable, ...]] = (
+    Variable(TABLE_VARIABLE, "table", "a table name", "the DynamoDB table (default wallets)"),
+    Variable(BUCKET_VARIABLE, "bucket", "a bucket name", "the lake bucket (default walletlake-lake)"),
+    Variable(
+        LAKE_PREFIX_VARIABLE,
+        "lake_prefix",
+        _KEY_PREFIX,
+        "key prefix of the lake inside the bucket (default lake)",
+        _key_prefix,
+    ),
+    Variable(
+        GLUE_DATABASE_VARIABLE,
+        "glue_database",
+        "a database name",
+        "Glue database holding the lake tables (default walletlake)",
+    ),
+    Variable(
+        ATHENA_WORKGROUP_VARIABLE,
+        "athena_workgroup",
+        "a workgroup name",
+        "Athena workgroup for the AWS engine (default walletlake)",
+    ),
+    Variable(
+        QUERY_ENGINE_VARIABLE,
+        "query_engine",
+        "duckdb or athena",
+        "duckdb or athena (default duckdb when an S3 endpoint variable is set)",
+        _one_of(("duckdb", "athena")),
+    ),
+    Variable(
+        HOT_TTL_SECONDS_VARIABLE,
+        "hot_ttl_seconds",
+        "a positive integer",
+        f"lifetime of transaction items in DynamoDB (default {DEFAULT_HOT_TTL_SECONDS})",
+        _integer(1),
+    ),
+    Variable(
+        CHECKPOINT_TABLE_VARIABLE,
+        "checkpoint_table",
+        "a table name",
+        "DynamoDB table of the local consumer's checkpoints",
+    ),
+    Variable(
+        WRITES_IN_FLIGHT_VARIABLE,
+        "writes_in_flight",
+        "an integer in 1..1000",
+        "transactions one API process keeps in flight; the rest group-commit "
+        f"(default {DEFAULT_WRITES_IN_FLIGHT})",
+        _integer(1, 1000),
+    ),
+    Variable(
+        COMPACTION_UNIT_MINUTES_VARIABLE,
+        "compaction_unit_minutes",
+        f"one of {', '.join(map(str, COMPACTION_UNIT_MINUTES_CHOICES))}",
+        f"minutes of landing data one compaction unit merges (default {DEFAULT_COMPACTION_UNIT_MINUTES})",
+        _one_of(COMPACTION_UNIT_MINUTES_CHOICES),
+    ),
+    Variable(
+        SNAPSHOT_SEGMENTS_VARIABLE,
+        "snapshot_segments",
+        f"an integer in 1..{MAX_SNAPSHOT_SEGMENTS}",
+        f"parallel-scan segments of the AWS nightly snapshot (default {DEFAULT_SNAPSHOT_SEGMENTS})",
+        _integer(1, MAX_SNAPSHOT_SEGMENTS),
+    ),
+    Variable(
+        SNAPSHOT_READ_UNITS_VARIABLE,
+        "snapshot_read_units_per_second",
+        "a positive number",
+        "read units per second the AWS snapshot's segments share (default: unpaced)",
+        _positive_number,
+    ),
+    Variable(
+        UNLOAD_PREFIX_VARIABLE,
+        "unload_prefix",
+        _KEY_PREFIX,
+        f"where the AWS reconciliation's UNLOADs write in the bucket (default {DEFAULT_UNLOAD_PREFIX})",
+        _key_prefix,
+    ),
+)
+
+_BY_NAME: Final = {variable.name: variable for variable in VARIABLES}
+_BY_FIELD: Final = {variable.field: variable for variable in VARIABLES}
+
+
+def _variable_named(name: str) -> Variable:
+    if name not in _BY_NAME:
+        raise ValueError(f"not a walletlake variable: {name}")
+    return _BY_NAME[name]
+
+
+def environment_for(**values: object) -> dict[str, str]:
+    """The variables that set these :class:`Settings` fields, checked as :meth:`Settings.from_env` would.
+
+    The CDK app builds its functions' environments here, so a name or a value the code would
+    refuse fails the synth, not the function's cold start. A None value sets no variable.
+
+    Examples
+    --------
+    >>> environment_for(compaction_unit_minutes=5)
+    {'WALLETLAKE_COMPACTION_UNIT_MINUTES': '5'}
+    """
+    environment: dict[str, str] = {}
+    for field, value in values.items():
+        if field not in _BY_FIELD:
+            raise TypeError(f"no WALLETLAKE_* variable sets Settings.{field}")
+        if value is None:
+            continue
+        variable = _BY_FIELD[field]
+        text = str(value)
+        variable.read(text)
+        environment[variable.name] = text
+    return environment
+
+
 #: Every ``WALLETLAKE_*`` variable with its meaning, for ``--help`` texts and the README table.
-ENVIRONMENT_VARIABLES: dict[str, str] = {
-    "WALLETLAKE_TABLE": "the DynamoDB table (default wallets)",
-    "WALLETLAKE_BUCKET": "the lake bucket (default walletlake-lake)",
-    "WALLETLAKE_LAKE_PREFIX": "key prefix of the lake inside the bucket (default lake)",
-    "WALLETLAKE_GLUE_DATABASE": "Glue database holding the lake tables (default walletlake)",
-    "WALLETLAKE_ATHENA_WORKGROUP": "Athena workgroup for the AWS engine (default walletlake)",
-    "WALLETLAKE_QUERY_ENGINE": "duckdb or athena (default duckdb when an S3 endpoint variable is set)",
-    "WALLETLAKE_HOT_TTL_SECONDS": "lifetime of transaction items in DynamoDB (default 28800)",
-    "WALLETLAKE_CHECKPOINT_TABLE": "DynamoDB table of the local consumer's checkpoints",
-    "WALLETLAKE_WRITES_IN_FLIGHT": "transactions one API process keeps in flight; the rest group-commit "
-    f"(default {DEFAULT_WRITES_IN_FLIGHT})",
-}
+ENVIRONMENT_VARIABLES: Final[dict[str, str]] = {variable.name: variable.meaning for variable in VARIABLES}

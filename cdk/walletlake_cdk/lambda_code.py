@@ -72,9 +72,10 @@ LOCAL_ONLY_MODULES: Final = {
 }
 
 #: Files left out of a dependency layer: tests, C headers and Cython sources, the development
-#: copies of versioned shared libraries, and the parts of pyarrow no handler imports (Flight and
-#: Substrait; ``import pyarrow`` and ``pyarrow.parquet`` do not load them). This is what makes
-#: DuckDB, pyarrow and numpy fit in Lambda's 250 MB together (``docs/operations.md``).
+#: copies of versioned shared libraries (the loader asks for ``libX.so.2000`` only), and pyarrow's
+#: Flight (only ``pyarrow.flight`` loads it; every other module links Substrait, which stays).
+#: This is what makes DuckDB, pyarrow and numpy fit in Lambda's 250 MB together
+#: (``docs/operations.md``); the deploy check proves the pruned layers import and run.
 PRUNED: Final = (
     "*/tests/*",
     "*/include/*",
@@ -83,13 +84,13 @@ PRUNED: Final = (
     "*.pxi",
     "pyarrow/libarrow_python.so",
     "pyarrow/libarrow_python.so.*.*.*",
+    "pyarrow/libarrow_python_parquet_encryption.so",
+    "pyarrow/libarrow_python_parquet_encryption.so.*.*.*",
     "pyarrow/libarrow_flight.so*",
     "pyarrow/libarrow_python_flight.so*",
     "pyarrow/_flight.*.so",
     "pyarrow/flight.py",
-    "pyarrow/libarrow_substrait.so*",
-    "pyarrow/_substrait.*.so",
-    "pyarrow/substrait.py",
+    "pyarrow/_pyarrow_cpp_tests.*.so",
 )
 
 #: Project code snapshots kept under ``.cache/cdk/app-code`` (older ones are removed).

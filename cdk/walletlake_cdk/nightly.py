@@ -80,8 +80,21 @@ ATHENA_SYNC_ACTIONS: Final = (
 )
 #: Glue reads of the lake tables (Athena resolves the tables through the caller's permissions).
 GLUE_READ_ACTIONS: Final = ("glue:GetDatabase", "glue:GetTable", "glue:GetTables", "glue:GetPartitions")
+#: The planning functions do little work, but importing pyarrow, pandas and DuckDB alone takes
+#: about 425 MB of resident memory (``make deploy-check`` measures it): 1 GB leaves headroom.
+PLANNING_MEMORY_MB: Final = 1_024
 #: Lambda errors worth retrying: the service's own, and throttling when many units start at once.
 LAMBDA_THROTTLED: Final = ("Lambda.TooManyRequestsException",)
+#: An invocation whose execution environment died under it (killed, out of memory, timed out):
+#: Lambda answers with these ``errorType``s, which become the task's error. Every unit is safe
+#: to run again (compaction's crash-safe protocol, segments and summaries written whole), so each
+#: gets two more tries before the run fails; ``Lambda.Unknown`` is what AWS documents for the same.
+LAMBDA_ENVIRONMENT_LOST: Final = (
+    "Runtime.ExitError",
+    "Runtime.OutOfMemory",
+    "Sandbox.Timedout",
+    "Lambda.Unknown",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,7 +183,7 @@ def _unit_functions(
             "CompactionPlanFunction",
             COMPACTION_PLAN_HANDLER,
             "walletlake: plan the compaction units (closed runs of five-minute slots) of a day",
-            512,
+            PLANNING_MEMORY_MB,
             512,
             environment_for(compaction_unit_minutes=config.compaction_unit_minutes),
         ),
@@ -186,7 +199,7 @@ def _unit_functions(
             "PlanNightFunction",
             PLAN_NIGHT_HANDLER,
             "walletlake nightly: the day to close and the snapshot's scan segments",
-            256,
+            PLANNING_MEMORY_MB,
             512,
             environment_for(
                 snapshot_segments=config.snapshot_segments,
@@ -210,7 +223,7 @@ def _unit_functions(
             "ReconcilePlanFunction",
             RECONCILE_PLAN_HANDLER,
             "walletlake nightly: the days to reconcile and their Athena UNLOAD statements",
-            512,
+            PLANNING_MEMORY_MB,
             512,
             environment_for(
                 snapshot_segments=config.snapshot_segments,
@@ -274,6 +287,13 @@ def _invoke(
         errors=list(LAMBDA_THROTTLED),
         interval=Duration.seconds(2),
         max_attempts=8,
+        backoff_rate=2,
+        jitter_strategy=sfn.JitterType.FULL,
+    )
+    task.add_retry(
+        errors=list(LAMBDA_ENVIRONMENT_LOST),
+        interval=Duration.seconds(5),
+        max_attempts=2,
         backoff_rate=2,
         jitter_strategy=sfn.JitterType.FULL,
     )

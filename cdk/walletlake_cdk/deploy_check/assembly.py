@@ -210,15 +210,15 @@ class CloudAssembly:
     """One stack of a synthesized cloud assembly."""
 
     def __init__(self, directory: Path, stack_name: str = "WalletLake") -> None:
-        self.directory = directory
-        template_path = directory / f"{stack_name}.template.json"
-        assets_path = directory / f"{stack_name}.assets.json"
+        self.directory = directory.resolve()
+        template_path = self.directory / f"{stack_name}.template.json"
+        assets_path = self.directory / f"{stack_name}.assets.json"
         if not template_path.is_file():
             raise AssemblyError(f"no template {template_path.name} in {directory}: synthesize the app first")
         self.template: dict[str, Any] = json.loads(template_path.read_text())
         files = json.loads(assets_path.read_text()).get("files", {}) if assets_path.is_file() else {}
         self._assets: dict[str, Path] = {
-            f"{digest}.zip": directory / entry["source"]["path"]
+            f"{digest}.zip": self.directory / entry["source"]["path"]
             for digest, entry in files.items()
             if entry["source"].get("packaging") == "zip"
         }

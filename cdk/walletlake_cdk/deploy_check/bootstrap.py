@@ -101,6 +101,18 @@ def _error(error):
 
 
 def _max_rss_kb():
+    """Peak resident memory of this process image (``VmHWM``).
+
+    Not ``getrusage``'s ``ru_maxrss``: Linux carries that over ``fork`` and ``execve``, so it would
+    report the parent's size; the high-water mark belongs to the address space ``execve`` made.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 

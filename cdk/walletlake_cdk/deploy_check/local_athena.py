@@ -56,8 +56,9 @@ def parse_unload(statement: str) -> Unload:
 class LocalAthena:
     """``StartQueryExecution`` / ``GetQueryExecution`` for UNLOADs, run by DuckDB on the lake."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, session: boto3.Session) -> None:
         self.settings = settings.replace(query_engine="duckdb")
+        self._session = session
         self._executions: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self.statements: list[str] = []
@@ -104,13 +105,13 @@ class LocalAthena:
                 f"UNLOAD format {unload.options.get('format')!r}: only PARQUET is rendered"
             )
         bucket, _, prefix = unload.location.removeprefix("s3://").partition("/")
-        client = boto3.Session(region_name=self.settings.region).client("s3")
+        client = self._session.client("s3")
         existing = client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
         if existing.get("KeyCount", 0):
             raise AthenaQueryError(
                 f"HIVE_PATH_ALREADY_EXISTS: Target directory for table already exists: {unload.location}"
             )
-        with DuckDBEngine(self.settings) as engine:
+        with DuckDBEngine(self.settings, session=self._session) as engine:
             table = engine.arrow(unload.query, {})
         if table.num_rows == 0:
             return 0  # Athena writes no file for an empty result

@@ -202,6 +202,7 @@ class FunctionRunner:
         *,
         log_dir: Path,
         python: str = sys.executable,
+        concurrency: int = 4,
     ) -> None:
         self.function = function
         self.filesystem = filesystem
@@ -209,6 +210,9 @@ class FunctionRunner:
         self._python = python
         self._idle: list[_Environment] = []
         self._lock = threading.Lock()
+        # At most this many environments at once (Lambda's reserved concurrency, in effect): a
+        # Distributed Map of 200 segments must not start 200 interpreters on one machine.
+        self._slots = threading.BoundedSemaphore(concurrency)
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"{function.logical_id}.log"
         self._log = self.log_path.open("a")
@@ -246,6 +250,10 @@ class FunctionRunner:
 
     def invoke(self, event: Any) -> Invocation:
         """Run the handler on ``event``; never raises for the function's own failures."""
+        with self._slots:
+            return self._invoke(event)
+
+    def _invoke(self, event: Any) -> Invocation:
         with self._lock:
             environment = self._idle.pop() if self._idle else None
         cold = environment is None

@@ -9,8 +9,9 @@ Retry and Catch, SNS publishes. What it would hand to AWS services is served her
   definition builds; a function error comes back as Lambda's ``FunctionError`` payload, which the
   interpreter turns into the state's error (``Runtime.ExitError`` …) for ``Retry``/``Catch``.
 * **Athena tasks** (``athena:startQueryExecution.sync``): the interpreter has no ``.sync`` support for
-  Athena; it stops the state with ``RuntimeError: Unsupported .sync callback procedure in resource
-  arn:aws:states:::athena:startQueryExecution.sync``. The check plugs a service integration into the
+  Athena; unaided it stops the state with ``RuntimeError: Unsupported sync callback procedure in
+  resource arn:aws:states:::athena:startQueryExecution.sync`` (and the Parallel around it then with
+  ``ValueError: Custom Error Names MUST NOT begin with the prefix 'States.', got 'States.Runtime'``). The check plugs a service integration into the
   interpreter that hands the state's ``QueryString`` to :class:`LocalAthena` and waits for it, so the
   statement the definition sends is the one that runs.
 """
@@ -48,11 +49,21 @@ class Execution:
 
 def _athena_service(athena: LocalAthena) -> Any:
     """A service integration of the interpreter that runs ``athena:startQueryExecution[.sync]`` locally."""
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.resource import (
+        ResourceCondition,
+    )
     from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_unsupported import (  # noqa: E501
         StateTaskServiceUnsupported,
     )
 
     class LocalAthenaService(StateTaskServiceUnsupported):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self._supported_integration_patterns = {
+                ResourceCondition.WaitForTaskToken,
+                ResourceCondition.Sync,
+            }
+
         def _eval_service_task(
             self,
             env: Any,
@@ -121,7 +132,7 @@ class LocalStepFunctions:
     def __init__(self, runners: Mapping[str, FunctionRunner], athena: LocalAthena, topics: list[str]) -> None:
         self._runners = {runner.function.arn: runner for runner in runners.values()}
         self._runners.update({runner.function.logical_id: runner for runner in runners.values()})
-        self._athena = athena
+        self.athena = athena
         self._topics = topics
         self._stack = contextlib.ExitStack()
         self.published: list[dict[str, Any]] = []
@@ -134,7 +145,7 @@ class LocalStepFunctions:
         from moto import mock_aws
 
         original_factory = factory.state_task_service_for
-        athena_service = self._athena
+        athena_service = self.athena
 
         def service_for(service_name: str) -> Any:
             if service_name == "athena":

@@ -1,0 +1,435 @@
+"""The deploy check's run: every function of the assembly invoked with what its real callers send.
+
+On the embedded stack, in the order production runs them:
+
+1. the **API** function gets API Gateway HTTP API (payload 2.0) events that create wallets, make
+   deposits and a transfer, and read a balance, and writes them to DynamoDB Local;
+2. the **stream consumer** gets those writes as a DynamoDB Streams event, read from DynamoDB
+   Local's stream and shaped as Lambda delivers it, and lands the batch in the lake;
+3. the **hourly** and **nightly** state machines run from their synthesized definitions
+   (:mod:`~walletlake_cdk.deploy_check.state_machines`); every Lambda task among them is an
+   invocation of the deployed function with the payload the definition builds.
+
+Every function of the template must have been invoked at least once, without an error, for the
+check to pass; a function no step reached is reported as such.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import json
+import logging
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import boto3
+
+from walletlake_cdk.deploy_check.assembly import CloudAssembly, DeployedFunction
+from walletlake_cdk.deploy_check.local_athena import LocalAthena
+from walletlake_cdk.deploy_check.runtime import runtime_folder
+from walletlake_cdk.deploy_check.sandbox import (
+    UNZIPPED_LIMIT_BYTES,
+    FunctionRunner,
+    Invocation,
+    assemble,
+    lambda_environment,
+)
+from walletlake_cdk.deploy_check.state_machines import Execution, LocalStepFunctions
+
+_logger = logging.getLogger(__name__)
+
+#: Variables of the template that name AWS endpoints or credentials are the embedded stack's.
+_STACK_VARIABLES: Final = (
+    "AWS_ENDPOINT_URL_DYNAMODB",
+    "AWS_ENDPOINT_URL_DYNAMODB_STREAMS",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_ENDPOINT_URL_GLUE",
+    "AWS_DEFAULT_REGION",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+)
+
+
+class DeployCheckError(AssertionError):
+    """A deployed function or state machine did not do what production needs of it."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FunctionReport:
+    """One line of the check's report."""
+
+    logical_id: str
+    handler: str
+    memory_mb: int
+    unzipped_bytes: int
+    import_seconds: float | None
+    max_rss_mb: float
+    invocations: int
+    failures: int
+    last_error: str | None
+
+    @property
+    def passed(self) -> bool:
+        """Invoked, never failed, within the size and memory limits."""
+        return (
+            self.invocations > 0
+            and self.failures == 0
+            and self.unzipped_bytes <= UNZIPPED_LIMIT_BYTES
+            and self.max_rss_mb <= self.memory_mb
+        )
+
+    def line(self) -> str:
+        """``name  size  import  memory  result``: what ``make deploy-check`` prints."""
+        imported = f"{self.import_seconds:5.2f} s" if self.import_seconds is not None else "   —   "
+        if self.invocations == 0:
+            result = "NOT INVOKED"
+        elif self.failures:
+            result = f"FAILED {self.failures}/{self.invocations}: {self.last_error}"
+        else:
+            result = f"ok ({self.invocations} invocation{'s' if self.invocations != 1 else ''})"
+        if self.unzipped_bytes > UNZIPPED_LIMIT_BYTES:
+            result += " OVER 250 MB"
+        if self.max_rss_mb > self.memory_mb:
+            result += " OVER MemorySize"
+        return (
+            f"{self.logical_id:<36} {self.unzipped_bytes / 2**20:6.1f} / 250 MB  import {imported}  "
+            f"memory {self.max_rss_mb:6.0f} / {self.memory_mb:>5} MB  {result}"
+        )
+
+
+class DeployCheck:
+    """The assembly's functions on the embedded stack; steps are methods, the report comes last.
+
+    Parameters
+    ----------
+    assembly:
+        The synthesized app (built with ``lambda_deps=install``: real layers).
+    stack_environment:
+        The embedded stack's SDK variables (endpoints, credentials, region).
+    work:
+        Where the merged ``/opt`` trees and the functions' logs go.
+    """
+
+    def __init__(
+        self,
+        assembly: CloudAssembly,
+        stack_environment: Mapping[str, str],
+        work: Path,
+        *,
+        concurrency: int = 4,
+    ) -> None:
+        self.assembly = assembly
+        self.functions = assembly.functions()
+        self.stack_environment = {
+            key: stack_environment[key] for key in _STACK_VARIABLES if key in stack_environment
+        }
+        self.work = work
+        self._concurrency = concurrency
+        self._runners: dict[str, FunctionRunner] = {}
+        self.executions: dict[str, Execution] = {}
+
+    # --- functions ---------------------------------------------------------------------------
+
+    def function(self, handler: str) -> DeployedFunction:
+        """The one function of the template whose ``Handler`` is ``handler``."""
+        found = [function for function in self.functions if function.handler == handler]
+        if len(found) != 1:
+            raise DeployCheckError(f"expected one function with handler {handler}, found {len(found)}")
+        return found[0]
+
+    def runner(self, function: DeployedFunction) -> FunctionRunner:
+        """The function's execution environments (assembled on first use)."""
+        if function.logical_id not in self._runners:
+            layers = []
+            for layer in function.layers:
+                if layer.folder is None:
+                    raise DeployCheckError(
+                        f"{function.logical_id}: layer {layer.arn} is not in the assembly; an AWS-published "
+                        "layer must be reconstructed before the check can run it"
+                    )
+                layers.append(layer.folder)
+            filesystem = assemble(function, layers, runtime_folder(), self.work)
+            environment = lambda_environment(function, filesystem, self.stack_environment)
+            self._runners[function.logical_id] = FunctionRunner(
+                function,
+                filesystem,
+                environment,
+                log_dir=self.work / "logs",
+                concurrency=self._concurrency,
+            )
+        return self._runners[function.logical_id]
+
+    def invoke(self, handler: str, event: Any) -> Invocation:
+        """Invoke the function of ``handler`` once."""
+        return self.runner(self.function(handler)).invoke(event)
+
+    def settings_environment(self) -> dict[str, str]:
+        """The ``WALLETLAKE_*`` names every function is deployed with (they must agree)."""
+        names: dict[str, str] = {}
+        for function in self.functions:
+            for key, value in function.environment.items():
+                if key in (
+                    "WALLETLAKE_TABLE",
+                    "WALLETLAKE_BUCKET",
+                    "WALLETLAKE_LAKE_PREFIX",
+                    "WALLETLAKE_GLUE_DATABASE",
+                ):
+                    if names.setdefault(key, value) != value:
+                        raise DeployCheckError(f"functions disagree on {key}: {names[key]!r} and {value!r}")
+        return names
+
+    def local_settings(self) -> Any:
+        """:class:`walletlake.settings.Settings` naming the deployed resources, on DuckDB."""
+        from walletlake.settings import Settings
+
+        return Settings.from_env({**self.settings_environment(), **self.stack_environment}).replace(
+            query_engine="duckdb"
+        )
+
+    def provision(self) -> list[str]:
+        """The table, bucket and Glue tables the template names, created fresh on the embedded stack."""
+        from walletlake.local import provision
+
+        settings = self.local_settings()
+        session = self._session()
+        with contextlib.suppress(Exception):
+            session.client("dynamodb").delete_table(TableName=settings.table)
+            session.client("dynamodb").get_waiter("table_not_exists").wait(TableName=settings.table)
+        with contextlib.suppress(Exception):
+            bucket = session.resource("s3").Bucket(settings.bucket)
+            bucket.objects.all().delete()
+        return provision(settings, session)
+
+    def _session(self) -> boto3.Session:
+        """A session with the stack's credentials (independent of whatever the process has set)."""
+        return boto3.Session(
+            aws_access_key_id=self.stack_environment.get("AWS_ACCESS_KEY_ID"),
+            aws_secret_access_key=self.stack_environment.get("AWS_SECRET_ACCESS_KEY"),
+            region_name=self.stack_environment.get("AWS_DEFAULT_REGION", "us-east-1"),
+        )
+
+    def client(self, service: str) -> Any:
+        """A client of the embedded stack (endpoint from the stack's variables)."""
+        variable = {"dynamodbstreams": "AWS_ENDPOINT_URL_DYNAMODB_STREAMS"}.get(
+            service, f"AWS_ENDPOINT_URL_{service.upper()}"
+        )
+        return self._session().client(service, endpoint_url=self.stack_environment.get(variable))
+
+    # --- the steps ---------------------------------------------------------------------------
+
+    def api_step(self, handler: str) -> dict[str, Any]:
+        """Wallets, deposits, a transfer and a balance through API Gateway v2 events."""
+        answers: dict[str, Any] = {}
+        wallets = []
+        for index in range(2):
+            created = self._api(handler, "POST", "/api/v1/wallets/", {"user_id": str(uuid.uuid4())})
+            _expect(created, 201, f"create wallet {index}")
+            wallets.append(json.loads(created["body"])["id"])
+        payer, payee = wallets
+        for index, wallet in enumerate(wallets):
+            deposited = self._api(
+                handler,
+                "PUT",
+                f"/api/v1/wallets/{wallet}/deposit/",
+                {"amount": "5000000", "nonce": f"d{index}"},
+            )
+            _expect(deposited, 204, "deposit")
+        transferred = self._api(
+            handler, "PUT", f"/api/v1/wallets/{payer}/transfer/{payee}/", {"amount": "1250000", "nonce": "t1"}
+        )
+        _expect(transferred, 204, "transfer")
+        replayed = self._api(
+            handler, "PUT", f"/api/v1/wallets/{payer}/transfer/{payee}/", {"amount": "1250000", "nonce": "t1"}
+        )
+        _expect(replayed, 204, "replayed transfer")
+        balance = self._api(handler, "GET", f"/api/v1/wallets/{payee}/balance", None)
+        _expect(balance, 200, "balance")
+        answers["wallets"] = wallets
+        answers["payee_balance"] = json.loads(balance["body"])
+        return answers
+
+    def _api(self, handler: str, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
+        invocation = self.invoke(handler, http_api_event(method, path, body))
+        if not invocation.ok:
+            raise DeployCheckError(f"{method} {path}: the API function failed: {invocation.payload}")
+        answer: dict[str, Any] = invocation.payload
+        return answer
+
+    def stream_step(self, handler: str) -> dict[str, Any]:
+        """Everything on the table's stream, as one Lambda batch, to the consumer."""
+        from stream_processor.lambda_records import lambda_record
+
+        settings = self.local_settings()
+        stream_arn, records = self._stream_records(settings.table)
+        if not records:
+            raise DeployCheckError("the table's stream holds no record after the API step")
+        event = {"Records": [lambda_record(record, stream_arn) for record in records]}
+        invocation = self.invoke(handler, json.loads(json.dumps(event, default=str)))
+        if not invocation.ok or invocation.payload.get("batchItemFailures"):
+            raise DeployCheckError(f"the stream consumer did not land the batch: {invocation.payload}")
+        landed = [
+            item["Key"]
+            for item in self.client("s3")
+            .list_objects_v2(Bucket=settings.bucket, Prefix=settings.lake_prefix + "/")
+            .get("Contents", [])
+        ]
+        return {"records": len(records), "landed": landed}
+
+    def _stream_records(self, table: str) -> tuple[str, list[dict[str, Any]]]:
+        streams = self.client("dynamodbstreams")
+        stream_arn = self.client("dynamodb").describe_table(TableName=table)["Table"]["LatestStreamArn"]
+        records: list[dict[str, Any]] = []
+        for shard in streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]:
+            iterator = streams.get_shard_iterator(
+                StreamArn=stream_arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+            ).get("ShardIterator")
+            empty = 0
+            while iterator and empty < 3:
+                page = streams.get_records(ShardIterator=iterator, Limit=1000)
+                records.extend(page["Records"])
+                empty = 0 if page["Records"] else empty + 1
+                iterator = page.get("NextShardIterator")
+        return stream_arn, records
+
+    @contextlib.contextmanager
+    def step_functions(self) -> Iterator[LocalStepFunctions]:
+        """The ASL interpreter with every function of the template behind its Lambda tasks."""
+        runners = {function.logical_id: self.runner(function) for function in self.functions}
+        topics = [self.assembly.resolver.ref(name) for name in self.assembly.resources("AWS::SNS::Topic")]
+        athena = LocalAthena(self.local_settings(), session=self._session())
+        with LocalStepFunctions(runners, athena, topics) as machines:
+            yield machines
+
+    def run_machine(self, machines: LocalStepFunctions, prefix: str, payload: Mapping[str, Any]) -> Execution:
+        """Execute the state machine whose logical id starts with ``prefix``."""
+        definitions = {
+            logical_id: definition
+            for logical_id, definition in self.assembly.state_machines().items()
+            if logical_id.startswith(prefix)
+        }
+        if len(definitions) != 1:
+            raise DeployCheckError(f"expected one {prefix} state machine, found {sorted(definitions)}")
+        ((logical_id, definition),) = definitions.items()
+        execution = machines.run(f"{logical_id}-{uuid.uuid4().hex[:8]}", definition, payload)
+        self.executions[logical_id] = execution
+        return execution
+
+    # --- the report --------------------------------------------------------------------------
+
+    def reports(self) -> list[FunctionReport]:
+        """One report per function of the template, invoked or not."""
+        found = []
+        for function in self.functions:
+            runner = self._runners.get(function.logical_id)
+            invocations = runner.invocations if runner else []
+            cold = [each.import_seconds for each in invocations if each.import_seconds is not None]
+            failures = [each for each in invocations if not each.ok]
+            size = runner.filesystem.unzipped_bytes if runner else 0
+            found.append(
+                FunctionReport(
+                    logical_id=function.logical_id,
+                    handler=function.handler,
+                    memory_mb=function.memory_mb,
+                    unzipped_bytes=size,
+                    import_seconds=cold[0] if cold else None,
+                    max_rss_mb=max((each.max_rss_mb for each in invocations), default=0.0),
+                    invocations=len(invocations),
+                    failures=len(failures),
+                    last_error=_describe(failures[-1]) if failures else None,
+                )
+            )
+        return found
+
+    def close(self) -> None:
+        """Stop every execution environment."""
+        for runner in self._runners.values():
+            runner.close()
+
+
+def _describe(invocation: Invocation) -> str:
+    payload = invocation.payload if isinstance(invocation.payload, dict) else {}
+    return f"{invocation.error}: {str(payload.get('errorMessage', ''))[:160]}"
+
+
+def _expect(answer: Mapping[str, Any], status: int, what: str) -> None:
+    if answer.get("statusCode") != status:
+        raise DeployCheckError(
+            f"{what}: expected {status}, got {answer.get('statusCode')}: {answer.get('body')}"
+        )
+
+
+def http_api_event(method: str, path: str, body: Mapping[str, Any] | None) -> dict[str, Any]:
+    """An API Gateway HTTP API event (payload format 2.0), IAM-authorized, as the integration sends it."""
+    now = dt.datetime.now(dt.UTC)
+    return {
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": path,
+        "rawQueryString": "",
+        "headers": {
+            "content-type": "application/json",
+            "host": "api.example.com",
+            "user-agent": "deploy-check",
+        },
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "deploycheck",
+            "authorizer": {
+                "iam": {"accountId": "123456789012", "userArn": "arn:aws:iam::123456789012:role/caller"}
+            },
+            "domainName": "api.example.com",
+            "http": {
+                "method": method,
+                "path": path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": "192.0.2.1",
+                "userAgent": "deploy-check",
+            },
+            "requestId": str(uuid.uuid4()),
+            "routeKey": "$default",
+            "stage": "$default",
+            "time": now.strftime("%d/%b/%Y:%H:%M:%S +0000"),
+            "timeEpoch": int(time.time() * 1000),
+        },
+        "body": json.dumps(body) if body is not None else None,
+        "isBase64Encoded": False,
+    }
+
+
+#: The handlers of the deployed functions, by the step that calls them.
+API_HANDLER: Final = "wallet.aws_lambda.handler"
+CONSUMER_HANDLER: Final = "stream_processor.handler.lambda_handler"
+
+
+def run_scenario(check: DeployCheck, *, today: dt.date | None = None) -> dict[str, Any]:
+    """Provision, then the API, the consumer, the hourly and the nightly state machine, in order.
+
+    Raises :class:`DeployCheckError` at the first step that does not do its job; the function
+    reports say which function failed and why.
+    """
+    day = today or dt.datetime.now(dt.UTC).date()
+    outcome: dict[str, Any] = {"provisioned": check.provision()}
+    handlers = {function.handler for function in check.functions}
+    if API_HANDLER in handlers:
+        outcome["api"] = check.api_step(API_HANDLER)
+    outcome["stream"] = check.stream_step(CONSUMER_HANDLER)
+    with check.step_functions() as machines:
+        hourly = check.run_machine(machines, "Hourly", {"closed_hours_of": "today"})
+        outcome["hourly"] = hourly
+        if hourly.status != "SUCCEEDED":
+            raise DeployCheckError(
+                f"the hourly state machine ended {hourly.status}: {hourly.error} {hourly.cause}"
+            )
+        nightly = check.run_machine(machines, "Nightly", {"date": day.isoformat()})
+        outcome["nightly"] = nightly
+        if nightly.status != "SUCCEEDED":
+            raise DeployCheckError(
+                f"the nightly state machine ended {nightly.status}: {nightly.error} {str(nightly.cause)[:600]}"
+            )
+        outcome["athena_statements"] = list(machines.athena.statements)
+    return outcome
