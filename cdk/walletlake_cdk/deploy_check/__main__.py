@@ -59,9 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("hourly", "nightly"):
         if name in outcome:
             execution = outcome[name]
-            print(
-                f"{name} state machine: {execution.status}; states entered: {' → '.join(execution.states_entered)}"
-            )
+            states = " → ".join(execution.states_entered)
+            print(f"{name} state machine: {execution.status}; states entered: {states}")
     if failure:
         print(f"deploy check FAILED: {failure}", file=sys.stderr)
     failed = [report for report in reports if not report.passed]

@@ -10,18 +10,21 @@ own prints and logs go to stdout/stderr as on Lambda.
 Usage: ``python -I -S bootstrap.py RESULT_FD TASK_ROOT OPT_ROOT RUNTIME_ROOT HANDLER``.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import resource
 import sys
 import time
 import traceback
+from typing import Any
 
 
 class _Context:
     """What Lambda passes as ``context`` (the attributes Powertools and handlers read)."""
 
-    def __init__(self, fields, deadline):
+    def __init__(self, fields: dict[str, Any], deadline: float) -> None:
         self.function_name = fields["function_name"]
         self.function_version = "$LATEST"
         self.invoked_function_arn = fields["invoked_function_arn"]
@@ -31,28 +34,29 @@ class _Context:
         self.log_stream_name = "deploy-check"
         self._deadline = deadline
 
-    def get_remaining_time_in_millis(self):
+    def get_remaining_time_in_millis(self) -> int:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
-def _kill_before(operation):
+def _kill_before(operation: str) -> None:
     """Fault injection: SIGKILL this process the first time the SDK is about to call ``operation``."""
     import botocore.client
 
-    original = botocore.client.BaseClient._make_api_call
+    client_class: Any = botocore.client.BaseClient
+    original = client_class._make_api_call
     marker = os.environ["DEPLOY_CHECK_KILL_MARKER"]
 
-    def make_api_call(self, operation_name, api_params):
+    def make_api_call(self: Any, operation_name: str, api_params: Any) -> Any:
         if operation_name == operation and not os.path.exists(marker):
             with open(marker, "w") as flag:
                 flag.write(operation_name)
             os.kill(os.getpid(), 9)
         return original(self, operation_name, api_params)
 
-    botocore.client.BaseClient._make_api_call = make_api_call
+    client_class._make_api_call = make_api_call
 
 
-def main():
+def main() -> int:
     result_fd, task_root, opt_root, runtime_root, handler_name = sys.argv[1:6]
     results = os.fdopen(int(result_fd), "w", buffering=1)
     stdlib = [path for path in sys.path if path and not path.endswith("bootstrap")]
@@ -92,7 +96,7 @@ def main():
     return 0
 
 
-def _error(error):
+def _error(error: BaseException) -> dict[str, Any]:
     return {
         "errorType": type(error).__name__,
         "errorMessage": str(error),
@@ -100,7 +104,7 @@ def _error(error):
     }
 
 
-def _max_rss_kb():
+def _max_rss_kb() -> int:
     """Peak resident memory of this process image (``VmHWM``).
 
     Not ``getrusage``'s ``ru_maxrss``: Linux carries that over ``fork`` and ``execve``, so it would

@@ -55,6 +55,15 @@ _STACK_VARIABLES: Final = (
 )
 
 
+#: The variables naming resources every function must agree on.
+_NAME_VARIABLES: Final = (
+    "WALLETLAKE_TABLE",
+    "WALLETLAKE_BUCKET",
+    "WALLETLAKE_LAKE_PREFIX",
+    "WALLETLAKE_GLUE_DATABASE",
+)
+
+
 class DeployCheckError(AssertionError):
     """A deployed function or state machine did not do what production needs of it."""
 
@@ -173,14 +182,8 @@ class DeployCheck:
         names: dict[str, str] = {}
         for function in self.functions:
             for key, value in function.environment.items():
-                if key in (
-                    "WALLETLAKE_TABLE",
-                    "WALLETLAKE_BUCKET",
-                    "WALLETLAKE_LAKE_PREFIX",
-                    "WALLETLAKE_GLUE_DATABASE",
-                ):
-                    if names.setdefault(key, value) != value:
-                        raise DeployCheckError(f"functions disagree on {key}: {names[key]!r} and {value!r}")
+                if key in _NAME_VARIABLES and names.setdefault(key, value) != value:
+                    raise DeployCheckError(f"functions disagree on {key}: {names[key]!r} and {value!r}")
         return names
 
     def local_settings(self) -> Any:
@@ -218,7 +221,8 @@ class DeployCheck:
         variable = {"dynamodbstreams": "AWS_ENDPOINT_URL_DYNAMODB_STREAMS"}.get(
             service, f"AWS_ENDPOINT_URL_{service.upper()}"
         )
-        return self._session().client(service, endpoint_url=self.stack_environment.get(variable))
+        session: Any = self._session()
+        return session.client(service, endpoint_url=self.stack_environment.get(variable))
 
     # --- the steps ---------------------------------------------------------------------------
 
@@ -428,8 +432,9 @@ def run_scenario(check: DeployCheck, *, today: dt.date | None = None) -> dict[st
         nightly = check.run_machine(machines, "Nightly", {"date": day.isoformat()})
         outcome["nightly"] = nightly
         if nightly.status != "SUCCEEDED":
+            cause = str(nightly.cause)[:600]
             raise DeployCheckError(
-                f"the nightly state machine ended {nightly.status}: {nightly.error} {str(nightly.cause)[:600]}"
+                f"the nightly state machine ended {nightly.status}: {nightly.error} {cause}"
             )
         outcome["athena_statements"] = list(machines.athena.statements)
     return outcome

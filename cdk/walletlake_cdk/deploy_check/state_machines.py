@@ -11,9 +11,10 @@ Retry and Catch, SNS publishes. What it would hand to AWS services is served her
 * **Athena tasks** (``athena:startQueryExecution.sync``): the interpreter has no ``.sync`` support for
   Athena; unaided it stops the state with ``RuntimeError: Unsupported sync callback procedure in
   resource arn:aws:states:::athena:startQueryExecution.sync`` (and the Parallel around it then with
-  ``ValueError: Custom Error Names MUST NOT begin with the prefix 'States.', got 'States.Runtime'``). The check plugs a service integration into the
-  interpreter that hands the state's ``QueryString`` to :class:`LocalAthena` and waits for it, so the
-  statement the definition sends is the one that runs.
+  ``ValueError: Custom Error Names MUST NOT begin with the prefix 'States.', got
+  'States.Runtime'``). The check plugs a service integration into the interpreter that hands the
+  state's ``QueryString`` to :class:`LocalAthena` and waits for it, so the statement the definition
+  sends is the one that runs.
 """
 
 from __future__ import annotations
@@ -56,13 +57,11 @@ def _athena_service(athena: LocalAthena) -> Any:
         StateTaskServiceUnsupported,
     )
 
-    class LocalAthenaService(StateTaskServiceUnsupported):  # type: ignore[misc]
+    class LocalAthenaService(StateTaskServiceUnsupported):
         def __init__(self) -> None:
             super().__init__()
-            self._supported_integration_patterns = {
-                ResourceCondition.WaitForTaskToken,
-                ResourceCondition.Sync,
-            }
+            patterns: Any = {ResourceCondition.WaitForTaskToken, ResourceCondition.Sync}
+            self._supported_integration_patterns = patterns  # type: ignore[misc]
 
         def _eval_service_task(
             self,
@@ -113,7 +112,7 @@ def _athena_service(athena: LocalAthena) -> Any:
                 env=env,
                 error_name=CustomErrorName("Athena.AmazonAthenaException"),
                 event_type=HistoryEventType.TaskFailed,
-                event_details=EventDetails(
+                event_details=EventDetails(  # type: ignore[typeddict-item]
                     taskFailedEventDetails=TaskFailedEventDetails(
                         error="Athena.AmazonAthenaException",
                         cause=reason,
