@@ -32,7 +32,6 @@ from lake.schemas import TABLES  # noqa: E402
 from queries import list_queries  # noqa: E402
 from wallet.table import WALLETS_TABLE  # noqa: E402
 from walletlake.settings import Settings  # noqa: E402
-from walletlake_cdk import layers  # noqa: E402
 from walletlake_cdk.assembly import build_app, error_messages  # noqa: E402
 from walletlake_cdk.monitoring import (  # noqa: E402
     CONSUMER_METRICS,
@@ -301,13 +300,30 @@ def test_api_role_holds_exactly_the_write_path_actions_on_the_table(synthesized:
     assert not any(a.startswith("s3:") for s in statements for a in as_list(s["Action"]))
 
 
-def test_functions_use_published_layers_and_name_the_deployed_resources(synthesized: Synthesized) -> None:
+def test_functions_ship_their_own_layers_and_name_the_deployed_resources(synthesized: Synthesized) -> None:
     # GIVEN the functions
     functions = functions_by_handler(synthesized)
     # THEN their handlers are the modules' entry points on Python 3.11: the API, the consumer and
     # one function per kind of unit of the hourly and nightly jobs
     assert set(functions) == {API_HANDLER, CONSUMER_HANDLER, *UNIT_HANDLERS}
-    for properties in functions.values():
+    knobs: dict[str, dict[str, Any]] = {
+        COMPACTION_PLAN_HANDLER: {"compaction_unit_minutes": 5},
+        COMPACTION_UNIT_HANDLER: {"compaction_unit_minutes": 5},
+        **{
+            handler: {
+                "snapshot_segments": 200,
+                "snapshot_read_units_per_second": 60_000,
+                "unload_prefix": UNLOAD_PREFIX,
+            }
+            for handler in (
+                PLAN_NIGHT_HANDLER,
+                SNAPSHOT_SEGMENT_HANDLER,
+                RECONCILE_PLAN_HANDLER,
+                RECONCILE_CLASSIFY_HANDLER,
+            )
+        },
+    }
+    for handler, properties in functions.items():
         assert properties["Runtime"] == "python3.11"
         assert properties["Architectures"] == ["x86_64"]
         # AND their environment makes Settings.from_env name what was deployed
@@ -315,24 +331,17 @@ def test_functions_use_published_layers_and_name_the_deployed_resources(synthesi
         settings = Settings.from_env(
             {name: value for name, value in environment.items() if isinstance(value, str)}
         )
-        assert settings == SETTINGS.replace(bucket=BUCKET, query_engine="athena")
-    # AND both compaction functions size units as the deployment says (5-minute units by default)
-    for handler in (COMPACTION_PLAN_HANDLER, COMPACTION_UNIT_HANDLER):
-        variables = functions[handler]["Environment"]["Variables"]
-        assert variables["WALLETLAKE_COMPACTION_UNIT_MINUTES"] == "5", handler
-    # AND the pipeline functions get the SDK for pandas layer from the region mapping
-    # (environment-agnostic stack), plus the Powertools layer built from the region
-    mapping = synthesized.template["Mappings"]
-    pandas_mapping = next(iter(mapping.values()))
-    assert {region: entry["arn"] for region, entry in pandas_mapping.items()} == layers.PANDAS_LAYER_ARNS
-    consumer_layers = functions[CONSUMER_HANDLER]["Layers"]
-    assert any("Fn::FindInMap" in layer for layer in consumer_layers)
-    powertools = [
-        json.dumps(layer) for layer in consumer_layers if "AWSLambdaPowertoolsPythonV3" in json.dumps(layer)
-    ]
-    assert len(powertools) == 1
-    assert "AWS::Region" in powertools[0]
-    assert not any("Fn::FindInMap" in layer for layer in functions[API_HANDLER]["Layers"])
+        expected = SETTINGS.replace(bucket=BUCKET, query_engine="athena", **knobs.get(handler, {}))
+        assert settings == expected, handler
+        # AND each takes exactly one layer, the project's own (no AWS-published layer ARN): what
+        # its handler imports beyond the runtime, derived at synth (lambda_code.function_packages)
+        layer_refs = properties["Layers"]
+        assert len(layer_refs) == 1, handler
+        assert set(layer_refs[0]) == {"Ref"}, handler
+        assert synthesized.template["Resources"][layer_refs[0]["Ref"]]["Type"] == "AWS::Lambda::LayerVersion"
+    assert "Mappings" not in synthesized.template
+    # AND functions needing the same packages share one layer: API, consumer, compaction, nightly
+    assert len({json.dumps(properties["Layers"]) for properties in functions.values()}) == 4
 
 
 # --- lake bucket ----------------------------------------------------------------------------
@@ -685,14 +694,12 @@ def test_cdk_app_py_synthesizes_as_the_cdk_cli_runs_it(tmp_path: Path) -> None:
         check=False,
     )
     # THEN it succeeds into that directory: cdk-nag found nothing unsuppressed with literal
-    # partition and region in the ARNs, and the region's published layers are used directly
+    # partition and region in the ARNs
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert f"synthesized WalletLakeEuWest1 into {tmp_path}" in completed.stdout
     template = json.loads((tmp_path / "WalletLakeEuWest1.template.json").read_text())
     assert "Mappings" not in template
-    text = json.dumps(template)
-    assert layers.pandas_layer_arn("eu-west-1") in text
-    assert layers.powertools_layer_arn("eu-west-1") in text
+    assert ":layer:AWS" not in json.dumps(template)
 
 
 def test_dashboard_graphs_the_metrics_the_consumer_publishes(synthesized: Synthesized) -> None:

@@ -24,8 +24,8 @@ from aws_cdk import aws_kms as kms  # noqa: E402
 from aws_cdk.assertions import Match, Template  # noqa: E402
 
 from walletlake.settings import ENVIRONMENT_VARIABLES, Settings  # noqa: E402
-from walletlake_cdk import lambda_code, layers  # noqa: E402
-from walletlake_cdk.assembly import cdk_json_context, validation_failures  # noqa: E402
+from walletlake_cdk import lambda_code  # noqa: E402
+from walletlake_cdk.assembly import validation_failures  # noqa: E402
 from walletlake_cdk.config import DeploymentConfig, DeploymentConfigError  # noqa: E402
 from walletlake_cdk.functions import build_function_assets, log_retention, settings_environment  # noqa: E402
 from walletlake_cdk.ledger_table import build_ledger_table  # noqa: E402
@@ -105,36 +105,70 @@ def test_function_environment_round_trips_through_settings() -> None:
 # --- layers ---------------------------------------------------------------------------------
 
 
-def test_layer_arns_follow_the_documented_formats() -> None:
-    # GIVEN regions served by the commercial and the opt-in publishing accounts
-    # THEN the ARNs follow each project's documented format
-    assert layers.pandas_layer_arn("us-east-1") == (
-        "arn:aws:lambda:us-east-1:336392948345:layer:AWSSDKPandas-Python311:33"
+def test_each_handler_gets_what_its_imports_need_beyond_the_runtime() -> None:
+    # GIVEN the deployed handlers
+    # WHEN their packages are derived from their import closures
+    api = lambda_code.function_packages("wallet.aws_lambda.handler")
+    unit = lambda_code.function_packages("walletlake.compaction_handlers.unit_handler")
+    classify = lambda_code.function_packages("walletlake.nightly_steps.reconcile_classify_handler")
+    consumer = lambda_code.function_packages("stream_processor.handler.lambda_handler")
+    # THEN the API gets what wallet/dynamodb.py imports (the missing httptools and awscrt of the
+    # hand-kept list), compaction gets DuckDB, and nothing ships boto3 (the runtime has it)
+    assert api.dependencies is not None
+    assert {"fastapi", "mangum", "orjson", "httptools", "awscrt"} <= set(api.dependencies.distributions)
+    assert unit.dependencies is not None
+    assert {"duckdb", "pyarrow", "numpy", "aws-lambda-powertools"} <= set(unit.dependencies.distributions)
+    assert classify.dependencies is not None
+    assert {"pandas", "awswrangler", "pyarrow"} <= set(classify.dependencies.distributions)
+    # AND the DuckDB query engine, which deployed functions never select, is not shipped with them
+    assert "duckdb" not in classify.dependencies.distributions
+    assert "sqlglot" not in classify.dependencies.distributions
+    for packages in (api, unit, classify, consumer):
+        assert packages.dependencies is not None
+        assert not set(packages.dependencies.distributions) & lambda_code.RUNTIME_DISTRIBUTIONS
+
+
+def test_a_new_import_changes_the_handlers_layer(tmp_path: Path) -> None:
+    # GIVEN a copy of the project where the consumer's module gained an import of a new package
+    import shutil
+
+    for package in lambda_code.PROJECT_PACKAGES:
+        shutil.copytree(ROOT / package, tmp_path / package)
+    batch = tmp_path / "stream_processor" / "batch.py"
+    batch.write_text(batch.read_text() + "\n\ndef _late() -> None:\n    import duckdb  # noqa: F401\n")
+    # WHEN the consumer's packages are derived from that copy
+    packages = lambda_code.function_packages("stream_processor.handler.lambda_handler", source_root=tmp_path)
+    # THEN the new distribution is in its layer (a function-level import counts)
+    assert packages.dependencies is not None
+    assert "duckdb" in packages.dependencies.distributions
+
+
+def test_an_import_no_distribution_provides_fails_the_synth(tmp_path: Path) -> None:
+    import shutil
+
+    for package in lambda_code.PROJECT_PACKAGES:
+        shutil.copytree(ROOT / package, tmp_path / package)
+    handler = tmp_path / "walletlake" / "compaction_handlers.py"
+    handler.write_text(handler.read_text() + "\nimport not_a_real_package  # noqa: F401,E402\n")
+    with pytest.raises(LookupError, match="not_a_real_package"):
+        lambda_code.function_packages("walletlake.compaction_handlers.unit_handler", source_root=tmp_path)
+
+
+def test_type_checking_imports_are_not_shipped(tmp_path: Path) -> None:
+    from walletlake_cdk.handler_imports import imported_modules
+
+    source = tmp_path / "m.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import mypy_boto3_s3\n"
+        "else:\n    import json\nfrom . import sibling\n"
     )
-    assert layers.pandas_layer_arn("ap-east-1") == (
-        "arn:aws:lambda:ap-east-1:839552336658:layer:AWSSDKPandas-Python311:32"
-    )
-    assert layers.powertools_layer_arn("eu-west-1") == (
-        "arn:aws:lambda:eu-west-1:017000801446:layer:AWSLambdaPowertoolsPythonV3-python311-x86_64:27"
-    )
-    assert all(f":lambda:{region}:" in arn for region, arn in layers.PANDAS_LAYER_ARNS.items())
-
-
-def test_a_region_without_the_pandas_layer_is_refused_with_the_override_named() -> None:
-    with pytest.raises(ValueError, match="pandas_layer_arn"):
-        layers.pandas_layer_arn("mars-north-1")
-
-
-def test_a_concrete_region_resolves_the_pandas_layer_at_synth_time() -> None:
-    # GIVEN a stack deployed to a known region, with the app's feature flags
-    app = cdk.App(context=cdk_json_context())
-    stack = cdk.Stack(app, "Layers", env=cdk.Environment(account="123456789012", region="eu-central-1"))
-    # WHEN the function assets are built (placeholder dependency layers)
-    assets = build_function_assets(stack, DeploymentConfig(lambda_deps="skip"))
-    # THEN the pandas layer is the region's published ARN, with no mapping in the template
-    assert assets.pandas.layer_version_arn == layers.pandas_layer_arn("eu-central-1")
-    assert assets.powertools.layer_version_arn == layers.powertools_layer_arn("eu-central-1")
-    assert "Mappings" not in Template.from_stack(stack).to_json()
+    assert imported_modules(source, "pkg.m") == {
+        "typing",
+        "typing.TYPE_CHECKING",
+        "json",
+        "pkg",
+        "pkg.sibling",
+    }
 
 
 # --- code assets ----------------------------------------------------------------------------
@@ -159,29 +193,59 @@ def test_dependency_layers_come_from_the_cache_without_pip(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # GIVEN pip must not run (no network in tests)
-    def no_pip(*args: object) -> None:
+    def no_pip(*args: object, **kwargs: object) -> None:
         raise AssertionError("pip was run")
 
-    monkeypatch.setattr(lambda_code, "_pip_install", no_pip)
+    monkeypatch.setattr(lambda_code, "pip_install_for_lambda", no_pip)
+    api = lambda_code.function_packages("wallet.aws_lambda.handler").dependencies
+    assert api is not None
     # WHEN the placeholder is asked for THEN it is a layer folder with no packages
-    placeholder = lambda_code.dependency_layer_dir(lambda_code.API_DEPENDENCIES, "skip", cache_root=tmp_path)
+    placeholder = lambda_code.dependency_layer_dir(api, "skip", cache_root=tmp_path)
     assert [path.name for path in (placeholder / "python").iterdir()] == ["README.txt"]
     # WHEN a populated cache exists for the same requirements THEN it is used as it is
-    cached = lambda_code.dependency_cache_dir(lambda_code.API_DEPENDENCIES, cache_root=tmp_path)
+    cached = lambda_code.dependency_cache_dir(api, cache_root=tmp_path)
     (cached / "python" / "fastapi").mkdir(parents=True)
-    assert (
-        lambda_code.dependency_layer_dir(lambda_code.API_DEPENDENCIES, "install", cache_root=tmp_path)
-        == cached
-    )
+    assert lambda_code.dependency_layer_dir(api, "install", cache_root=tmp_path) == cached
 
 
-def test_dependency_pins_are_the_tested_versions() -> None:
+def test_dependency_pins_never_exceed_the_tested_versions() -> None:
     # GIVEN the API's third-party distributions, installed in this environment
     from importlib.metadata import version
 
-    # THEN the layer installs exactly those versions
-    assert f"fastapi=={version('fastapi')}" in lambda_code.API_DEPENDENCIES.requirements()
-    assert "duckdb" not in " ".join(lambda_code.PIPELINE_DEPENDENCIES.requirements())
+    api = lambda_code.function_packages("wallet.aws_lambda.handler").dependencies
+    assert api is not None
+    # THEN the layer installs the tested version, or the newest older one Amazon Linux 2 can load
+    assert f"fastapi<={version('fastapi')}" in api.requirements()
+
+
+def test_pruning_keeps_what_pyarrow_links_and_drops_flight(tmp_path: Path) -> None:
+    # GIVEN a layer folder shaped like pyarrow's wheel
+    names = [
+        "pyarrow/libarrow.so.2000",
+        "pyarrow/libarrow_substrait.so.2000",
+        "pyarrow/libarrow_python.so",
+        "pyarrow/libarrow_python.so.2000",
+        "pyarrow/libarrow_python.so.2000.0.0",
+        "pyarrow/libarrow_flight.so.2000",
+        "pyarrow/_flight.cpython-311-x86_64-linux-gnu.so",
+        "pyarrow/tests/test_x.py",
+        "pyarrow/include/arrow/api.h",
+        "numpy/_core/tests/test_y.py",
+        "pyarrow/lib.pyx",
+    ]
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b"x" * 10)
+    # WHEN it is pruned
+    freed = lambda_code.prune(tmp_path)
+    # THEN only the loader's names of the libraries remain (Substrait is linked by every module)
+    left = sorted(path.relative_to(tmp_path).as_posix() for path in tmp_path.rglob("*") if path.is_file())
+    assert left == [
+        "pyarrow/libarrow.so.2000",
+        "pyarrow/libarrow_python.so.2000",
+        "pyarrow/libarrow_substrait.so.2000",
+    ]
+    assert freed == 80
 
 
 # --- small pure helpers ---------------------------------------------------------------------
@@ -308,15 +372,14 @@ def test_every_unit_handler_the_state_machines_invoke_is_a_project_function(
         # THEN each names a function Lambda can call with (event, context)
         assert callable(getattr(module, function_name)), handler
     # AND planning the night reads its knobs from the environment the CDK app sets
-    from walletlake.nightly_steps import (
-        SNAPSHOT_READ_UNITS_VARIABLE,
-        SNAPSHOT_SEGMENTS_VARIABLE,
-        plan_night_handler,
-    )
+    from walletlake import nightly_steps
 
-    monkeypatch.setenv(SNAPSHOT_SEGMENTS_VARIABLE, "5")
-    monkeypatch.setenv(SNAPSHOT_READ_UNITS_VARIABLE, "1000")
-    night = plan_night_handler({"date": "2026-11-20"}, None)
+    environment = Settings(snapshot_segments=5, snapshot_read_units_per_second=1000).to_env(
+        nightly_steps.REQUIRED_VARIABLES
+    )
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    night = importlib.reload(nightly_steps).plan_night_handler({"date": "2026-11-20"}, None)
     assert night["date"] == "2026-11-20"
     assert [item["segment"] for item in night["segments"]] == [0, 1, 2, 3, 4]
     assert {item["max_read_units_per_second"] for item in night["segments"]} == {200.0}
