@@ -36,6 +36,7 @@ def make_settings(stack: EmbeddedStack) -> Iterator[Callable[..., Settings]]:
         settings = Settings.from_env().replace(
             table=f"wallets-{suffix}",
             checkpoint_table=f"checkpoints-{suffix}",
+            lease_table=f"leases-{suffix}",
             bucket=f"lake-{suffix}",
             glue_database=f"walletlake_{suffix}",
             query_engine="duckdb",
@@ -58,7 +59,7 @@ def settings(make_settings: Callable[..., Settings]) -> Settings:
 
 def _remove(settings: Settings) -> None:
     dynamodb = boto3.client("dynamodb", region_name=settings.region)
-    for table in (settings.table, settings.checkpoint_table):
+    for table in (settings.table, settings.checkpoint_table, settings.lease_table):
         with contextlib.suppress(dynamodb.exceptions.ResourceNotFoundException):
             dynamodb.delete_table(TableName=table)
     bucket = boto3.resource("s3", region_name=settings.region).Bucket(settings.bucket)

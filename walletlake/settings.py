@@ -55,6 +55,7 @@ ATHENA_WORKGROUP_VARIABLE: Final = "WALLETLAKE_ATHENA_WORKGROUP"
 QUERY_ENGINE_VARIABLE: Final = "WALLETLAKE_QUERY_ENGINE"
 HOT_TTL_SECONDS_VARIABLE: Final = "WALLETLAKE_HOT_TTL_SECONDS"
 CHECKPOINT_TABLE_VARIABLE: Final = "WALLETLAKE_CHECKPOINT_TABLE"
+LEASE_TABLE_VARIABLE: Final = "WALLETLAKE_LEASE_TABLE"
 WRITES_IN_FLIGHT_VARIABLE: Final = "WALLETLAKE_WRITES_IN_FLIGHT"
 COMPACTION_UNIT_MINUTES_VARIABLE: Final = "WALLETLAKE_COMPACTION_UNIT_MINUTES"
 SNAPSHOT_SEGMENTS_VARIABLE: Final = "WALLETLAKE_SNAPSHOT_SEGMENTS"
@@ -105,6 +106,9 @@ class Settings:
         Lifetime of transaction items in DynamoDB, which is also how long a nonce is remembered.
     checkpoint_table:
         DynamoDB table of the local stream consumer's per-shard checkpoints.
+    lease_table:
+        DynamoDB table of the compaction lease the hourly and nightly runs take
+        (:mod:`walletlake.compaction_lease`), so that they never compact at the same time.
     writes_in_flight:
         TransactWriteItems one API process keeps in flight at once; requests arriving while all
         are busy leave together in the next one (group commit, :mod:`wallet.commit_queue`).
@@ -128,6 +132,7 @@ class Settings:
     query_engine: QueryEngine = "athena"
     hot_ttl_seconds: int = DEFAULT_HOT_TTL_SECONDS
     checkpoint_table: str = "walletlake-checkpoints"
+    lease_table: str = "walletlake-leases"
     writes_in_flight: int = DEFAULT_WRITES_IN_FLIGHT
     compaction_unit_minutes: int = DEFAULT_COMPACTION_UNIT_MINUTES
     snapshot_segments: int = DEFAULT_SNAPSHOT_SEGMENTS
@@ -340,6 +345,12 @@ VARIABLES: Final[tuple[Variable, ...]] = (
         "checkpoint_table",
         "a table name",
         "DynamoDB table of the local consumer's checkpoints",
+    ),
+    Variable(
+        LEASE_TABLE_VARIABLE,
+        "lease_table",
+        "a table name",
+        "DynamoDB table of the compaction lease (default walletlake-leases)",
     ),
     Variable(
         WRITES_IN_FLIGHT_VARIABLE,

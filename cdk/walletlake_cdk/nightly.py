@@ -44,6 +44,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from lake.schemas import TABLES
+from walletlake.compaction_lease import LEASE_TABLE
 from walletlake.settings import DEFAULT_UNLOAD_PREFIX, environment_for
 from walletlake_cdk.catalog import Catalog
 from walletlake_cdk.config import DeploymentConfig
@@ -83,6 +84,13 @@ GLUE_READ_ACTIONS: Final = ("glue:GetDatabase", "glue:GetTable", "glue:GetTables
 #: The planning functions do little work, but importing pyarrow, pandas and DuckDB alone takes
 #: about 425 MB of resident memory (``make deploy-check`` measures it): 1 GB leaves headroom.
 PLANNING_MEMORY_MB: Final = 1_024
+#: The lease both compaction runs take; its error type as Lambda reports it.
+COMPACTION_LEASE_HANDLER: Final = "walletlake.lease_handlers.handler"
+LEASE_BUSY: Final = "LeaseBusyError"
+#: How long the nightly run waits between tries while an hourly run holds the lease.
+LEASE_RETRY_SECONDS: Final = 60
+#: The hourly state machine's timeout, also the longest it can hold the lease.
+HOURLY_TIMEOUT_SECONDS: Final = 3600
 #: Lambda errors worth retrying: the service's own, and throttling when many units start at once.
 LAMBDA_THROTTLED: Final = ("Lambda.TooManyRequestsException",)
 #: An invocation whose execution environment died under it (killed, out of memory, timed out):
@@ -139,6 +147,8 @@ def build_nightly_job(
     _grant_snapshot_segment(functions["snapshot_segment"].role, grants)
     _grant_reconcile_plan(functions["reconcile_plan"].role, grants)
     _grant_reconcile_classify(functions["reconcile_classify"].role, grants)
+    lease_table = _lease_table(scope, config)
+    lease_table.grant(functions["compaction_lease"].role, "dynamodb:PutItem", "dynamodb:DeleteItem")
 
     hourly = _state_machine(scope, "Hourly", config, _hourly_definition(scope, config, functions, topic))
     hourly_schedule = events.Rule(
@@ -170,6 +180,22 @@ def build_nightly_job(
         schedule=schedule,
         hourly=hourly,
         hourly_schedule=hourly_schedule,
+    )
+
+
+def _lease_table(scope: Construct, config: DeploymentConfig) -> dynamodb.Table:
+    """The compaction lease's table: one small item, expired by TTL if never deleted."""
+    return dynamodb.Table(
+        scope,
+        "LeaseTable",
+        table_name=config.settings.lease_table,
+        partition_key=dynamodb.Attribute(name=LEASE_TABLE.partition_key, type=dynamodb.AttributeType.STRING),
+        billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+        time_to_live_attribute=LEASE_TABLE.ttl_attribute,
+        point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+            point_in_time_recovery_enabled=True
+        ),
+        removal_policy=RemovalPolicy.DESTROY,
     )
 
 
@@ -230,6 +256,14 @@ def _unit_functions(
                 snapshot_read_units_per_second=config.snapshot_read_units_per_second,
                 unload_prefix=UNLOAD_PREFIX,
             ),
+        ),
+        "compaction_lease": (
+            "CompactionLeaseFunction",
+            COMPACTION_LEASE_HANDLER,
+            "walletlake: take or give back the lease that keeps hourly and nightly compaction apart",
+            256,
+            512,
+            environment_for(lease_table=config.settings.lease_table),
         ),
         "reconcile_classify": (
             "ReconcileClassifyFunction",
@@ -300,6 +334,26 @@ def _invoke(
     return task
 
 
+def _lease(
+    scope: Construct,
+    construct_id: str,
+    functions: dict[str, PythonFunction],
+    action: str,
+    ttl_seconds: int = 0,
+) -> tasks.LambdaInvoke:
+    """Take or give back the compaction lease (``walletlake.compaction_lease``) as this execution."""
+    payload: dict[str, object] = {"action": action, "owner": sfn.JsonPath.execution_id}
+    if action == "acquire":
+        payload["ttl_seconds"] = ttl_seconds
+    return _invoke(
+        scope,
+        construct_id,
+        functions["compaction_lease"],
+        sfn.TaskInput.from_object(payload),
+        sfn.JsonPath.DISCARD,
+    )
+
+
 def _units_map(
     scope: Construct, prefix: str, config: DeploymentConfig, functions: dict[str, PythonFunction]
 ) -> sfn.DistributedMap:
@@ -335,14 +389,28 @@ def _hourly_definition(
         "$.compaction",
     )
     units = _units_map(scope, "Hourly", config, functions)
-    failed = _publish(
-        scope, "ReportHourlyError", topic, "failed", "walletlake hourly compaction FAILED"
-    ).next(
+    acquire = _lease(scope, "HourlyTakeLease", functions, "acquire", ttl_seconds=HOURLY_TIMEOUT_SECONDS)
+    # The nightly run holds the lease: end quietly, the next hour finds these units still to do.
+    acquire.add_catch(
+        sfn.Succeed(scope, "HourlyLeaseBusy", comment="the nightly run is compacting"),
+        errors=[LEASE_BUSY],
+        result_path="$.lease_busy",
+    )
+    failed = _lease(scope, "HourlyReleaseLeaseOnError", functions, "release").next(
+        _publish(scope, "ReportHourlyError", topic, "failed", "walletlake hourly compaction FAILED")
+    )
+    failed.next(
         sfn.Fail(scope, "HourlyCompactionFailed", error="CompactionError", cause="a compaction unit failed")
     )
+    acquire.add_catch(failed, errors=[sfn.Errors.ALL], result_path="$.error")
     for step in (plan, units):
         step.add_catch(failed, errors=[sfn.Errors.ALL], result_path="$.error")
-    return plan.next(units).next(sfn.Succeed(scope, "HoursCompacted"))
+    return (
+        acquire.next(plan)
+        .next(units)
+        .next(_lease(scope, "HourlyReleaseLease", functions, "release"))
+        .next(sfn.Succeed(scope, "HoursCompacted"))
+    )
 
 
 def _nightly_definition(
@@ -413,12 +481,24 @@ def _nightly_definition(
         errors=["ReconciliationFindings"],
         result_path="$.error",
     )
-    for step in (plan_night, snapshot, plan_units, units, plan_reconciliation, days):
+    acquire = _lease(
+        scope, "NightlyTakeLease", functions, "acquire", ttl_seconds=config.nightly_timeout_hours * 3600
+    )
+    # An hourly run is compacting: wait for it (it ends within its one-hour timeout).
+    acquire.add_retry(
+        errors=[LEASE_BUSY], interval=Duration.seconds(LEASE_RETRY_SECONDS), max_attempts=60, backoff_rate=1
+    )
+    compaction_failed = _lease(scope, "NightlyReleaseLeaseOnError", functions, "release").next(crashed)
+    for step in (plan_night, snapshot, acquire, plan_reconciliation, days):
         step.add_catch(crashed, errors=[sfn.Errors.ALL], result_path="$.error")
+    for step in (plan_units, units):
+        step.add_catch(compaction_failed, errors=[sfn.Errors.ALL], result_path="$.error")
     return (
         plan_night.next(snapshot)
+        .next(acquire)
         .next(plan_units)
         .next(units)
+        .next(_lease(scope, "NightlyReleaseLease", functions, "release"))
         .next(plan_reconciliation)
         .next(days)
         .next(report_ok)
@@ -460,7 +540,9 @@ def _state_machine(
         scope,
         f"{prefix}StateMachine",
         definition_body=sfn.DefinitionBody.from_chainable(definition),
-        timeout=Duration.hours(config.nightly_timeout_hours if prefix == "Nightly" else 1),
+        timeout=Duration.hours(config.nightly_timeout_hours)
+        if prefix == "Nightly"
+        else Duration.seconds(HOURLY_TIMEOUT_SECONDS),
         tracing_enabled=True,
         logs=sfn.LogOptions(
             destination=logs.LogGroup(

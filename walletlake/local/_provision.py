@@ -16,6 +16,7 @@ from botocore.exceptions import ClientError
 from lake.glue import all_table_inputs
 from stream_processor.checkpoint_table import CHECKPOINT_TABLE
 from wallet.table import WALLETS_TABLE, TableSpec
+from walletlake.compaction_lease import LEASE_TABLE
 from walletlake.settings import Settings
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ def provision(settings: Settings, session: boto3.Session | None = None) -> list[
     return [
         ensure_table(dynamodb, settings.table, WALLETS_TABLE),
         ensure_table(dynamodb, settings.checkpoint_table, CHECKPOINT_TABLE),
+        ensure_table(dynamodb, settings.lease_table, LEASE_TABLE),
         ensure_bucket(s3, settings.bucket, settings.region),
         *ensure_glue(glue, settings),
     ]

@@ -77,6 +77,14 @@ def main() -> int:
         results.write(json.dumps({"ready": False, **_error(error)}) + "\n")
         return 1
     import_seconds = time.perf_counter() - started
+    # Every module the handler can reach, imported too: a module imported only inside a function
+    # (the Athena engine's awswrangler, say) must load on Lambda although this run never calls it.
+    for name in filter(None, os.environ.get("DEPLOY_CHECK_ALSO_IMPORT", "").split(",")):
+        try:
+            __import__(name)
+        except BaseException as error:
+            results.write(json.dumps({"ready": False, **_error(error), "module": name}) + "\n")
+            return 1
     if os.environ.get("DEPLOY_CHECK_KILL_BEFORE"):
         _kill_before(os.environ["DEPLOY_CHECK_KILL_BEFORE"])
     results.write(

@@ -164,6 +164,7 @@ class DeployCheck:
                 layers.append(layer.folder)
             filesystem = assemble(function, layers, runtime_folder(), self.work)
             environment = lambda_environment(function, filesystem, self.stack_environment)
+            environment["DEPLOY_CHECK_ALSO_IMPORT"] = ",".join(reachable_modules(function.handler))
             self._runners[function.logical_id] = FunctionRunner(
                 function,
                 filesystem,
@@ -353,6 +354,17 @@ class DeployCheck:
         """Stop every execution environment."""
         for runner in self._runners.values():
             runner.close()
+
+
+def reachable_modules(handler: str) -> list[str]:
+    """Every project and third-party module the handler's import closure holds (what must load)."""
+    from walletlake_cdk.handler_imports import ProjectSource, handler_closure
+    from walletlake_cdk.lambda_code import LOCAL_ONLY_MODULES, PROJECT_PACKAGES, PROJECT_ROOT
+
+    closure = handler_closure(
+        handler, ProjectSource(PROJECT_ROOT, PROJECT_PACKAGES), excluded=frozenset(LOCAL_ONLY_MODULES)
+    )
+    return sorted(closure.modules) + sorted(closure.third_party)
 
 
 def _describe(invocation: Invocation) -> str:

@@ -241,9 +241,10 @@ class FunctionRunner:
                 "errorType": "Runtime.ExitError",
                 "errorMessage": "the runtime exited during init",
             }
+            module = f" (while importing {detail['module']})" if "module" in detail else ""
             return None, {
                 "errorType": "Runtime.ImportModuleError",
-                "errorMessage": f"Unable to import module '{self.function.handler}': "
+                "errorMessage": f"Unable to import module '{self.function.handler}'{module}: "
                 f"{detail.get('errorType')}: {detail.get('errorMessage')}",
             }
         return started, ready
