@@ -141,6 +141,8 @@ class DeployCheck:
         self._concurrency = concurrency
         self._runners: dict[str, FunctionRunner] = {}
         self.executions: dict[str, Execution] = {}
+        # Per shard, the last sequence number delivered: like Lambda, each record goes out once.
+        self._delivered: dict[str, int] = {}
 
     # --- functions ---------------------------------------------------------------------------
 
@@ -266,7 +268,7 @@ class DeployCheck:
         return answer
 
     def stream_step(self, handler: str) -> dict[str, Any]:
-        """Everything on the table's stream, as one Lambda batch, to the consumer."""
+        """What the table's stream holds beyond the last delivery, as one Lambda batch, to the consumer."""
         from stream_processor.lambda_records import lambda_record
 
         settings = self.local_settings()
@@ -290,13 +292,18 @@ class DeployCheck:
         stream_arn = self.client("dynamodb").describe_table(TableName=table)["Table"]["LatestStreamArn"]
         records: list[dict[str, Any]] = []
         for shard in streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]:
+            shard_id = shard["ShardId"]
             iterator = streams.get_shard_iterator(
-                StreamArn=stream_arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+                StreamArn=stream_arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
             ).get("ShardIterator")
             empty = 0
             while iterator and empty < 3:
                 page = streams.get_records(ShardIterator=iterator, Limit=1000)
-                records.extend(page["Records"])
+                for record in page["Records"]:
+                    sequence = int(record["dynamodb"]["SequenceNumber"])
+                    if sequence > self._delivered.get(shard_id, -1):
+                        records.append(record)
+                        self._delivered[shard_id] = sequence
                 empty = 0 if page["Records"] else empty + 1
                 iterator = page.get("NextShardIterator")
         return stream_arn, records

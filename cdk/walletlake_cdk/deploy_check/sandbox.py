@@ -169,11 +169,11 @@ class _Environment:
         self._answers.put(None)
 
     def answer(self, timeout: float) -> dict[str, Any] | None:
-        """The next answer; None when the process died first or the time ran out."""
+        """The next answer; None when the process died first. :class:`TimeoutError` when time ran out."""
         try:
             return self._answers.get(timeout=timeout)
         except queue.Empty:
-            return None
+            raise TimeoutError from None
 
     def send(self, request: dict[str, Any]) -> None:
         assert self.process.stdin is not None
@@ -234,7 +234,10 @@ class FunctionRunner:
             self.function.handler,
         ]
         started = _Environment(argv, environment, self._log)
-        ready = started.answer(timeout=120)
+        try:
+            ready = started.answer(timeout=120)
+        except TimeoutError:
+            ready = None
         if ready is None or not ready.get("ready"):
             started.stop()
             detail = ready or {
@@ -278,10 +281,13 @@ class FunctionRunner:
                 },
             }
         )
-        answer = environment.answer(timeout=self.function.timeout_seconds)
+        try:
+            answer = environment.answer(timeout=self.function.timeout_seconds)
+            timed_out = False
+        except TimeoutError:
+            answer, timed_out = None, True
         seconds = time.perf_counter() - started
         if answer is None:
-            timed_out = environment.process.poll() is None
             environment.stop()
             error = (
                 {
@@ -331,6 +337,13 @@ class FunctionRunner:
         if error:
             _logger.warning("%s failed: %s", self.function.logical_id, json.dumps(payload)[:2000])
         return invocation
+
+    def recycle(self) -> None:
+        """Stop the warm environments: the next invocation cold-starts (with :attr:`fault`, if set)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for environment in idle:
+            environment.stop()
 
     def close(self) -> None:
         """Stop every environment."""
