@@ -62,7 +62,7 @@ DEFAULT_SEGMENTS: Final = 4
 #: Read units per second the snapshot may consume (see the module docstring).
 DEFAULT_MAX_READ_UNITS_PER_SECOND: Final = 1000.0
 _STAMP_FORMAT: Final = "%Y%m%dT%H%M%S"
-_OBJECT_NAME: Final = re.compile(r"snapshot-(\d{8}T\d{6}\d{3}Z)-(\d{3})-of-(\d{3})\.parquet$")
+_OBJECT_NAME: Final = re.compile(r"snapshot-(\d{8}T\d{6}\d{3}Z)-(\d{3,})-of-(\d{3,})\.parquet$")
 
 
 class ReadBudget:

@@ -126,3 +126,15 @@ def test_snapshot_command(
     assert summary["day"] == today.isoformat()
     client = boto3.client("s3", region_name=settings.region)
     assert latest_snapshot(client, settings, not_before=today) is not None
+
+
+def test_snapshot_object_names_parse_for_every_segment_count_the_deployment_allows() -> None:
+    # GIVEN segment numbers of one, three and four digits (the CDK app allows up to 10,000)
+    from lake.snapshots import _OBJECT_NAME, snapshot_key
+
+    at = dt.datetime(2026, 11, 24, 1, 30, 5, 123000, tzinfo=dt.UTC)
+    for segment, segments in ((0, 4), (199, 200), (1234, 2000), (9999, 10000)):
+        # WHEN a segment's object is named THEN the name reads back to the same numbers
+        match = _OBJECT_NAME.search(snapshot_key("lake", at, segment, segments))
+        assert match is not None, (segment, segments)
+        assert (int(match.group(2)), int(match.group(3))) == (segment, segments)
