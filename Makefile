@@ -10,7 +10,7 @@ export npm_config_cache := $(CURDIR)/.cache/npm
 export MPLCONFIGDIR := $(CURDIR)/.cache/matplotlib
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: demo test lint typecheck fmt pytest tools install install-dev clean bench
+.PHONY: demo test lint typecheck fmt pytest tools install install-dev clean bench deploy-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,11 @@ pytest: install-dev tools
 	$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
 
 test: lint typecheck pytest
+
+# Every Lambda function of the synthesized app imported and invoked from the files it ships, and both
+# state machines executed, on an embedded stack of its own (docs/operations.md, "Deploy check").
+deploy-check: install-dev tools
+	PYTHONPATH=cdk $(BIN)/python -m walletlake_cdk.deploy_check
 
 bench: install-dev tools
 	for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done

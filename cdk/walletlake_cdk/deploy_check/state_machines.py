@@ -63,6 +63,9 @@ def _athena_service(athena: LocalAthena) -> Any:
             patterns: Any = {ResourceCondition.WaitForTaskToken, ResourceCondition.Sync}
             self._supported_integration_patterns = patterns  # type: ignore[misc]
 
+        def _log_unsupported_warning(self) -> None:
+            """Silent: this integration is supported here (by :class:`LocalAthena`)."""
+
         def _eval_service_task(
             self,
             env: Any,
