@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from botocore.exceptions import ClientError
 
@@ -92,7 +92,7 @@ def acquire(
     except ClientError as error:
         if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
             raise
-        held = error.response.get("Item") or {}
+        held: dict[str, Any] = dict(error.response.get("Item") or {})  # type: ignore[call-overload]
         holder = held.get(OWNER, {}).get("S", "another run")
         until = held.get(EXPIRES_AT, {}).get("N", "?")
         raise LeaseBusyError(f"lease {name!r} is held by {holder} until {until} (epoch s)") from None
