@@ -40,8 +40,10 @@ from walletlake_cdk.monitoring import (  # noqa: E402
     ITERATOR_AGE_ALARM_FRACTION,
 )
 from walletlake_cdk.nightly import (  # noqa: E402
+    COMPACTION_LEASE_HANDLER,
     COMPACTION_PLAN_HANDLER,
     COMPACTION_UNIT_HANDLER,
+    LEASE_BUSY,
     PLAN_NIGHT_HANDLER,
     RECONCILE_CLASSIFY_HANDLER,
     RECONCILE_PLAN_HANDLER,
@@ -125,7 +127,13 @@ UNIT_HANDLERS = (
     SNAPSHOT_SEGMENT_HANDLER,
     RECONCILE_PLAN_HANDLER,
     RECONCILE_CLASSIFY_HANDLER,
+    COMPACTION_LEASE_HANDLER,
 )
+
+
+def wallets_table(synthesized: Synthesized) -> tuple[str, dict[str, Any]]:
+    table_id = synthesized.logical_id("AWS::DynamoDB::Table", "WalletsTable")
+    return table_id, synthesized.resources("AWS::DynamoDB::Table")[table_id]
 
 
 def function_id(synthesized: Synthesized, handler: str) -> str:
@@ -199,7 +207,7 @@ def test_cfn_lint_finds_nothing_in_the_template(synthesized: Synthesized) -> Non
 def test_table_is_the_wallets_contract_with_stream_ttl_pitr_and_protection(synthesized: Synthesized) -> None:
     # GIVEN the table definition in wallet.table
     # WHEN the synthesized table is read
-    _, table = synthesized.only("AWS::DynamoDB::Table")
+    _, table = wallets_table(synthesized)
     properties = table["Properties"]
     # THEN key, stream and TTL are the contract's, and the table is protected and encrypted
     assert properties["TableName"] == SETTINGS.table
@@ -228,7 +236,7 @@ def test_event_source_mapping_is_bounded_ordered_and_reports_item_failures(synth
     _, mapping = synthesized.only("AWS::Lambda::EventSourceMapping")
     properties = mapping["Properties"]
     queue_id, queue = synthesized.only("AWS::SQS::Queue")
-    table_id, _ = synthesized.only("AWS::DynamoDB::Table")
+    table_id, _ = wallets_table(synthesized)
     # THEN it reads the table's stream from the oldest record, reports item failures, gives up
     # within the stream's retention, keeps order, and hands exhausted batches to the queue
     assert properties["EventSourceArn"] == {"Fn::GetAtt": [table_id, "StreamArn"]}
@@ -289,7 +297,7 @@ def test_api_requires_iam_is_throttled_and_logs_every_request(synthesized: Synth
 def test_api_role_holds_exactly_the_write_path_actions_on_the_table(synthesized: Synthesized) -> None:
     # GIVEN the API function and its role
     api = functions_by_handler(synthesized)[API_HANDLER]
-    table_id, _ = synthesized.only("AWS::DynamoDB::Table")
+    table_id, _ = wallets_table(synthesized)
     statements = policy_statements(synthesized, api["Role"]["Fn::GetAtt"][0])
     # WHEN the DynamoDB statements are collected
     dynamodb = [s for s in statements if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
@@ -340,8 +348,8 @@ def test_functions_ship_their_own_layers_and_name_the_deployed_resources(synthes
         assert set(layer_refs[0]) == {"Ref"}, handler
         assert synthesized.template["Resources"][layer_refs[0]["Ref"]]["Type"] == "AWS::Lambda::LayerVersion"
     assert "Mappings" not in synthesized.template
-    # AND functions needing the same packages share one layer: API, consumer, compaction, nightly
-    assert len({json.dumps(properties["Layers"]) for properties in functions.values()}) == 4
+    # AND functions needing the same packages share one layer: API, consumer, compaction, nightly, lease
+    assert len({json.dumps(properties["Layers"]) for properties in functions.values()}) == 5
 
 
 # --- lake bucket ----------------------------------------------------------------------------
@@ -469,12 +477,24 @@ def test_nightly_schedule_starts_the_state_machine_that_runs_the_units_and_repor
     assert order == [
         "PlanNight",
         "SnapshotSegments",
+        "NightlyTakeLease",
         "NightlyPlanUnits",
         "NightlyCompactUnits",
+        "NightlyReleaseLease",
         "PlanReconciliation",
         "ReconcileDays",
         "ReportSuccess",
     ]
+    # AND the compaction steps run under the lease: waited for while an hourly run holds it,
+    # given back on failure too
+    lease_retry = [
+        retry for retry in states["NightlyTakeLease"]["Retry"] if retry["ErrorEquals"] == [LEASE_BUSY]
+    ]
+    assert lease_retry
+    assert lease_retry[0]["IntervalSeconds"] * lease_retry[0]["MaxAttempts"] >= 3600
+    for step in ("NightlyPlanUnits", "NightlyCompactUnits"):
+        assert [catch["Next"] for catch in states[step]["Catch"]] == ["NightlyReleaseLeaseOnError"]
+    assert states["NightlyReleaseLeaseOnError"]["Next"] == "ReportError"
     # AND the segments and the units are Distributed Maps of STANDARD children with bounded concurrency
     for name, items, concurrency in (
         ("SnapshotSegments", "$.night.segments", 200),
@@ -509,6 +529,8 @@ def test_nightly_schedule_starts_the_state_machine_that_runs_the_units_and_repor
     # AND findings and failures of any step go to the alerts topic
     assert [catch["Next"] for catch in days["Catch"]] == ["ReportFindings", "ReportError"]
     for step in order[:-1]:
+        if step in ("NightlyPlanUnits", "NightlyCompactUnits", "NightlyReleaseLease"):
+            continue
         assert "ReportError" in [catch["Next"] for catch in states[step]["Catch"]], step
     for report in ("ReportSuccess", "ReportFindings", "ReportError"):
         assert states[report]["Parameters"]["TopicArn"] == f"<ref {topic_id}>"
@@ -529,7 +551,15 @@ def test_hourly_schedule_compacts_the_closed_hours_in_parallel_units(synthesized
     target = rules[machine_id]["Targets"][0]
     assert rules[machine_id]["ScheduleExpression"] == "cron(10 * * * ? *)"
     assert json.loads(target["Input"]) == {"closed_hours_of": "today"}
-    assert definition["StartAt"] == "HourlyPlanUnits"
+    assert definition["StartAt"] == "HourlyTakeLease"
+    take = states["HourlyTakeLease"]
+    assert take["Next"] == "HourlyPlanUnits"
+    # AND while the nightly run holds the compaction lease it ends at once, successfully
+    assert next((catch["ErrorEquals"], catch["Next"]) for catch in take["Catch"]) == (
+        [LEASE_BUSY],
+        "HourlyLeaseBusy",
+    )
+    assert states["HourlyLeaseBusy"]["Type"] == "Succeed"
     plan = states["HourlyPlanUnits"]
     assert plan["Resource"] == f"<ref {function_id(synthesized, COMPACTION_PLAN_HANDLER)}>"
     assert plan["ResultPath"] == "$.compaction"
@@ -538,15 +568,17 @@ def test_hourly_schedule_compacts_the_closed_hours_in_parallel_units(synthesized
     assert units["ItemsPath"] == "$.compaction.units"
     assert units["MaxConcurrency"] == 100
     assert units["ItemProcessor"]["ProcessorConfig"]["Mode"] == "DISTRIBUTED"
-    # AND a failure is published before the execution fails
-    assert [catch["Next"] for catch in units["Catch"]] == ["ReportHourlyError"]
+    assert units["Next"] == "HourlyReleaseLease"
+    # AND a failure gives the lease back and is published before the execution fails
+    assert [catch["Next"] for catch in units["Catch"]] == ["HourlyReleaseLeaseOnError"]
+    assert states["HourlyReleaseLeaseOnError"]["Next"] == "ReportHourlyError"
     assert states["ReportHourlyError"]["Next"] == "HourlyCompactionFailed"
 
 
 def test_each_unit_function_holds_only_what_its_unit_does(synthesized: Synthesized) -> None:
     # GIVEN each unit function's role
     lake_objects = f"/{SETTINGS.lake_prefix}/*"
-    table_id, _ = synthesized.only("AWS::DynamoDB::Table")
+    table_id, _ = wallets_table(synthesized)
 
     def grants(handler: str) -> list[tuple[frozenset[str], str]]:
         return [
@@ -591,6 +623,14 @@ def test_each_unit_function_holds_only_what_its_unit_does(synthesized: Synthesiz
     assert len(athena) == 1
     assert f"workgroup/{SETTINGS.athena_workgroup}" in athena[0]
     assert not any("s3:DeleteObject" in actions for actions, _ in classify)
+    # AND the lease function may only put and delete items of the lease table
+    lease_table = synthesized.logical_id("AWS::DynamoDB::Table", "LeaseTable")
+    assert grants(COMPACTION_LEASE_HANDLER) == [
+        (
+            frozenset({"dynamodb:PutItem", "dynamodb:DeleteItem"}),
+            json.dumps({"Fn::GetAtt": [lease_table, "Arn"]}),
+        )
+    ]
     # AND every unit fits Lambda's limits: at most 15 minutes, 10,240 MB of memory and of /tmp
     for handler in UNIT_HANDLERS:
         properties = functions_by_handler(synthesized)[handler]

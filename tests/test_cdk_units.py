@@ -359,7 +359,7 @@ def test_every_unit_handler_the_state_machines_invoke_is_a_project_function(
 
     # GIVEN the handler strings the unit functions are deployed with
     handlers = [value for name, value in vars(nightly).items() if name.endswith("_HANDLER")]
-    assert len(handlers) == 6
+    assert len(handlers) == 7
     for handler in handlers:
         module_name, _, function_name = handler.rpartition(".")
         if module_name == "walletlake.compaction_handlers":
