@@ -824,7 +824,17 @@ def _with_problems(wallets: pa.Table, problems: pa.Table | None) -> pa.Table:
         for name, kind in _PROBLEM_DETAILS.items():
             wallets = wallets.append_column(name, pa.nulls(wallets.num_rows, kind))
         return wallets
-    details = problems.select(["wallet_id", *_PROBLEM_DETAILS])
+    # Cast to the declared types first: the same query comes back from DuckDB as Arrow but from
+    # Athena through pandas, where pandas 3's strings become ``large_string`` (Arrow refuses to
+    # join string with large_string) and timestamps nanoseconds. Found by the deploy check.
+    details = problems.select(["wallet_id", *_PROBLEM_DETAILS]).cast(
+        pa.schema(
+            [
+                pa.field("wallet_id", wallets.schema.field("wallet_id").type),
+                *(pa.field(name, kind) for name, kind in _PROBLEM_DETAILS.items()),
+            ]
+        )
+    )
     return wallets.join(details, keys="wallet_id", join_type="left outer")
 
 

@@ -30,6 +30,7 @@ from typing import Any, Final
 import boto3
 
 from walletlake_cdk.deploy_check.assembly import CloudAssembly, DeployedFunction
+from walletlake_cdk.deploy_check.athena_api import AthenaApiServer
 from walletlake_cdk.deploy_check.local_athena import LocalAthena
 from walletlake_cdk.deploy_check.runtime import runtime_folder
 from walletlake_cdk.deploy_check.sandbox import (
@@ -141,6 +142,12 @@ class DeployCheck:
         self._concurrency = concurrency
         self._runners: dict[str, FunctionRunner] = {}
         self.executions: dict[str, Execution] = {}
+        self.athena = LocalAthena(
+            self.local_settings(),
+            self._session(),
+            s3_endpoint=self.stack_environment.get("AWS_ENDPOINT_URL_S3"),
+        )
+        self.athena_api = AthenaApiServer(self.athena, self._workgroups()).start()
         # Per shard, the last sequence number delivered: like Lambda, each record goes out once.
         self._delivered: dict[str, int] = {}
 
@@ -165,7 +172,11 @@ class DeployCheck:
                     )
                 layers.append(layer.folder)
             filesystem = assemble(function, layers, runtime_folder(), self.work)
-            environment = lambda_environment(function, filesystem, self.stack_environment)
+            environment = lambda_environment(
+                function,
+                filesystem,
+                {**self.stack_environment, "AWS_ENDPOINT_URL_ATHENA": self.athena_api.url},
+            )
             environment["DEPLOY_CHECK_ALSO_IMPORT"] = ",".join(reachable_modules(function.handler))
             self._runners[function.logical_id] = FunctionRunner(
                 function,
@@ -313,8 +324,7 @@ class DeployCheck:
         """The ASL interpreter with every function of the template behind its Lambda tasks."""
         runners = {function.logical_id: self.runner(function) for function in self.functions}
         topics = [self.assembly.resolver.ref(name) for name in self.assembly.resources("AWS::SNS::Topic")]
-        athena = LocalAthena(self.local_settings(), session=self._session())
-        with LocalStepFunctions(runners, athena, topics) as machines:
+        with LocalStepFunctions(runners, self.athena, topics) as machines:
             yield machines
 
     def run_machine(self, machines: LocalStepFunctions, prefix: str, payload: Mapping[str, Any]) -> Execution:
@@ -357,10 +367,19 @@ class DeployCheck:
             )
         return found
 
+    def _workgroups(self) -> dict[str, dict[str, Any]]:
+        """Each Athena workgroup of the template: its name and resolved configuration."""
+        found = {}
+        for resource in self.assembly.resources("AWS::Athena::WorkGroup").values():
+            properties = self.assembly.resolver.resolve(resource["Properties"])
+            found[properties["Name"]] = properties.get("WorkGroupConfiguration", {})
+        return found
+
     def close(self) -> None:
-        """Stop every execution environment."""
+        """Stop every execution environment and the Athena API."""
         for runner in self._runners.values():
             runner.close()
+        self.athena_api.stop()
 
 
 def reachable_modules(handler: str) -> list[str]:
