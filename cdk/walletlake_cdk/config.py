@@ -20,6 +20,7 @@ from walletlake.settings import Settings
 
 BillingMode = Literal["on_demand", "provisioned"]
 ApiAuth = Literal["iam", "jwt"]
+ApiFront = Literal["lattice", "alb", "lambda"]
 LambdaDeps = Literal["install", "skip"]
 
 #: DynamoDB Streams keep records for 24 hours; the consumer must give up on a record before that.
@@ -44,9 +45,22 @@ class DeploymentConfig:
     billing_mode:
         ``on_demand`` (default: no capacity planning, no throttling on ramp-up) or ``provisioned``
         (cheaper at a sustained, known load) with auto scaling between the ``*_capacity`` bounds.
+    api_front:
+        How the write path is served (``walletlake_cdk.api_service``): ``lattice`` (default), a
+        fleet of ``walletlake serve`` tasks on ECS Fargate (ARM64) behind VPC Lattice with an
+        ``AWS_IAM`` auth policy; ``alb``, the same fleet behind an internal ALB (no IAM
+        authentication: network-level access only); ``lambda``, API Gateway + Lambda, cheaper
+        only at low load (README, "What it costs").
+    api_azs, api_task_cpu, api_task_memory_mb:
+        Availability Zones of the fleet (at least two) and each task's size (one worker per vCPU).
+    api_min_tasks, api_max_tasks, api_target_cpu_percent, api_requests_per_task_per_second:
+        Scaling bounds and targets: CPU at 50 % (seed 000's rule) and requests per task
+        (``bench/capacity.py`` derives the default from the measured CPU per request).
+    api_callers:
+        Role ARNs allowed to invoke the Lattice service; empty: any signed principal of this account.
     api_auth:
-        ``iam`` (default): callers are services signing with SigV4. ``jwt``: an OIDC issuer's
-        tokens (``jwt_issuer``, ``jwt_audience``) are checked by API Gateway.
+        Lambda front only. ``iam`` (default): callers are services signing with SigV4. ``jwt``: an
+        OIDC issuer's tokens (``jwt_issuer``, ``jwt_audience``) are checked by API Gateway.
     api_rate_limit, api_burst_limit:
         Stage throttling: the seed's 20,000 requests/s plus 10 % headroom; bursts above that are
         refused with 429 before they reach Lambda or DynamoDB.
@@ -93,6 +107,15 @@ class DeploymentConfig:
     max_write_capacity: int = 200_000
     warm_write_units_per_second: int = 0
     warm_read_units_per_second: int = 0
+    api_front: ApiFront = "lattice"
+    api_azs: int = 3
+    api_task_cpu: int = 2_048
+    api_task_memory_mb: int = 4_096
+    api_min_tasks: int = 3
+    api_max_tasks: int = 60
+    api_target_cpu_percent: int = 50
+    api_requests_per_task_per_second: int = 1_400
+    api_callers: tuple[str, ...] = ()
     api_auth: ApiAuth = "iam"
     jwt_issuer: str | None = None
     jwt_audience: tuple[str, ...] = ()
@@ -129,6 +152,18 @@ class DeploymentConfig:
             raise DeploymentConfigError(
                 f"billing_mode must be on_demand or provisioned, not {self.billing_mode!r}"
             )
+        if self.api_front not in ("lattice", "alb", "lambda"):
+            raise DeploymentConfigError(f"api_front must be lattice, alb or lambda, not {self.api_front!r}")
+        if not 2 <= self.api_azs <= 6:
+            raise DeploymentConfigError(
+                f"api_azs must be 2..6 (a fleet spans Availability Zones), not {self.api_azs}"
+            )
+        if not 1 <= self.api_min_tasks <= self.api_max_tasks:
+            raise DeploymentConfigError("api_min_tasks must be at least 1 and at most api_max_tasks")
+        if self.api_task_cpu not in (256, 512, 1024, 2048, 4096, 8192, 16384):
+            raise DeploymentConfigError(f"api_task_cpu must be a Fargate CPU size, not {self.api_task_cpu}")
+        if not 10 <= self.api_target_cpu_percent <= 90:
+            raise DeploymentConfigError("api_target_cpu_percent must be 10..90")
         if self.api_auth not in ("iam", "jwt"):
             raise DeploymentConfigError(f"api_auth must be iam or jwt, not {self.api_auth!r}")
         if self.api_auth == "jwt" and not (self.jwt_issuer and self.jwt_audience):

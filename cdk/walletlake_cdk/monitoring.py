@@ -16,6 +16,7 @@ from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -38,6 +39,20 @@ API_SERVER_ERROR_PERCENT: Final = 1
 #: METRICS_NAMESPACE and SERVICE, and the per-batch counters it publishes.
 CONSUMER_METRICS_NAMESPACE: Final = "walletlake"
 CONSUMER_SERVICE: Final = "stream_processor"
+#: What every API task publishes as EMF (``wallet/telemetry.py``): namespace, service dimension, names.
+API_METRICS_NAMESPACE: Final = "walletlake"
+API_SERVICE: Final = "wallet-api"
+API_METRICS: Final = (
+    "requests_succeeded",
+    "requests_failed",
+    "requests_shed",
+    "dynamodb_throttles",
+    "dynamodb_transaction_conflicts",
+    "dynamodb_internal_errors",
+    "group_commits",
+)
+#: The fleet scales on CPU at 50 %; sustained CPU above this means it cannot scale further.
+API_CPU_ALARM_PERCENT: Final = 75
 CONSUMER_METRICS: Final = (
     "RecordsIn",
     "LedgerRows",
@@ -75,12 +90,112 @@ def build_alerts_topic(scope: Construct, config: DeploymentConfig) -> sns.Topic:
     return topic
 
 
+AlarmSpec = tuple[cloudwatch.IMetric, float, int, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class WatchedApi:
+    """The write path's front, whichever it is: its requests, 5xx answers and latency (five-minute
+    sums), plus what only that front has (the fleet's tasks, or the Lambda function's errors)."""
+
+    requests: cloudwatch.IMetric
+    server_errors: cloudwatch.IMetric
+    latency_p99: cloudwatch.IMetric
+    alarms: dict[str, AlarmSpec]
+    graphs: dict[str, list[cloudwatch.IMetric]]
+
+
+def lambda_api(api: apigwv2.HttpApi, function: lambda_.Function) -> WatchedApi:
+    """API Gateway + Lambda: the function's errors and throttles besides the API's own metrics."""
+    return WatchedApi(
+        requests=api.metric_count(period=FIVE_MINUTES, statistic="Sum"),
+        server_errors=api.metric_server_error(period=FIVE_MINUTES, statistic="Sum"),
+        latency_p99=api.metric_latency(statistic="p99"),
+        alarms={
+            "ApiFunctionErrors": (
+                function.metric_errors(period=FIVE_MINUTES, statistic="Sum"),
+                5,
+                1,
+                "The write path's Lambda function is failing (timeouts, crashes).",
+            ),
+            "ApiFunctionThrottles": (
+                function.metric_throttles(period=FIVE_MINUTES, statistic="Sum"),
+                1,
+                1,
+                "The write path hit its Lambda concurrency limit.",
+            ),
+        },
+        graphs={
+            "API function": [
+                function.metric_duration(statistic="p99"),
+                function.metric_throttles(statistic="Sum"),
+                function.metric("ConcurrentExecutions", statistic="Maximum"),
+            ]
+        },
+    )
+
+
+def fleet_api(
+    requests: cloudwatch.IMetric,
+    server_errors: cloudwatch.IMetric,
+    latency_p99: cloudwatch.IMetric,
+    service: ecs.FargateService,
+) -> WatchedApi:
+    """The ECS fleet: its front's metrics, the tasks' CPU, and the servers' own (EMF) counters."""
+    cpu = service.metric_cpu_utilization(period=FIVE_MINUTES, statistic="Average")
+    app = {
+        name: cloudwatch.Metric(
+            namespace=API_METRICS_NAMESPACE,
+            metric_name=name,
+            dimensions_map={"service": API_SERVICE},
+            statistic="Sum",
+            period=FIVE_MINUTES,
+        )
+        for name in API_METRICS
+    }
+    return WatchedApi(
+        requests=requests,
+        server_errors=server_errors,
+        latency_p99=latency_p99,
+        alarms={
+            "ApiFleetCpuHigh": (
+                cpu,
+                API_CPU_ALARM_PERCENT,
+                3,
+                f"The API fleet's CPU has been above {API_CPU_ALARM_PERCENT}% for 15 minutes: scaling is "
+                "not keeping up (at its maximum task count?).",
+            ),
+            "ApiDynamoDbThrottles": (
+                app["dynamodb_throttles"],
+                1,
+                2,
+                "DynamoDB throttled the write path for 10 minutes (capacity or a hot partition).",
+            ),
+            "ApiRequestsShed": (
+                app["requests_shed"],
+                100,
+                2,
+                "API processes answered 429 (past their bound of requests in flight) for 10 minutes.",
+            ),
+        },
+        graphs={
+            "API fleet CPU (%)": [cpu],
+            "API processes": [
+                app[name] for name in ("requests_succeeded", "requests_failed", "requests_shed")
+            ],
+            "API DynamoDB": [
+                app[name]
+                for name in ("dynamodb_throttles", "dynamodb_transaction_conflicts", "group_commits")
+            ],
+        },
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class Monitored:
     """What the alarms and the dashboard watch."""
 
-    api: apigwv2.HttpApi
-    api_function: lambda_.Function
+    api: WatchedApi
     table: dynamodb.Table
     consumer: lambda_.Function
     failures: sqs.Queue
@@ -108,8 +223,8 @@ def build_alarms(
     server_error_rate = cloudwatch.MathExpression(
         expression="100 * errors / MAX([errors, requests])",
         using_metrics={
-            "errors": watched.api.metric_server_error(period=FIVE_MINUTES, statistic="Sum"),
-            "requests": watched.api.metric_count(period=FIVE_MINUTES, statistic="Sum"),
+            "errors": watched.api.server_errors,
+            "requests": watched.api.requests,
         },
         label="API 5xx %",
         period=FIVE_MINUTES,
@@ -143,18 +258,6 @@ def build_alarms(
             "Stream batches exhausted their retries: replay them from the stream within 24 h "
             "of their writes.",
         ),
-        "ApiFunctionErrors": (
-            watched.api_function.metric_errors(period=FIVE_MINUTES, statistic="Sum"),
-            5,
-            1,
-            "The write path's Lambda function is failing (timeouts, crashes).",
-        ),
-        "ApiFunctionThrottles": (
-            watched.api_function.metric_throttles(period=FIVE_MINUTES, statistic="Sum"),
-            1,
-            1,
-            "The write path hit its Lambda concurrency limit.",
-        ),
         "ApiServerErrorRate": (
             server_error_rate,
             API_SERVER_ERROR_PERCENT,
@@ -169,6 +272,7 @@ def build_alarms(
             "see the findings message.",
         ),
     }
+    specs.update(watched.api.alarms)
     alarms: dict[str, cloudwatch.Alarm] = {}
     for name, (metric, threshold, periods, description) in specs.items():
         alarm = cloudwatch.Alarm(
@@ -198,23 +302,10 @@ def build_dashboard(
         cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(alarms.values()), width=24, height=3)
     )
     dashboard.add_widgets(
-        graph("API requests", [watched.api.metric_count(statistic="Sum")]),
-        graph(
-            "API errors",
-            [
-                watched.api.metric_client_error(statistic="Sum"),
-                watched.api.metric_server_error(statistic="Sum"),
-            ],
-        ),
-        graph("API latency p99 (ms)", [watched.api.metric_latency(statistic="p99")]),
-        graph(
-            "API function",
-            [
-                watched.api_function.metric_duration(statistic="p99"),
-                watched.api_function.metric_throttles(statistic="Sum"),
-                watched.api_function.metric("ConcurrentExecutions", statistic="Maximum"),
-            ],
-        ),
+        graph("API requests", [watched.api.requests]),
+        graph("API 5xx answers", [watched.api.server_errors]),
+        graph("API latency p99 (ms)", [watched.api.latency_p99]),
+        *(graph(title, metrics) for title, metrics in watched.api.graphs.items()),
     )
     dashboard.add_widgets(
         graph(

@@ -150,3 +150,53 @@ def _iam5(construct: IConstruct, reason: str, applies_to: Sequence[str | dict[st
         [NagPackSuppression(id="AwsSolutions-IAM5", reason=reason, applies_to=applies_to)],
         apply_to_children=True,
     )
+
+
+def suppress_api_service_findings(
+    task_definition: IConstruct, execution_role: iam.IRole, lattice_role: iam.IRole | None, vpc: IConstruct
+) -> None:
+    """The API fleet's reviewed findings (``walletlake_cdk.api_service``)."""
+    NagSuppressions.add_resource_suppressions(
+        task_definition,
+        [
+            NagPackSuppression(
+                id="AwsSolutions-ECS2",
+                reason="The container's variables are the WALLETLAKE_* resource names and knobs every "
+                "Lambda function also gets (walletlake.settings); none is a secret, and the task role, "
+                "not a variable, carries the credentials.",
+            )
+        ],
+    )
+    _iam5(
+        execution_role,
+        "ecr:GetAuthorizationToken, which ECS needs to pull the image, supports no resource-level "
+        "permission (Service Authorization Reference), so its resource must be '*'; the other "
+        "statements name the image repository and the log group.",
+        ["Resource::*"],
+    )
+    if lattice_role is not None:
+        NagSuppressions.add_resource_suppressions(
+            lattice_role,
+            [
+                NagPackSuppression(
+                    id="AwsSolutions-IAM4",
+                    reason="AmazonECSInfrastructureRolePolicyForVpcLattice is the policy ECS documents for "
+                    "registering a service's tasks in a VPC Lattice target group; the role is assumable "
+                    "by ecs.amazonaws.com only.",
+                    applies_to=[
+                        "Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonECSInfrastructureRolePolicyForVpcLattice"
+                    ],
+                )
+            ],
+        )
+    NagSuppressions.add_resource_suppressions(
+        vpc,
+        [
+            NagPackSuppression(
+                id="CdkNagValidationFailure",
+                reason="The interface endpoints' security groups admit HTTPS from the VPC's own CIDR block "
+                "(a token at synth, so AwsSolutions-EC23 cannot evaluate it); nothing outside the VPC.",
+            )
+        ],
+        apply_to_children=True,
+    )

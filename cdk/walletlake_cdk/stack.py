@@ -7,15 +7,24 @@ key, the topic) and they are deployed and versioned together; each part lives in
 from __future__ import annotations
 
 from aws_cdk import CfnOutput, Environment, Fn, Stack
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from walletlake_cdk.analyst_access import build_analyst_policy
+from walletlake_cdk.api_service import build_api_service
 from walletlake_cdk.catalog import build_catalog
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import build_function_assets, settings_environment
 from walletlake_cdk.ledger_table import build_ledger_table
-from walletlake_cdk.monitoring import Monitored, build_alarms, build_alerts_topic, build_dashboard
-from walletlake_cdk.nag import ReviewedConstructs, suppress_reviewed_findings
+from walletlake_cdk.monitoring import (
+    Monitored,
+    build_alarms,
+    build_alerts_topic,
+    build_dashboard,
+    fleet_api,
+    lambda_api,
+)
+from walletlake_cdk.nag import ReviewedConstructs, suppress_api_service_findings, suppress_reviewed_findings
 from walletlake_cdk.nightly import build_nightly_job
 from walletlake_cdk.storage import build_storage
 from walletlake_cdk.stream_consumer import build_stream_consumer
@@ -41,15 +50,25 @@ class WalletLakeStack(Stack):
         table = build_ledger_table(self, config, storage.data_key)
         environment = settings_environment(config.settings, storage.bucket_name)
         assets = build_function_assets(self, config)
-        api = build_write_api(self, config, assets, table, environment)
+        api_role: iam.IRole
+        if config.api_front == "lambda":
+            api = build_write_api(self, config, assets, table, environment)
+            watched_api = lambda_api(api.api, api.handler.function)
+            api_role, api_url, api_functions = api.handler.role, api.stage.url, [api.handler.function]
+        else:
+            fleet = build_api_service(self, config, table, environment)
+            watched_api = fleet_api(fleet.requests, fleet.server_errors, fleet.latency, fleet.service)
+            suppress_api_service_findings(
+                fleet.task_definition, fleet.execution_role, fleet.lattice_role, fleet.vpc
+            )
+            api_role, api_url, api_functions = fleet.task_role, fleet.endpoint, []
         consumer = build_stream_consumer(self, config, assets, table, storage, environment)
         catalog = build_catalog(self, config, storage)
         topic = build_alerts_topic(self, config)
         nightly = build_nightly_job(self, config, assets, table, storage, catalog, topic, environment)
         analyst_policy = build_analyst_policy(self, config, storage)
         watched = Monitored(
-            api=api.api,
-            api_function=api.handler.function,
+            api=watched_api,
             table=table,
             consumer=consumer.handler.function,
             failures=consumer.failures,
@@ -62,14 +81,14 @@ class WalletLakeStack(Stack):
         suppress_reviewed_findings(
             ReviewedConstructs(
                 lake_prefix=storage.lake_prefix,
-                api_role=api.handler.role,
+                api_role=api_role,
                 consumer_role=consumer.handler.role,
                 nightly_roles=nightly.roles,
                 state_machines=(nightly.state_machine, nightly.hourly),
                 analyst_policy=analyst_policy,
                 failure_queue=consumer.failures,
                 functions=(
-                    api.handler.function,
+                    *api_functions,
                     consumer.handler.function,
                     *(unit.function for unit in nightly.functions.values()),
                 ),
@@ -78,7 +97,6 @@ class WalletLakeStack(Stack):
 
         self.table = table
         self.storage = storage
-        self.api = api
         self.consumer = consumer
         self.catalog = catalog
         self.nightly = nightly
@@ -86,7 +104,7 @@ class WalletLakeStack(Stack):
         self.alarms = alarms
 
         outputs = {
-            "ApiUrl": api.stage.url,
+            "ApiUrl": api_url,
             "TableName": table.table_name,
             "LakeBucketName": storage.bucket_name,
             "GlueDatabaseName": config.settings.glue_database,

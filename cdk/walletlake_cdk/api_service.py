@@ -1,0 +1,515 @@
+"""The write path as seed 000 deploys it: long-running API servers on ECS Fargate, across AZs.
+
+Seed 000's design is a fleet of stateless application servers (several Availability Zones, never
+above 50 % CPU). A long-running server is also what makes walletlake's group commit happen
+(``wallet/commit_queue.py``): requests waiting on a busy process or wallet leave together in one
+TransactWriteItems, which a Lambda invocation serving one request never can. So the default front
+of the write path is this service; ``api_front=lambda`` keeps the API Gateway + Lambda tier for
+low loads (README, "What it costs", says where each is cheaper).
+
+What it deploys:
+
+* **Network.** A VPC over ``api_azs`` Availability Zones (three by default) with *isolated* private
+  subnets only: no NAT and no internet route. DynamoDB and S3 are reached through gateway
+  endpoints (free, and the image's layers come from ECR's S3), ECR and CloudWatch Logs through
+  interface endpoints, so no request of the write path ever crosses a NAT.
+* **Tasks.** ``walletlake serve`` on Fargate, ARM64 (Graviton: about 20 % cheaper per vCPU-hour
+  than x86 at the same measured CPU per request), one uvicorn worker per vCPU, its own log group
+  (the server's EMF lines become CloudWatch metrics there). A task role that may only do the write
+  path's four item actions on the table.
+* **Scaling.** Between ``api_min_tasks`` and ``api_max_tasks``: target tracking on CPU at 50 % (the
+  seed's rule) and on requests per task.
+* **Front and authentication.** ``lattice`` (default): a VPC Lattice service with an ``AWS_IAM``
+  auth policy (every request SigV4-signed by a caller holding ``vpc-lattice-svcs:Invoke``, as the
+  Lambda tier's IAM-authorized API Gateway required), whose target group ECS registers the tasks
+  in. ``alb``: an internal Application Load Balancer instead (network-level access only, for
+  callers inside the VPC), cheaper per request.
+* **Image.** Built at deploy time by the CDK CLI (``cdk deploy`` runs ``docker build`` for the
+  asset and pushes it to the bootstrap ECR repository) from ``docker/api.Dockerfile``: the
+  project's own locked dependencies (``docker/api-requirements.txt``, generated from the
+  environment the tests ran in) installed with ``--no-deps``. Synthesis only stages the build
+  context; it needs no Docker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Final
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_applicationautoscaling as appscaling
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecr_assets as ecr_assets
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_vpclattice as lattice
+from constructs import Construct
+
+from walletlake_cdk.config import DeploymentConfig
+from walletlake_cdk.functions import log_retention
+from walletlake_cdk.lambda_code import PROJECT_ROOT
+from walletlake_cdk.write_api import TABLE_ACTIONS
+
+#: The port ``walletlake serve`` listens on in the container.
+CONTAINER_PORT: Final = 8080
+PORT_NAME: Final = "api"
+#: The Dockerfile and the lock file the image is built from (relative to the project root).
+DOCKERFILE: Final = "docker/api.Dockerfile"
+#: What the build context leaves out: everything but the packages, the lock and the Dockerfile.
+_BUILD_EXCLUDES: Final = (
+    ".git",
+    ".venv",
+    ".cache",
+    ".tools",
+    ".walletlake",
+    "cdk",
+    "tests",
+    "bench",
+    "notebooks",
+    "docs",
+    "demo-output",
+    "**/__pycache__",
+    "**/*.pyc",
+)
+#: Seconds a deregistered task keeps answering in-flight requests; the server drains within it.
+DEREGISTRATION_DELAY_SECONDS: Final = 30
+#: The load balancer's idle timeout; the server's keep-alive is longer, so the balancer closes first.
+IDLE_TIMEOUT_SECONDS: Final = 60
+HEALTH_PATH: Final = "/healthz"
+#: Where VPC Lattice's requests to targets come from (IPv4 link-local, AWS-managed).
+LATTICE_SOURCE_RANGE: Final = "169.254.171.0/24"
+
+
+@dataclasses.dataclass(frozen=True)
+class ApiService:
+    """The service and what the alarms, dashboard and outputs need of it."""
+
+    vpc: ec2.Vpc
+    cluster: ecs.Cluster
+    service: ecs.FargateService
+    task_role: iam.Role
+    execution_role: iam.IRole
+    log_group: logs.LogGroup
+    scaling: ecs.ScalableTaskCount
+    endpoint: str
+    requests: cloudwatch.IMetric
+    server_errors: cloudwatch.IMetric
+    latency: cloudwatch.IMetric
+    task_definition: ecs.FargateTaskDefinition
+    lattice_service: lattice.CfnService | None
+    lattice_role: iam.Role | None
+    load_balancer: elbv2.ApplicationLoadBalancer | None
+
+
+def build_network(scope: Construct, config: DeploymentConfig) -> ec2.Vpc:
+    """Isolated subnets in ``api_azs`` AZs; gateway endpoints (DynamoDB, S3), interface ones (ECR, logs)."""
+    vpc = ec2.Vpc(
+        scope,
+        "ApiVpc",
+        max_azs=config.api_azs,
+        nat_gateways=0,
+        subnet_configuration=[
+            ec2.SubnetConfiguration(name="api", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED, cidr_mask=22)
+        ],
+        flow_logs={
+            "rejected": ec2.FlowLogOptions(
+                destination=ec2.FlowLogDestination.to_cloud_watch_logs(
+                    logs.LogGroup(
+                        scope,
+                        "ApiVpcFlowLogs",
+                        retention=log_retention(config.log_retention_days),
+                        removal_policy=RemovalPolicy.DESTROY,
+                    )
+                ),
+                traffic_type=ec2.FlowLogTrafficType.REJECT,
+            )
+        },
+    )
+    vpc.add_gateway_endpoint("DynamoDbEndpoint", service=ec2.GatewayVpcEndpointAwsService.DYNAMODB)
+    vpc.add_gateway_endpoint("S3Endpoint", service=ec2.GatewayVpcEndpointAwsService.S3)
+    for name, service in (
+        ("EcrApiEndpoint", ec2.InterfaceVpcEndpointAwsService.ECR),
+        ("EcrDockerEndpoint", ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER),
+        ("LogsEndpoint", ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS),
+    ):
+        vpc.add_interface_endpoint(name, service=service, private_dns_enabled=True)
+    return vpc
+
+
+def build_api_service(
+    scope: Construct,
+    config: DeploymentConfig,
+    table: dynamodb.Table,
+    environment: dict[str, str],
+) -> ApiService:
+    """The ECS service of ``walletlake serve`` tasks behind VPC Lattice (or an internal ALB)."""
+    vpc = build_network(scope, config)
+    cluster = ecs.Cluster(scope, "ApiCluster", vpc=vpc, container_insights_v2=ecs.ContainerInsights.ENABLED)
+    log_group = logs.LogGroup(
+        scope,
+        "ApiServiceLogs",
+        retention=log_retention(config.log_retention_days),
+        removal_policy=RemovalPolicy.RETAIN,
+    )
+    task_role = iam.Role(
+        scope,
+        "ApiTaskRole",
+        assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"),
+        description="walletlake API tasks: the write path's item actions on the table",
+    )
+    task_role.add_to_principal_policy(
+        iam.PolicyStatement(actions=list(TABLE_ACTIONS), resources=[table.table_arn])
+    )
+    if table.encryption_key is not None:
+        table.encryption_key.grant(task_role, "kms:Decrypt", "kms:DescribeKey")
+        table.encryption_key.grant_encrypt(task_role)
+    task = ecs.FargateTaskDefinition(
+        scope,
+        "ApiTask",
+        cpu=config.api_task_cpu,
+        memory_limit_mib=config.api_task_memory_mb,
+        task_role=task_role,
+        runtime_platform=ecs.RuntimePlatform(
+            cpu_architecture=ecs.CpuArchitecture.ARM64,
+            operating_system_family=ecs.OperatingSystemFamily.LINUX,
+        ),
+    )
+    workers = max(1, config.api_task_cpu // 1024)
+    task.add_container(
+        "api",
+        image=ecs.ContainerImage.from_asset(
+            str(PROJECT_ROOT),
+            file=DOCKERFILE,
+            platform=ecr_assets.Platform.LINUX_ARM64,
+            exclude=list(_BUILD_EXCLUDES),
+        ),
+        command=api_command(workers),
+        environment=dict(environment),
+        logging=ecs.LogDriver.aws_logs(stream_prefix="api", log_group=log_group),
+        port_mappings=[ecs.PortMapping(container_port=CONTAINER_PORT, name=PORT_NAME)],
+        health_check=ecs.HealthCheck(
+            command=[
+                "CMD",
+                "python",
+                "-c",
+                "import urllib.request; "
+                f"urllib.request.urlopen('http://127.0.0.1:{CONTAINER_PORT}{HEALTH_PATH}', timeout=2)",
+            ],
+            interval=Duration.seconds(10),
+            timeout=Duration.seconds(5),
+            retries=3,
+            start_period=Duration.seconds(20),
+        ),
+        stop_timeout=Duration.seconds(DEREGISTRATION_DELAY_SECONDS),
+        readonly_root_filesystem=True,
+    )
+    security_group = ec2.SecurityGroup(
+        scope, "ApiTasks", vpc=vpc, description="walletlake API tasks", allow_all_outbound=True
+    )
+    service = ecs.FargateService(
+        scope,
+        "ApiService",
+        cluster=cluster,
+        task_definition=task,
+        desired_count=config.api_min_tasks,
+        min_healthy_percent=100,
+        max_healthy_percent=200,
+        circuit_breaker=ecs.DeploymentCircuitBreaker(enable=True, rollback=True),
+        vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED),
+        security_groups=[security_group],
+        availability_zone_rebalancing=ecs.AvailabilityZoneRebalancing.ENABLED,
+    )
+    scaling = service.auto_scale_task_count(
+        min_capacity=config.api_min_tasks, max_capacity=config.api_max_tasks
+    )
+    scaling.scale_on_cpu_utilization(
+        "CpuTarget",
+        target_utilization_percent=config.api_target_cpu_percent,
+        scale_in_cooldown=Duration.minutes(5),
+        scale_out_cooldown=Duration.minutes(1),
+    )
+    if config.api_front == "alb":
+        front = _alb_front(scope, config, vpc, service, security_group, scaling)
+    else:
+        front = _lattice_front(scope, config, vpc, service, security_group, scaling)
+    return ApiService(
+        vpc=vpc,
+        cluster=cluster,
+        service=service,
+        task_role=task_role,
+        execution_role=task.obtain_execution_role(),
+        task_definition=task,
+        log_group=log_group,
+        scaling=scaling,
+        **front,
+    )
+
+
+def api_command(workers: int) -> list[str]:
+    """The container's command: the server on all interfaces, one worker per vCPU."""
+    return [
+        "python",
+        "-m",
+        "walletlake.cli",
+        "serve",
+        "--host",
+        "0.0.0.0",  # noqa: S104  # inside the task's own network namespace; the SG admits only the front
+        "--port",
+        str(CONTAINER_PORT),
+        "--workers",
+        str(workers),
+    ]
+
+
+def _lattice_front(
+    scope: Construct,
+    config: DeploymentConfig,
+    vpc: ec2.Vpc,
+    service: ecs.FargateService,
+    security_group: ec2.SecurityGroup,
+    scaling: ecs.ScalableTaskCount,
+) -> dict[str, object]:
+    """A VPC Lattice service with an AWS_IAM auth policy, its target group fed by ECS."""
+    network = lattice.CfnServiceNetwork(scope, "ApiServiceNetwork", name="walletlake", auth_type="AWS_IAM")
+    target_group = lattice.CfnTargetGroup(
+        scope,
+        "ApiTargetGroup",
+        type="IP",
+        name="walletlake-api",
+        config=lattice.CfnTargetGroup.TargetGroupConfigProperty(
+            vpc_identifier=vpc.vpc_id,
+            port=CONTAINER_PORT,
+            protocol="HTTP",
+            protocol_version="HTTP1",
+            ip_address_type="IPV4",
+            health_check=lattice.CfnTargetGroup.HealthCheckConfigProperty(
+                enabled=True,
+                path=HEALTH_PATH,
+                protocol="HTTP",
+                health_check_interval_seconds=10,
+                healthy_threshold_count=2,
+                unhealthy_threshold_count=2,
+            ),
+        ),
+    )
+    api = lattice.CfnService(scope, "ApiLatticeService", name="walletlake-api", auth_type="AWS_IAM")
+    lattice.CfnListener(
+        scope,
+        "ApiListener",
+        service_identifier=api.attr_id,
+        protocol="HTTPS",
+        port=443,
+        default_action=lattice.CfnListener.DefaultActionProperty(
+            forward=lattice.CfnListener.ForwardProperty(
+                target_groups=[
+                    lattice.CfnListener.WeightedTargetGroupProperty(
+                        target_group_identifier=target_group.attr_id, weight=100
+                    )
+                ]
+            )
+        ),
+    )
+    lattice.CfnAuthPolicy(
+        scope,
+        "ApiAuthPolicy",
+        resource_identifier=api.attr_id,
+        policy=lattice_auth_policy(config),
+    )
+    lattice.CfnServiceNetworkServiceAssociation(
+        scope,
+        "ApiServiceAssociation",
+        service_identifier=api.attr_id,
+        service_network_identifier=network.attr_id,
+    )
+    lattice.CfnServiceNetworkVpcAssociation(
+        scope, "ApiVpcAssociation", vpc_identifier=vpc.vpc_id, service_network_identifier=network.attr_id
+    )
+    # Lattice reaches its targets from the link-local range its managed prefix list holds
+    # (https://docs.aws.amazon.com/vpc-lattice/latest/ug/security-groups.html); nothing else may.
+    security_group.add_ingress_rule(
+        ec2.Peer.ipv4(LATTICE_SOURCE_RANGE), ec2.Port.tcp(CONTAINER_PORT), "VPC Lattice to the API tasks"
+    )
+    infrastructure = iam.Role(
+        scope,
+        "ApiLatticeInfrastructureRole",
+        assumed_by=iam.ServicePrincipal("ecs.amazonaws.com"),
+        description="lets ECS register the API tasks in the VPC Lattice target group",
+        managed_policies=[
+            iam.ManagedPolicy.from_aws_managed_policy_name("AmazonECSInfrastructureRolePolicyForVpcLattice")
+        ],
+    )
+    cfn_service = service.node.default_child
+    assert isinstance(cfn_service, ecs.CfnService)
+    cfn_service.add_property_override(
+        "VpcLatticeConfigurations",
+        [
+            {
+                "RoleArn": infrastructure.role_arn,
+                "TargetGroupArn": target_group.attr_arn,
+                "PortName": PORT_NAME,
+            }
+        ],
+    )
+    _track_requests_per_task(scope, config, scaling, service, target_group.attr_arn)
+    dimensions = {"Service": api.attr_arn}
+    return {
+        "endpoint": api.attr_dns_entry_domain_name,
+        "requests": cloudwatch.Metric(
+            namespace="AWS/VpcLattice",
+            metric_name="TotalRequestCount",
+            dimensions_map=dimensions,
+            statistic="Sum",
+        ),
+        "server_errors": cloudwatch.Metric(
+            namespace="AWS/VpcLattice",
+            metric_name="HTTPCode_5XX_Count",
+            dimensions_map=dimensions,
+            statistic="Sum",
+        ),
+        "latency": cloudwatch.Metric(
+            namespace="AWS/VpcLattice", metric_name="RequestTime", dimensions_map=dimensions, statistic="p99"
+        ),
+        "lattice_service": api,
+        "lattice_role": infrastructure,
+        "load_balancer": None,
+    }
+
+
+def lattice_auth_policy(config: DeploymentConfig) -> dict[str, object]:
+    """Only signed requests of principals in this account (``api_callers`` narrows it to roles)."""
+    principals: object = list(config.api_callers) if config.api_callers else {"AWS": "*"}
+    condition: dict[str, object] = {"StringNotEqualsIgnoreCase": {"aws:PrincipalType": "anonymous"}}
+    if not config.api_callers:
+        condition["StringEquals"] = {"aws:PrincipalAccount": "${aws:ResourceAccount}"}
+    statement: dict[str, object] = {
+        "Effect": "Allow",
+        "Principal": {"AWS": principals} if config.api_callers else principals,
+        "Action": "vpc-lattice-svcs:Invoke",
+        "Resource": "*",
+        "Condition": condition,
+    }
+    return json.loads(json.dumps({"Version": "2012-10-17", "Statement": [statement]}))
+
+
+def _alb_front(
+    scope: Construct,
+    config: DeploymentConfig,
+    vpc: ec2.Vpc,
+    service: ecs.FargateService,
+    security_group: ec2.SecurityGroup,
+    scaling: ecs.ScalableTaskCount,
+) -> dict[str, object]:
+    """An internal ALB (reachable from inside the VPC only): cheaper, without IAM authentication."""
+    balancer = elbv2.ApplicationLoadBalancer(
+        scope,
+        "ApiLoadBalancer",
+        vpc=vpc,
+        internet_facing=False,
+        idle_timeout=Duration.seconds(IDLE_TIMEOUT_SECONDS),
+    )
+    listener = balancer.add_listener("Http", port=80, open=False)
+    listener.connections.allow_from(ec2.Peer.ipv4(vpc.vpc_cidr_block), ec2.Port.tcp(80), "callers in the VPC")
+    target_group = listener.add_targets(
+        "ApiTargets",
+        port=CONTAINER_PORT,
+        protocol=elbv2.ApplicationProtocol.HTTP,
+        targets=[service.load_balancer_target(container_name="api", container_port=CONTAINER_PORT)],
+        health_check=elbv2.HealthCheck(
+            path=HEALTH_PATH, interval=Duration.seconds(10), healthy_threshold_count=2
+        ),
+        deregistration_delay=Duration.seconds(DEREGISTRATION_DELAY_SECONDS),
+    )
+    scaling.scale_on_request_count(
+        "RequestsPerTask",
+        requests_per_target=config.api_requests_per_task_per_second * 60,
+        target_group=target_group,
+        scale_in_cooldown=Duration.minutes(5),
+        scale_out_cooldown=Duration.minutes(1),
+    )
+    return {
+        "endpoint": balancer.load_balancer_dns_name,
+        "requests": balancer.metrics.request_count(statistic="Sum"),
+        "server_errors": balancer.metrics.http_code_target(
+            elbv2.HttpCodeTarget.TARGET_5XX_COUNT, statistic="Sum"
+        ),
+        "latency": balancer.metrics.target_response_time(statistic="p99"),
+        "lattice_service": None,
+        "lattice_role": None,
+        "load_balancer": balancer,
+    }
+
+
+def _track_requests_per_task(
+    scope: Construct,
+    config: DeploymentConfig,
+    scaling: ecs.ScalableTaskCount,
+    service: ecs.FargateService,
+    target_group_arn: str,
+) -> appscaling.CfnScalingPolicy:
+    """Target tracking on Lattice requests per running task (metric math; CDK's L2 takes one metric).
+
+    Lattice publishes ``TotalRequestCount`` per target group, not per target, so the policy divides
+    it by Container Insights' ``RunningTaskCount`` (ALB's ``ALBRequestCountPerTarget`` does this
+    itself: :func:`_alb_front`).
+    """
+    target = scaling.node.find_child("Target")
+    assert isinstance(target, appscaling.ScalableTarget)
+    minute = 60
+    query = appscaling.CfnScalingPolicy.TargetTrackingMetricDataQueryProperty
+    stat = appscaling.CfnScalingPolicy.TargetTrackingMetricStatProperty
+    metric = appscaling.CfnScalingPolicy.TargetTrackingMetricProperty
+    dimension = appscaling.CfnScalingPolicy.TargetTrackingMetricDimensionProperty
+    return appscaling.CfnScalingPolicy(
+        scope,
+        "ApiRequestsPerTask",
+        policy_name="walletlake-api-requests-per-task",
+        policy_type="TargetTrackingScaling",
+        scaling_target_id=target.scalable_target_id,
+        target_tracking_scaling_policy_configuration=appscaling.CfnScalingPolicy.TargetTrackingScalingPolicyConfigurationProperty(
+            target_value=config.api_requests_per_task_per_second * minute,
+            scale_in_cooldown=300,
+            scale_out_cooldown=60,
+            customized_metric_specification=appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(
+                metrics=[
+                    query(
+                        id="requests",
+                        return_data=False,
+                        metric_stat=stat(
+                            stat="Sum",
+                            metric=metric(
+                                namespace="AWS/VpcLattice",
+                                metric_name="TotalRequestCount",
+                                dimensions=[dimension(name="TargetGroup", value=target_group_arn)],
+                            ),
+                        ),
+                    ),
+                    query(
+                        id="tasks",
+                        return_data=False,
+                        metric_stat=stat(
+                            stat="Average",
+                            metric=metric(
+                                namespace="ECS/ContainerInsights",
+                                metric_name="RunningTaskCount",
+                                dimensions=[
+                                    dimension(name="ClusterName", value=service.cluster.cluster_name),
+                                    dimension(name="ServiceName", value=service.service_name),
+                                ],
+                            ),
+                        ),
+                    ),
+                    query(
+                        id="per_task",
+                        expression="requests / MAX([tasks, 1])",
+                        label="requests per task per minute",
+                        return_data=True,
+                    ),
+                ]
+            ),
+        ),
+    )
