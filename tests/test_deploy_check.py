@@ -73,6 +73,17 @@ def scenario(check: DeployCheck) -> dict[str, Any]:
     return run_scenario(check, today=TODAY)
 
 
+@pytest.fixture(scope="module")
+def lambda_variant(
+    stack: EmbeddedStack, tmp_path_factory: pytest.TempPathFactory, scenario: dict[str, Any]
+) -> Iterator[DeployCheck]:
+    """The low-load variant (``api_front=lambda``): the API as API Gateway + Lambda."""
+    assembly = synthesize(tmp_path_factory.mktemp("cdk.out-lambda"), api_front="lambda")
+    deploy_check = DeployCheck(assembly, stack.environment(), tmp_path_factory.mktemp("deploy-check-lambda"))
+    yield deploy_check
+    deploy_check.close()
+
+
 def lake_objects(check: DeployCheck, bucket: str, prefix: str) -> list[str]:
     s3 = check.client("s3")
     keys = []
@@ -103,7 +114,8 @@ def test_every_deployed_function_runs_from_its_files_and_both_state_machines_suc
     reports = {report.handler: report for report in check.reports()}
     # THEN every function of the template was invoked, never failed, and fits Lambda's limits
     assert set(reports) == {function.handler for function in check.functions}
-    assert len(reports) == 9
+    assert len(reports) == 8
+    assert API_HANDLER not in reports  # the write path is the fleet by default, not a function
     for report in reports.values():
         assert report.passed, report.line()
         assert report.unzipped_bytes < 250 * 2**20
@@ -147,17 +159,54 @@ def test_every_deployed_function_runs_from_its_files_and_both_state_machines_suc
     assert len(rows) == len({row["entry_id"] for row in rows}) == 4
 
 
+def test_the_api_task_serves_from_its_image_files_and_stops_cleanly_on_sigterm(
+    check: DeployCheck, scenario: dict[str, Any]
+) -> None:
+    # GIVEN the API task, built from the Dockerfile and lock its image asset stages, which served
+    # the scenario's requests
+    assert check.container_report is not None
+    # WHEN ECS stops it (SIGTERM)
+    code = check.stop_container()
+    # THEN it exits 0 well within the deregistration delay, within the task's memory, and every
+    # locked distribution has a wheel for the task's ARM64 platform
+    report = check.container_report
+    assert code == 0
+    assert report.passed, report.line()
+    assert report.missing_arm64 == ()
+    assert 0 < report.peak_rss_mb < report.memory_mb
+    # AND the next request starts it again (what later steps rely on)
+    assert check.call("GET", "/healthz")["statusCode"] == 200
+
+
+def test_the_low_load_variant_serves_the_api_from_its_function(lambda_variant: DeployCheck) -> None:
+    # GIVEN -c api_front=lambda: API Gateway + Lambda instead of the fleet
+    lambda_variant.provision()
+    # WHEN API Gateway events make the same movements
+    answers = lambda_variant.api_step()
+    # THEN the function, run from its files, wrote them to DynamoDB Local
+    assert answers["payee_balance"]["balance"] == "6250000"
+    (report,) = [report for report in lambda_variant.reports() if report.handler == API_HANDLER]
+    assert report.passed, report.line()
+    assert report.invocations == 7
+    assert not lambda_variant.task_containers()
+
+
 def test_the_api_layer_as_shipped_before_the_fix_fails_the_check(
-    check: DeployCheck, tmp_path: Path, scenario: dict[str, Any]
+    lambda_variant: DeployCheck, tmp_path: Path
 ) -> None:
     # GIVEN the API function with the layer it shipped with before the fix (kept by hand:
     # fastapi, mangum and orjson), built by the same pip step a deploy uses
     before = lambda_code.DependencySet("api-as-shipped-before", ("fastapi", "mangum", "orjson"))
     folder = lambda_code.dependency_layer_dir(before, "install")
-    api = dataclasses.replace(check.function(API_HANDLER), layers=(Layer(arn="before", folder=folder),))
+    api = dataclasses.replace(
+        lambda_variant.function(API_HANDLER), layers=(Layer(arn="before", folder=folder),)
+    )
     filesystem = assemble(api, [folder], runtime_folder(), tmp_path)
     runner = FunctionRunner(
-        api, filesystem, lambda_environment(api, filesystem, check.stack_environment), log_dir=tmp_path
+        api,
+        filesystem,
+        lambda_environment(api, filesystem, lambda_variant.stack_environment),
+        log_dir=tmp_path,
     )
     try:
         # WHEN API Gateway sends it a request
@@ -176,7 +225,7 @@ def test_a_compaction_unit_killed_mid_run_is_retried_and_loses_nothing(
     check: DeployCheck, scenario: dict[str, Any], tmp_path: Path
 ) -> None:
     # GIVEN more movements landed in the lake since the scenario's night
-    check.api_step(API_HANDLER)
+    check.api_step()
     check.stream_step(CONSUMER_HANDLER)
     # AND the compaction unit's next execution environment dies (SIGKILL) once, after writing its
     # outputs and before deleting its inputs: the worst moment of its crash-safe protocol
@@ -251,19 +300,17 @@ def test_the_state_machine_night_finds_what_the_command_line_night_finds(
     settings = check.local_settings()
     ledger_prefix = f"{settings.lake_prefix}/ledger/dt={TODAY.isoformat()}/"
     before = set(lake_objects(check, settings.bucket, ledger_prefix))
-    payer, payee = check.api_step(API_HANDLER)["wallets"]
+    payer, payee = check.api_step()["wallets"]
     check.stream_step(CONSUMER_HANDLER)
     first_batch = set(lake_objects(check, settings.bucket, ledger_prefix)) - before
     assert first_batch
-    check._api(
-        API_HANDLER, "PUT", f"/api/v1/wallets/{payer}/transfer/{payee}/", {"amount": "5", "nonce": "n2"}
-    )
+    check.call("PUT", f"/api/v1/wallets/{payer}/transfer/{payee}/", {"amount": "5", "nonce": "n2"})
     check.stream_step(CONSUMER_HANDLER)
     s3 = check.client("s3")
     for key in first_batch:
         s3.delete_object(Bucket=settings.bucket, Key=key)
     # AND one more movement the stream has not delivered yet (the snapshot is ahead of the lake)
-    check._api(API_HANDLER, "PUT", f"/api/v1/wallets/{payee}/deposit/", {"amount": "7", "nonce": "late"})
+    check.call("PUT", f"/api/v1/wallets/{payee}/deposit/", {"amount": "7", "nonce": "late"})
     # AND a copy of the lake, object for object, in a second bucket
     copy = settings.replace(bucket=f"{settings.bucket}-cli", glue_database=f"{settings.glue_database}_cli")
     provision(copy, boto3.Session(region_name=settings.region))

@@ -86,6 +86,19 @@ LATTICE_SOURCE_RANGE: Final = "169.254.171.0/24"
 
 
 @dataclasses.dataclass(frozen=True)
+class _Front:
+    """What the front (Lattice or ALB) gives the service: its address and its metrics."""
+
+    endpoint: str
+    requests: cloudwatch.IMetric
+    server_errors: cloudwatch.IMetric
+    latency: cloudwatch.IMetric
+    lattice_service: lattice.CfnService | None = None
+    lattice_role: iam.Role | None = None
+    load_balancer: elbv2.ApplicationLoadBalancer | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class ApiService:
     """The service and what the alarms, dashboard and outputs need of it."""
 
@@ -113,6 +126,10 @@ def build_network(scope: Construct, config: DeploymentConfig) -> ec2.Vpc:
         "ApiVpc",
         max_azs=config.api_azs,
         nat_gateways=0,
+        # Left as AWS creates it: nothing uses the default security group (every interface here
+        # has its own), and restricting it takes a Node.js custom-resource function in the template
+        # that is not walletlake's code and that the deploy check could not run as deployed.
+        restrict_default_security_group=False,
         subnet_configuration=[
             ec2.SubnetConfiguration(name="api", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED, cidr_mask=22)
         ],
@@ -246,7 +263,13 @@ def build_api_service(
         task_definition=task,
         log_group=log_group,
         scaling=scaling,
-        **front,
+        endpoint=front.endpoint,
+        requests=front.requests,
+        server_errors=front.server_errors,
+        latency=front.latency,
+        lattice_service=front.lattice_service,
+        lattice_role=front.lattice_role,
+        load_balancer=front.load_balancer,
     )
 
 
@@ -273,7 +296,7 @@ def _lattice_front(
     service: ecs.FargateService,
     security_group: ec2.SecurityGroup,
     scaling: ecs.ScalableTaskCount,
-) -> dict[str, object]:
+) -> _Front:
     """A VPC Lattice service with an AWS_IAM auth policy, its target group fed by ECS."""
     network = lattice.CfnServiceNetwork(scope, "ApiServiceNetwork", name="walletlake", auth_type="AWS_IAM")
     target_group = lattice.CfnTargetGroup(
@@ -357,27 +380,26 @@ def _lattice_front(
     )
     _track_requests_per_task(scope, config, scaling, service, target_group.attr_arn)
     dimensions = {"Service": api.attr_arn}
-    return {
-        "endpoint": api.attr_dns_entry_domain_name,
-        "requests": cloudwatch.Metric(
+    return _Front(
+        endpoint=api.attr_dns_entry_domain_name,
+        requests=cloudwatch.Metric(
             namespace="AWS/VpcLattice",
             metric_name="TotalRequestCount",
             dimensions_map=dimensions,
             statistic="Sum",
         ),
-        "server_errors": cloudwatch.Metric(
+        server_errors=cloudwatch.Metric(
             namespace="AWS/VpcLattice",
             metric_name="HTTPCode_5XX_Count",
             dimensions_map=dimensions,
             statistic="Sum",
         ),
-        "latency": cloudwatch.Metric(
+        latency=cloudwatch.Metric(
             namespace="AWS/VpcLattice", metric_name="RequestTime", dimensions_map=dimensions, statistic="p99"
         ),
-        "lattice_service": api,
-        "lattice_role": infrastructure,
-        "load_balancer": None,
-    }
+        lattice_service=api,
+        lattice_role=infrastructure,
+    )
 
 
 def lattice_auth_policy(config: DeploymentConfig) -> dict[str, object]:
@@ -403,7 +425,7 @@ def _alb_front(
     service: ecs.FargateService,
     security_group: ec2.SecurityGroup,
     scaling: ecs.ScalableTaskCount,
-) -> dict[str, object]:
+) -> _Front:
     """An internal ALB (reachable from inside the VPC only): cheaper, without IAM authentication."""
     balancer = elbv2.ApplicationLoadBalancer(
         scope,
@@ -431,17 +453,15 @@ def _alb_front(
         scale_in_cooldown=Duration.minutes(5),
         scale_out_cooldown=Duration.minutes(1),
     )
-    return {
-        "endpoint": balancer.load_balancer_dns_name,
-        "requests": balancer.metrics.request_count(statistic="Sum"),
-        "server_errors": balancer.metrics.http_code_target(
+    return _Front(
+        endpoint=balancer.load_balancer_dns_name,
+        requests=balancer.metrics.request_count(statistic="Sum"),
+        server_errors=balancer.metrics.http_code_target(
             elbv2.HttpCodeTarget.TARGET_5XX_COUNT, statistic="Sum"
         ),
-        "latency": balancer.metrics.target_response_time(statistic="p99"),
-        "lattice_service": None,
-        "lattice_role": None,
-        "load_balancer": balancer,
-    }
+        latency=balancer.metrics.target_response_time(statistic="p99"),
+        load_balancer=balancer,
+    )
 
 
 def _track_requests_per_task(

@@ -37,8 +37,8 @@ ENTRY_MODULES: Final = (
 SERVER_EXTRAS: Final = ("uvloop", "httptools")
 
 #: The image's platform, for the requirements' environment markers.
-_IMAGE_ENVIRONMENT: Final = {
-    **default_environment(),
+_IMAGE_ENVIRONMENT: Final[dict[str, str]] = {
+    **{key: str(value) for key, value in default_environment().items()},
     "sys_platform": "linux",
     "platform_system": "Linux",
     "platform_machine": "aarch64",

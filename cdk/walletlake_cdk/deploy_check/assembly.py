@@ -216,7 +216,15 @@ class CloudAssembly:
         if not template_path.is_file():
             raise AssemblyError(f"no template {template_path.name} in {directory}: synthesize the app first")
         self.template: dict[str, Any] = json.loads(template_path.read_text())
-        files = json.loads(assets_path.read_text()).get("files", {}) if assets_path.is_file() else {}
+        manifest = json.loads(assets_path.read_text()) if assets_path.is_file() else {}
+        files = manifest.get("files", {})
+        self._images: dict[str, tuple[Path, str]] = {
+            digest: (
+                self.directory / entry["source"]["directory"],
+                entry["source"].get("dockerFile", "Dockerfile"),
+            )
+            for digest, entry in manifest.get("dockerImages", {}).items()
+        }
         self._assets: dict[str, Path] = {
             f"{digest}.zip": self.directory / entry["source"]["path"]
             for digest, entry in files.items()
@@ -238,6 +246,13 @@ class CloudAssembly:
         if folder is None or not folder.is_dir():
             raise AssemblyError(f"{owner}: its code {key} is not a folder asset of {self.directory}")
         return folder
+
+    def image_context(self, image: str) -> tuple[Path, str]:
+        """The staged build context and Dockerfile of a container image the template names by tag."""
+        digest = image.rsplit(":", 1)[-1]
+        if digest not in self._images:
+            raise AssemblyError(f"image {image} is not an image asset of {self.directory}")
+        return self._images[digest]
 
     def functions(self) -> list[DeployedFunction]:
         """Every ``AWS::Lambda::Function`` of the template, in template order."""

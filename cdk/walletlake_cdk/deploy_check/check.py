@@ -31,6 +31,7 @@ import boto3
 
 from walletlake_cdk.deploy_check.assembly import CloudAssembly, DeployedFunction
 from walletlake_cdk.deploy_check.athena_api import AthenaApiServer
+from walletlake_cdk.deploy_check.container import ContainerProcess, build_image_root, missing_arm64_wheels
 from walletlake_cdk.deploy_check.local_athena import LocalAthena
 from walletlake_cdk.deploy_check.runtime import runtime_folder
 from walletlake_cdk.deploy_check.sandbox import (
@@ -67,6 +68,37 @@ _NAME_VARIABLES: Final = (
 
 class DeployCheckError(AssertionError):
     """A deployed function or state machine did not do what production needs of it."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ContainerReport:
+    """The API task's line of the report."""
+
+    logical_id: str
+    image_bytes: int
+    start_seconds: float
+    memory_mb: int
+    missing_arm64: tuple[str, ...]
+    peak_rss_mb: float = 0.0
+    exit_code: int | None = None
+
+    @property
+    def passed(self) -> bool:
+        """Started, answered, stopped cleanly on SIGTERM, within memory, every wheel on ARM64."""
+        return not self.missing_arm64 and self.exit_code == 0 and self.peak_rss_mb <= self.memory_mb
+
+    def line(self) -> str:
+        """The task's line, in the functions' columns."""
+        result = "ok (served the API, exited 0 on SIGTERM)" if self.passed else "FAILED"
+        if self.missing_arm64:
+            result += f" no ARM64 wheel: {', '.join(self.missing_arm64)}"
+        if self.exit_code not in (0, None):
+            result += f" exit {self.exit_code}"
+        return (
+            f"{self.logical_id + ' (task)':<36} {self.image_bytes / 2**20:6.1f} MB image   "
+            f"start {self.start_seconds:5.2f} s  "
+            f"memory {self.peak_rss_mb:6.0f} / {self.memory_mb:>5} MB  {result}"
+        )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -148,6 +180,8 @@ class DeployCheck:
             s3_endpoint=self.stack_environment.get("AWS_ENDPOINT_URL_S3"),
         )
         self.athena_api = AthenaApiServer(self.athena, self._workgroups()).start()
+        self._container: ContainerProcess | None = None
+        self.container_report: ContainerReport | None = None
         # Per shard, the last sequence number delivered: like Lambda, each record goes out once.
         self._delivered: dict[str, int] = {}
 
@@ -240,43 +274,95 @@ class DeployCheck:
 
     # --- the steps ---------------------------------------------------------------------------
 
-    def api_step(self, handler: str) -> dict[str, Any]:
-        """Wallets, deposits, a transfer and a balance through API Gateway v2 events."""
-        answers: dict[str, Any] = {}
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One API request to whatever front the template deploys: ``{"statusCode", "body"}``.
+
+        The API function (``api_front=lambda``) gets an API Gateway v2 event; the fleet's task runs
+        from its image's files (:mod:`~walletlake_cdk.deploy_check.container`) and gets HTTP.
+        """
+        handlers = {function.handler for function in self.functions}
+        if API_HANDLER in handlers:
+            invocation = self.invoke(API_HANDLER, http_api_event(method, path, body))
+            if not invocation.ok:
+                raise DeployCheckError(f"{method} {path}: the API function failed: {invocation.payload}")
+            answer: dict[str, Any] = invocation.payload
+            return answer
+        status, text = self.container().request(method, path, body)
+        return {"statusCode": status, "body": text.decode()}
+
+    def api_step(self) -> dict[str, Any]:
+        """Wallets, deposits, a transfer, its replay and a balance through the deployed API."""
         wallets = []
         for index in range(2):
-            created = self._api(handler, "POST", "/api/v1/wallets/", {"user_id": str(uuid.uuid4())})
+            created = self.call("POST", "/api/v1/wallets/", {"user_id": str(uuid.uuid4())})
             _expect(created, 201, f"create wallet {index}")
             wallets.append(json.loads(created["body"])["id"])
         payer, payee = wallets
         for index, wallet in enumerate(wallets):
-            deposited = self._api(
-                handler,
-                "PUT",
-                f"/api/v1/wallets/{wallet}/deposit/",
-                {"amount": "5000000", "nonce": f"d{index}"},
+            deposited = self.call(
+                "PUT", f"/api/v1/wallets/{wallet}/deposit/", {"amount": "5000000", "nonce": f"d{index}"}
             )
             _expect(deposited, 204, "deposit")
-        transferred = self._api(
-            handler, "PUT", f"/api/v1/wallets/{payer}/transfer/{payee}/", {"amount": "1250000", "nonce": "t1"}
-        )
-        _expect(transferred, 204, "transfer")
-        replayed = self._api(
-            handler, "PUT", f"/api/v1/wallets/{payer}/transfer/{payee}/", {"amount": "1250000", "nonce": "t1"}
-        )
-        _expect(replayed, 204, "replayed transfer")
-        balance = self._api(handler, "GET", f"/api/v1/wallets/{payee}/balance", None)
+        transfer = {"amount": "1250000", "nonce": "t1"}
+        _expect(self.call("PUT", f"/api/v1/wallets/{payer}/transfer/{payee}/", transfer), 204, "transfer")
+        _expect(self.call("PUT", f"/api/v1/wallets/{payer}/transfer/{payee}/", transfer), 204, "replay")
+        balance = self.call("GET", f"/api/v1/wallets/{payee}/balance")
         _expect(balance, 200, "balance")
-        answers["wallets"] = wallets
-        answers["payee_balance"] = json.loads(balance["body"])
-        return answers
+        return {"wallets": wallets, "payee_balance": json.loads(balance["body"])}
 
-    def _api(self, handler: str, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
-        invocation = self.invoke(handler, http_api_event(method, path, body))
-        if not invocation.ok:
-            raise DeployCheckError(f"{method} {path}: the API function failed: {invocation.payload}")
-        answer: dict[str, Any] = invocation.payload
-        return answer
+    def task_containers(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every container of every ECS task definition of the template (logical id, definition)."""
+        found = []
+        for logical_id, resource in self.assembly.resources("AWS::ECS::TaskDefinition").items():
+            for container in resource["Properties"].get("ContainerDefinitions", []):
+                found.append((logical_id, self.assembly.resolver.resolve(container)))
+        return found
+
+    def container(self) -> ContainerProcess:
+        """The API task's container, built from its image's files, started once (:meth:`stop_container`)."""
+        if self._container is None:
+            containers = self.task_containers()
+            if len(containers) != 1:
+                raise DeployCheckError(f"expected one task container, found {len(containers)}")
+            logical_id, definition = containers[0]
+            context, dockerfile = self.assembly.image_context(definition["Image"])
+            image = build_image_root(context, dockerfile, self.work)
+            variables = {item["Name"]: str(item["Value"]) for item in definition.get("Environment", [])}
+            environment = {**variables, **self.stack_environment, "LANG": "C.UTF-8"}
+            process = ContainerProcess(
+                image, list(definition["Command"]), environment, self.work / "container.log"
+            )
+            process.start()
+            self._container = process
+            self.container_report = ContainerReport(
+                logical_id=logical_id,
+                image_bytes=image.size_bytes,
+                start_seconds=process.started_seconds or 0.0,
+                memory_mb=int(
+                    self.assembly.resources("AWS::ECS::TaskDefinition")[logical_id]["Properties"]["Memory"]
+                ),
+                missing_arm64=tuple(
+                    name
+                    for lock in image.requirement_files
+                    for name in missing_arm64_wheels(lock, self.work / "pip")
+                ),
+            )
+        return self._container
+
+    def stop_container(self) -> int | None:
+        """SIGTERM the container as ECS stops a task; its exit code (None: it never ran)."""
+        if self._container is None:
+            return None
+        self.container_report = (
+            dataclasses.replace(self.container_report, peak_rss_mb=self._container.peak_memory_mb())
+            if self.container_report
+            else None
+        )
+        code = self._container.stop()
+        if self.container_report is not None:
+            self.container_report = dataclasses.replace(self.container_report, exit_code=code)
+        self._container = None
+        return code
 
     def stream_step(self, handler: str) -> dict[str, Any]:
         """What the table's stream holds beyond the last delivery, as one Lambda batch, to the consumer."""
@@ -376,7 +462,8 @@ class DeployCheck:
         return found
 
     def close(self) -> None:
-        """Stop every execution environment and the Athena API."""
+        """Stop every execution environment, the container and the Athena API."""
+        self.stop_container()
         for runner in self._runners.values():
             runner.close()
         self.athena_api.stop()
@@ -456,9 +543,7 @@ def run_scenario(check: DeployCheck, *, today: dt.date | None = None) -> dict[st
     """
     day = today or dt.datetime.now(dt.UTC).date()
     outcome: dict[str, Any] = {"provisioned": check.provision()}
-    handlers = {function.handler for function in check.functions}
-    if API_HANDLER in handlers:
-        outcome["api"] = check.api_step(API_HANDLER)
+    outcome["api"] = check.api_step()
     outcome["stream"] = check.stream_step(CONSUMER_HANDLER)
     with check.step_functions() as machines:
         hourly = check.run_machine(machines, "Hourly", {"closed_hours_of": "today"})

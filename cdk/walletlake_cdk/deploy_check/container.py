@@ -1,0 +1,335 @@
+"""The API task, run from the files its image is built from, without Docker.
+
+The synthesized assembly stages the image's build context (``cdk.out/asset.<hash>/``) and names
+its Dockerfile. :func:`build_image_root` carries out that Dockerfile's instructions on this machine:
+``COPY`` into a folder standing in for the image's root, ``ENV`` and ``WORKDIR`` recorded, and
+``RUN pip install … -r <lock>`` as the same pip install into the image root's site-packages, for this
+machine's architecture (the task runs on ARM64; the same locked versions are installed here as
+x86_64 wheels, and :func:`missing_arm64_wheels` proves each has an ARM64 wheel for the image's
+glibc). Any other instruction fails the check: it would have to be carried out too.
+
+:class:`ContainerProcess` then runs the task definition's command with the task definition's
+environment, from a fresh ``python -I -S`` whose ``sys.path`` is exactly the image's
+(``PYTHONPATH`` from the Dockerfile, then its site-packages), listening on loopback on a free port
+(the one substitution, with the endpoints: ``0.0.0.0:8080`` in the task).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Final
+
+from walletlake_cdk.deploy_check.assembly import AssemblyError
+from walletlake_cdk.deploy_check.sandbox import folder_bytes
+
+BOOTSTRAP: Final = Path(__file__).with_name("container_bootstrap.py")
+#: The image's platform, for the ARM64 wheel check (Debian bookworm: glibc 2.36).
+ARM64_PLATFORMS: Final = ("manylinux2014_aarch64", "manylinux_2_28_aarch64", "manylinux_2_36_aarch64")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ImageRoot:
+    """What the Dockerfile built: the root folder, the image's environment and its site-packages."""
+
+    root: Path
+    site: Path
+    environment: dict[str, str]
+    workdir: str
+    requirement_files: tuple[Path, ...]
+
+    @property
+    def python_path(self) -> list[str]:
+        """The image's ``PYTHONPATH`` entries, as folders of :attr:`root`."""
+        entries = self.environment.get("PYTHONPATH", "")
+        return [str(self.root / entry.lstrip("/")) for entry in entries.split(":") if entry]
+
+    @property
+    def size_bytes(self) -> int:
+        """The image's own files (the base image's Python not counted)."""
+        return folder_bytes(self.root)
+
+
+def _instructions(dockerfile: Path) -> list[tuple[str, str]]:
+    """``(INSTRUCTION, arguments)`` pairs, continuation lines joined, comments dropped."""
+    joined: list[str] = []
+    pending = ""
+    for line in dockerfile.read_text().splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if stripped.endswith("\\"):
+            pending += stripped[:-1] + " "
+            continue
+        joined.append(pending + stripped)
+        pending = ""
+    return [
+        (text.split(None, 1)[0].upper(), text.split(None, 1)[1] if " " in text else "") for text in joined
+    ]
+
+
+def build_image_root(context: Path, dockerfile: str, cache: Path) -> ImageRoot:
+    """Carry out the Dockerfile's instructions into a folder (cached by the context's content)."""
+    path = context / dockerfile
+    digest = hashlib.sha256()
+    for file in sorted(context.rglob("*")):
+        if file.is_file():
+            digest.update(str(file.relative_to(context)).encode())
+            digest.update(file.read_bytes())
+    root = cache / "images" / digest.hexdigest()[:16]
+    recipe = _instructions(path)
+    environment: dict[str, str] = {}
+    workdir = "/"
+    requirements: list[Path] = []
+    site = root / "site-packages"
+    built = (root / ".built").is_file()
+    if not built:
+        shutil.rmtree(root, ignore_errors=True)
+        site.mkdir(parents=True)
+    for instruction, arguments in recipe:
+        if instruction in ("FROM", "EXPOSE", "USER", "CMD", "ENTRYPOINT", "LABEL"):
+            continue
+        if instruction == "ENV":
+            for word in shlex.split(arguments):
+                name, _, value = word.partition("=")
+                environment[name] = value
+        elif instruction == "WORKDIR":
+            workdir = arguments.strip()
+        elif instruction == "COPY":
+            *sources, destination = shlex.split(arguments)
+            if not built:
+                for source in sources:
+                    _copy(context / source, root / destination.lstrip("/"), multiple=len(sources) > 1)
+        elif instruction == "RUN":
+            words = shlex.split(arguments)
+            if words[:2] != ["pip", "install"] or "-r" not in words:
+                raise AssemblyError(f"{dockerfile}: the deploy check cannot carry out RUN {arguments!r}")
+            lock = root / words[words.index("-r") + 1].lstrip("/")  # where the COPY above put it
+            requirements.append(lock)
+            if not built:
+                _pip_install(words[2:], lock, site, cache / "pip")
+        else:
+            raise AssemblyError(f"{dockerfile}: the deploy check cannot carry out {instruction}")
+    (root / ".built").write_text("ok\n")
+    return ImageRoot(
+        root=root, site=site, environment=environment, workdir=workdir, requirement_files=tuple(requirements)
+    )
+
+
+def _copy(source: Path, destination: Path, *, multiple: bool) -> None:
+    if source.is_dir():
+        shutil.copytree(source, destination, dirs_exist_ok=True)
+        return
+    target = destination / source.name if multiple or str(destination).endswith("/") else destination
+    if destination.is_dir():
+        target = destination / source.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(source, target)
+
+
+def _pip_install(arguments: list[str], lock: Path, site: Path, pip_cache: Path) -> None:
+    flags = [word for word in arguments if word.startswith("--") and word not in ("--no-cache-dir",)]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        *flags,
+        "--target",
+        str(site),
+        "-r",
+        str(lock),
+    ]
+    completed = subprocess.run(
+        command,
+        env={**os.environ, "PIP_CACHE_DIR": str(pip_cache), "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if completed.returncode != 0:
+        raise AssemblyError(
+            f"pip could not install the image's lock {lock.name}:\n{completed.stderr[-2000:]}"
+        )
+
+
+def missing_arm64_wheels(lock: Path, pip_cache: Path) -> list[str]:
+    """Requirements of ``lock`` with no wheel for the image's ARM64 platform (empty: all have one).
+
+    ``pip install --dry-run`` resolves each pinned requirement against the index for that platform
+    and reports what it would install, downloading metadata only.
+    """
+    platforms = [argument for platform in ARM64_PLATFORMS for argument in ("--platform", platform)]
+    with tempfile.TemporaryDirectory() as scratch:
+        report = Path(scratch) / "report.json"
+        command = [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--dry-run",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            "3.11",
+            "--implementation",
+            "cp",
+            *platforms,
+            "--target",
+            str(Path(scratch) / "target"),
+            "--report",
+            str(report),
+            "-r",
+            str(lock),
+        ]
+        completed = subprocess.run(
+            command,
+            env={**os.environ, "PIP_CACHE_DIR": str(pip_cache), "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if completed.returncode != 0:
+            return [line for line in completed.stderr.splitlines() if "ERROR" in line] or ["pip failed"]
+        found = {
+            item["metadata"]["name"].lower().replace("_", "-")
+            for item in json.loads(report.read_text())["install"]
+        }
+    wanted = [
+        line.split("==")[0].strip().lower().replace("_", "-")
+        for line in lock.read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    return [name for name in wanted if name not in found]
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class ContainerProcess:
+    """The task's command running from the image's files, on loopback."""
+
+    def __init__(
+        self, image: ImageRoot, command: list[str], environment: dict[str, str], log_path: Path
+    ) -> None:
+        self.image = image
+        self.port = free_port()
+        self.command = _on_loopback(command, self.port)
+        self.environment = {**image.environment, **environment}
+        self.environment.pop("PYTHONPATH", None)  # -I ignores it; the bootstrap puts it on sys.path
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+        self.started_seconds: float | None = None
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60) -> None:
+        """Start it and wait until ``/healthz`` answers (the container health check's request)."""
+        if self.command[:3] != ["python", "-m", "walletlake.cli"]:
+            raise AssemblyError(f"unexpected container command {self.command}")
+        paths = [*self.image.python_path, str(self.image.site)]
+        argv = [sys.executable, "-I", "-S", str(BOOTSTRAP), json.dumps(paths), *self.command[2:]]
+        started = time.monotonic()
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(argv, env=self.environment, stdout=log, stderr=log)
+        deadline = started + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssemblyError(f"the container exited with {self.process.returncode}: {self.log_tail()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/healthz", timeout=2) as answer:  # noqa: S310
+                    if answer.status == 200:
+                        self.started_seconds = time.monotonic() - started
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                time.sleep(0.1)
+        raise AssemblyError(
+            f"the container did not answer /healthz within {timeout:.0f} s: {self.log_tail()}"
+        )
+
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, bytes]:
+        """One HTTP request; the status and body."""
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(  # noqa: S310  # http://127.0.0.1 only
+            f"{self.url}{path}", data=data, method=method, headers={"content-type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310
+                return answer.status, answer.read()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read()
+
+    def stop(self, timeout: float = 30) -> int:
+        """SIGTERM, as ECS stops a task, and the exit code (killed after ``timeout``: -9)."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            return -9
+
+    def peak_memory_mb(self) -> float:
+        """The server processes' resident memory now (the parent and its workers), MB."""
+        assert self.process is not None
+        total = 0
+        pids = [self.process.pid, *_children(self.process.pid)]
+        for pid in pids:
+            try:
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        total += int(line.split()[1])
+            except OSError:
+                continue
+        return total / 1024
+
+    def log_tail(self) -> str:
+        """The last lines of the container's output."""
+        return self.log_path.read_text(errors="replace")[-2000:] if self.log_path.is_file() else ""
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            for line in status.read_text().splitlines():
+                if line.startswith("PPid:") and int(line.split()[1]) == pid:
+                    found.append(int(status.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+def _on_loopback(command: list[str], port: int) -> list[str]:
+    """The command with ``--host`` 127.0.0.1 and ``--port`` a free one (tests bind loopback only)."""
+    result = list(command)
+    for flag, value in (("--host", "127.0.0.1"), ("--port", str(port))):
+        if flag in result:
+            result[result.index(flag) + 1] = value
+        else:
+            result.extend([flag, value])
+    return result
