@@ -64,11 +64,11 @@ SETTINGS = Settings()
 class Synthesized:
     """The synthesized app: its template as a dict and as an assertions object, and its files."""
 
-    def __init__(self, outdir: Path) -> None:
+    def __init__(self, outdir: Path, **context: str) -> None:
         with mock.patch.dict(os.environ):
             for name in ("CDK_OUTDIR", "CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION", "CDK_CONTEXT_JSON"):
                 os.environ.pop(name, None)
-            app, self.stack = build_app(CONTEXT, outdir=str(outdir))
+            app, self.stack = build_app({**CONTEXT, **context}, outdir=str(outdir))
             self.assembly = app.synth()
         self.directory = Path(self.assembly.directory)
         self.template_path = (
@@ -103,6 +103,12 @@ class Synthesized:
 @pytest.fixture(scope="module")
 def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     return Synthesized(tmp_path_factory.mktemp("cdk.out"))
+
+
+@pytest.fixture(scope="module")
+def lambda_front(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """The low-load variant: the write path on API Gateway + Lambda (``-c api_front=lambda``)."""
+    return Synthesized(tmp_path_factory.mktemp("cdk.out-lambda"), api_front="lambda")
 
 
 def functions_by_handler(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
@@ -278,11 +284,11 @@ def test_consumer_role_may_only_put_objects_under_the_lake_prefix(synthesized: S
 # --- write path -----------------------------------------------------------------------------
 
 
-def test_api_requires_iam_is_throttled_and_logs_every_request(synthesized: Synthesized) -> None:
-    # GIVEN the HTTP API's route and stage
-    _, route = synthesized.only("AWS::ApiGatewayV2::Route")
-    _, stage = synthesized.only("AWS::ApiGatewayV2::Stage")
-    log_group_id = synthesized.logical_id("AWS::Logs::LogGroup", "ApiAccessLogs")
+def test_the_lambda_front_requires_iam_is_throttled_and_logs_every_request(lambda_front: Synthesized) -> None:
+    # GIVEN the HTTP API's route and stage of the low-load variant
+    _, route = lambda_front.only("AWS::ApiGatewayV2::Route")
+    _, stage = lambda_front.only("AWS::ApiGatewayV2::Stage")
+    log_group_id = lambda_front.logical_id("AWS::Logs::LogGroup", "ApiAccessLogs")
     # THEN every request needs SigV4, bursts are throttled and each request is logged
     assert route["Properties"]["RouteKey"] == "$default"
     assert route["Properties"]["AuthorizationType"] == "AWS_IAM"
@@ -294,11 +300,19 @@ def test_api_requires_iam_is_throttled_and_logs_every_request(synthesized: Synth
     assert "$context.requestId" in access["Format"]
 
 
-def test_api_role_holds_exactly_the_write_path_actions_on_the_table(synthesized: Synthesized) -> None:
-    # GIVEN the API function and its role
-    api = functions_by_handler(synthesized)[API_HANDLER]
-    table_id, _ = wallets_table(synthesized)
-    statements = policy_statements(synthesized, api["Role"]["Fn::GetAtt"][0])
+@pytest.mark.parametrize("front", ["fleet", "lambda"])
+def test_api_role_holds_exactly_the_write_path_actions_on_the_table(
+    front: str, synthesized: Synthesized, lambda_front: Synthesized
+) -> None:
+    # GIVEN the write path's role: the fleet's task role, or the low-load variant's function role
+    built = synthesized if front == "fleet" else lambda_front
+    if front == "fleet":
+        (task,) = built.resources("AWS::ECS::TaskDefinition").values()
+        role_id = task["Properties"]["TaskRoleArn"]["Fn::GetAtt"][0]
+    else:
+        role_id = functions_by_handler(built)[API_HANDLER]["Role"]["Fn::GetAtt"][0]
+    table_id, _ = wallets_table(built)
+    statements = policy_statements(built, role_id)
     # WHEN the DynamoDB statements are collected
     dynamodb = [s for s in statements if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
     # THEN there is one, with the write path's actions, on the table only
@@ -313,7 +327,7 @@ def test_functions_ship_their_own_layers_and_name_the_deployed_resources(synthes
     functions = functions_by_handler(synthesized)
     # THEN their handlers are the modules' entry points on Python 3.11: the API, the consumer and
     # one function per kind of unit of the hourly and nightly jobs
-    assert set(functions) == {API_HANDLER, CONSUMER_HANDLER, *UNIT_HANDLERS}
+    assert set(functions) == {CONSUMER_HANDLER, *UNIT_HANDLERS}
     knobs: dict[str, dict[str, Any]] = {
         COMPACTION_PLAN_HANDLER: {"compaction_unit_minutes": 5},
         COMPACTION_UNIT_HANDLER: {"compaction_unit_minutes": 5},
@@ -348,8 +362,8 @@ def test_functions_ship_their_own_layers_and_name_the_deployed_resources(synthes
         assert set(layer_refs[0]) == {"Ref"}, handler
         assert synthesized.template["Resources"][layer_refs[0]["Ref"]]["Type"] == "AWS::Lambda::LayerVersion"
     assert "Mappings" not in synthesized.template
-    # AND functions needing the same packages share one layer: API, consumer, compaction, nightly, lease
-    assert len({json.dumps(properties["Layers"]) for properties in functions.values()}) == 5
+    # AND functions needing the same packages share one layer: consumer, compaction, nightly, lease
+    assert len({json.dumps(properties["Layers"]) for properties in functions.values()}) == 4
 
 
 # --- lake bucket ----------------------------------------------------------------------------
@@ -679,10 +693,15 @@ def test_alarms_cover_lag_errors_failures_and_reconciliation_and_publish_to_the_
         "StreamIteratorAgeNearLimit",
         "StreamConsumerErrors",
         "StreamFailuresQueued",
-        "ApiFunctionErrors",
         "ApiServerErrorRate",
+        "ApiFleetCpuHigh",
+        "ApiDynamoDbThrottles",
+        "ApiRequestsShed",
         "NightlyReconciliationFailed",
     } <= set(by_name)
+    # AND the fleet's own alarms read what every task publishes (EMF: namespace walletlake)
+    assert by_name["ApiDynamoDbThrottles"]["Namespace"] == "walletlake"
+    assert by_name["ApiDynamoDbThrottles"]["MetricName"] == "dynamodb_throttles"
     # AND lag is caught before records age out of the consumer's reach
     near_limit = by_name["StreamIteratorAgeNearLimit"]
     assert near_limit["MetricName"] == "IteratorAge"
@@ -756,3 +775,111 @@ def test_dashboard_graphs_the_metrics_the_consumer_publishes(synthesized: Synthe
     _, dashboard = synthesized.only("AWS::CloudWatch::Dashboard")
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
     assert all(name in body for name in CONSUMER_METRICS)
+
+
+# --- the write path's fleet -----------------------------------------------------------------
+
+
+def test_the_write_path_is_a_fleet_of_arm64_tasks_across_three_azs_with_no_api_gateway(
+    synthesized: Synthesized,
+) -> None:
+    # GIVEN the default deployment
+    template = synthesized.template
+    # THEN no request path goes through API Gateway + Lambda
+    assert not synthesized.resources("AWS::ApiGatewayV2::Api")
+    assert API_HANDLER not in functions_by_handler(synthesized)
+    # AND the write path is an ECS service of ARM64 Fargate tasks running `walletlake serve`
+    (task,) = synthesized.resources("AWS::ECS::TaskDefinition").values()
+    properties = task["Properties"]
+    assert properties["RuntimePlatform"]["CpuArchitecture"] == "ARM64"
+    assert properties["RequiresCompatibilities"] == ["FARGATE"]
+    (container,) = properties["ContainerDefinitions"]
+    assert container["Command"][:4] == ["python", "-m", "walletlake.cli", "serve"]
+    assert container["Command"][container["Command"].index("--host") + 1] == "0.0.0.0"
+    assert container["Command"][container["Command"].index("--workers") + 1] == str(
+        int(properties["Cpu"]) // 1024
+    )
+    assert container["ReadonlyRootFilesystem"] is True
+    assert "/healthz" in " ".join(container["HealthCheck"]["Command"])
+    (service,) = synthesized.resources("AWS::ECS::Service").values()
+    assert service["Properties"]["LaunchType"] == "FARGATE"
+    assert service["Properties"]["DeploymentConfiguration"]["DeploymentCircuitBreaker"]["Rollback"] is True
+    # AND it runs in three Availability Zones, in isolated subnets: no NAT, no internet route
+    subnets = synthesized.resources("AWS::EC2::Subnet")
+    assert len(subnets) == 3
+    assert {subnet["Properties"]["AvailabilityZone"]["Fn::Select"][0] for subnet in subnets.values()} == {
+        0,
+        1,
+        2,
+    }
+    assert not synthesized.resources("AWS::EC2::NatGateway")
+    assert not synthesized.resources("AWS::EC2::InternetGateway")
+    assert len(service["Properties"]["NetworkConfiguration"]["AwsvpcConfiguration"]["Subnets"]) == 3
+    # AND DynamoDB and S3 are reached through gateway endpoints, ECR and logs through interface ones
+    endpoints = [
+        resource["Properties"] for resource in synthesized.resources("AWS::EC2::VPCEndpoint").values()
+    ]
+    kinds = {
+        json.dumps(endpoint["ServiceName"]).split(".")[-1].strip('"]}'): endpoint.get(
+            "VpcEndpointType", "Gateway"
+        )
+        for endpoint in endpoints
+    }
+    assert kinds["dynamodb"] == "Gateway"
+    assert kinds["s3"] == "Gateway"
+    assert {"api", "dkr", "logs"} <= set(kinds)
+    assert "Mappings" not in template
+
+
+def test_the_fleet_scales_on_cpu_at_half_and_on_requests_per_task(synthesized: Synthesized) -> None:
+    # GIVEN the service's scalable target and its policies
+    (target,) = synthesized.resources("AWS::ApplicationAutoScaling::ScalableTarget").values()
+    policies = [
+        resource["Properties"]
+        for resource in synthesized.resources("AWS::ApplicationAutoScaling::ScalingPolicy").values()
+    ]
+    # THEN it runs 3..60 tasks
+    assert (target["Properties"]["MinCapacity"], target["Properties"]["MaxCapacity"]) == (3, 60)
+    configurations = [policy["TargetTrackingScalingPolicyConfiguration"] for policy in policies]
+    # AND tracks CPU at 50 % (seed 000's rule)
+    cpu = [c for c in configurations if "PredefinedMetricSpecification" in c]
+    assert (
+        cpu[0]["PredefinedMetricSpecification"]["PredefinedMetricType"] == "ECSServiceAverageCPUUtilization"
+    )
+    assert cpu[0]["TargetValue"] == 50
+    # AND Lattice requests per running task (1,400 a second, per minute)
+    (requests,) = [c for c in configurations if "CustomizedMetricSpecification" in c]
+    assert requests["TargetValue"] == 1_400 * 60
+    queries = {query["Id"]: query for query in requests["CustomizedMetricSpecification"]["Metrics"]}
+    assert queries["per_task"]["Expression"] == "requests / MAX([tasks, 1])"
+    assert queries["requests"]["MetricStat"]["Metric"]["Namespace"] == "AWS/VpcLattice"
+
+
+def test_callers_authenticate_with_iam_through_vpc_lattice(synthesized: Synthesized) -> None:
+    # GIVEN the Lattice service, its auth policy and the ECS service's registration
+    (lattice_service,) = synthesized.resources("AWS::VpcLattice::Service").values()
+    (network,) = synthesized.resources("AWS::VpcLattice::ServiceNetwork").values()
+    (policy,) = synthesized.resources("AWS::VpcLattice::AuthPolicy").values()
+    (target_group,) = synthesized.resources("AWS::VpcLattice::TargetGroup").values()
+    (service,) = synthesized.resources("AWS::ECS::Service").values()
+    # THEN every request must be SigV4-signed by a principal of this account allowed to invoke
+    assert lattice_service["Properties"]["AuthType"] == "AWS_IAM"
+    assert network["Properties"]["AuthType"] == "AWS_IAM"
+    (statement,) = policy["Properties"]["Policy"]["Statement"]
+    assert statement["Action"] == "vpc-lattice-svcs:Invoke"
+    assert statement["Condition"]["StringNotEqualsIgnoreCase"] == {"aws:PrincipalType": "anonymous"}
+    assert statement["Condition"]["StringEquals"] == {"aws:PrincipalAccount": "${aws:ResourceAccount}"}
+    # AND ECS registers the tasks in the target group, health-checked on /healthz
+    assert target_group["Properties"]["Config"]["HealthCheck"]["Path"] == "/healthz"
+    (registration,) = service["Properties"]["VpcLatticeConfigurations"]
+    assert registration["PortName"] == "api"
+    # AND the tasks admit traffic from Lattice's range only
+    groups = synthesized.resources("AWS::EC2::SecurityGroupIngress")
+    inline = [
+        rule
+        for group in synthesized.resources("AWS::EC2::SecurityGroup").values()
+        for rule in group["Properties"].get("SecurityGroupIngress", [])
+    ]
+    assert any(rule.get("CidrIp") == "169.254.171.0/24" and rule["FromPort"] == 8080 for rule in inline)
+    assert not any(rule.get("CidrIp") == "0.0.0.0/0" for rule in inline)
+    assert not groups

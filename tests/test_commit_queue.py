@@ -618,3 +618,47 @@ def test_a_group_cancelled_error_for_one_request_is_that_requests_refusal() -> N
     calls: list[int] = []
     asyncio.run(scenario())
     assert calls == [1]
+
+
+# ------------------------------------------------------------------------------------- shutdown
+
+
+def test_drain_returns_only_once_every_transaction_in_flight_and_waiting_is_written() -> None:
+    async def scenario() -> None:
+        fake = FakeCommit()
+        queue = CommitQueue(fake, max_in_flight=1, max_requests=10)
+        # GIVEN one transaction in flight, two requests waiting behind it, and a caller of the
+        # transaction in flight gone (its server cancelled it at the drain bound)
+        first = _start(queue.submit(_request("r1", "a")))
+        waiting = [_start(queue.submit(_request("r2", "a"))), _start(queue.submit(_request("r3", "b")))]
+        await _settle()
+        first.cancel()
+        await _settle()
+
+        # WHEN the server drains the queue
+        drained = _start(queue.drain())
+        await _settle()
+        # THEN the drain waits for the transaction in flight, though nobody waits for its answer
+        assert not drained.done()
+        fake.finish(0)
+        await _settle()
+        # AND then for the group that leaves after it
+        assert fake.groups == [["r1"], ["r2", "r3"]]
+        assert not drained.done()
+        fake.finish(1)
+        await _settle()
+        # AND returns when everything is written, with every remaining caller answered
+        assert drained.done()
+        assert fake.committed == ["r1", "r2", "r3"]
+        assert [task.result() for task in waiting] == [None, None]
+        assert queue.in_flight == 0
+
+    asyncio.run(scenario())
+
+
+def test_drain_of_an_idle_queue_returns_at_once() -> None:
+    async def scenario() -> None:
+        queue = CommitQueue(FakeCommit(), max_in_flight=1, max_requests=10)
+        await asyncio.wait_for(queue.drain(), 1)
+
+    asyncio.run(scenario())

@@ -18,6 +18,7 @@ test needs requests to be still in flight at a chosen moment (DynamoDB Local ans
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 import signal
 import socket
@@ -482,8 +483,6 @@ def test_serve_reads_its_knobs_from_variables_and_flags_and_hands_them_to_uvicor
     assert ran["timeout_graceful_shutdown"] == request_drain_seconds(Settings(drain_seconds=10)) == 8
     assert ran["lifespan"] == "on"
     # AND the workers, which read the environment, see the flag's value
-    import os
-
     assert os.environ["WALLETLAKE_DRAIN_SECONDS"] == "10"
     assert os.environ["WALLETLAKE_MAX_REQUESTS_IN_FLIGHT"] == "128"
     # AND SIGTERM, raised again by uvicorn once drained, ends the process with status 0

@@ -20,6 +20,7 @@ from walletlake.settings import (
     DEPLOYED_VARIABLES,
     ENVIRONMENT_VARIABLES,
     LAMBDA_FUNCTION_VARIABLE,
+    SERVER_VARIABLES,
     SNAPSHOT_READ_UNITS_VARIABLE,
     SNAPSHOT_SEGMENTS_VARIABLE,
     UNLOAD_PREFIX_VARIABLE,
@@ -56,6 +57,11 @@ DEPLOYED = Settings(
     snapshot_segments=200,
     snapshot_read_units_per_second=60_000,
     unload_prefix="athena-results/unload/x",
+    bind_host="0.0.0.0",
+    drain_seconds=25,
+    keep_alive_seconds=65,
+    max_requests_in_flight=64,
+    metrics_interval_seconds=30,
 )
 
 
@@ -77,6 +83,28 @@ def test_defaults_match_the_architecture() -> None:
     assert settings.snapshot_segments == 4
     assert settings.snapshot_read_units_per_second is None  # unpaced
     assert settings.unload_prefix == "athena-results/unload/reconcile"
+    # AND the server is safe on a laptop (loopback) and fits behind an ALB (idle timeout 60 s,
+    # deregistration delay longer than the 25 s drain)
+    assert settings.bind_host == "127.0.0.1"
+    assert (settings.drain_seconds, settings.keep_alive_seconds) == (25, 65)
+    assert (settings.max_requests_in_flight, settings.metrics_interval_seconds) == (128, 60)
+
+
+def test_the_server_variables_are_the_serve_flags_defaults() -> None:
+    settings = Settings.from_env(
+        {
+            "WALLETLAKE_BIND_HOST": "0.0.0.0",
+            "WALLETLAKE_DRAIN_SECONDS": "3",
+            "WALLETLAKE_KEEP_ALIVE_SECONDS": "4000",
+            "WALLETLAKE_MAX_REQUESTS_IN_FLIGHT": "1",
+            "WALLETLAKE_METRICS_INTERVAL_SECONDS": "0",
+        }
+    )
+    assert (settings.bind_host, settings.drain_seconds, settings.keep_alive_seconds) == ("0.0.0.0", 3, 4000)
+    assert (settings.max_requests_in_flight, settings.metrics_interval_seconds) == (1, 0)
+    assert Settings.from_env({"WALLETLAKE_BIND_HOST": "::"}).bind_host == "::"
+    assert Settings.from_env({"WALLETLAKE_BIND_HOST": "api.internal"}).bind_host == "api.internal"
+    assert set(SERVER_VARIABLES) <= set(ENVIRONMENT_VARIABLES)
 
 
 def test_the_copied_constants_agree_with_the_lake() -> None:
@@ -132,6 +160,15 @@ def test_variables_override_defaults() -> None:
         ("WALLETLAKE_SNAPSHOT_READ_UNITS_PER_SECOND", "inf"),
         ("WALLETLAKE_UNLOAD_PREFIX", "s3://bucket/unload"),
         ("WALLETLAKE_UNLOAD_PREFIX", "//"),
+        ("WALLETLAKE_BIND_HOST", "0.0.0.0:8080"),
+        ("WALLETLAKE_BIND_HOST", "a host"),
+        ("WALLETLAKE_DRAIN_SECONDS", "2"),
+        ("WALLETLAKE_DRAIN_SECONDS", "25s"),
+        ("WALLETLAKE_KEEP_ALIVE_SECONDS", "0"),
+        ("WALLETLAKE_KEEP_ALIVE_SECONDS", "4001"),
+        ("WALLETLAKE_MAX_REQUESTS_IN_FLIGHT", "0"),
+        ("WALLETLAKE_METRICS_INTERVAL_SECONDS", "-1"),
+        ("WALLETLAKE_METRICS_INTERVAL_SECONDS", "1.5"),
     ],
 )
 def test_bad_values_are_refused_in_one_line_naming_variable_and_value(name: str, value: str) -> None:

@@ -6,7 +6,7 @@ key, the topic) and they are deployed and versioned together; each part lives in
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Environment, Fn, Stack
+from aws_cdk import CfnOutput, Environment, Fn, Stack, Token
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
@@ -33,6 +33,15 @@ from walletlake_cdk.write_api import build_write_api
 
 class WalletLakeStack(Stack):
     """Every AWS resource walletlake runs on (the embedded stack's production counterpart)."""
+
+    @property
+    def availability_zones(self) -> list[str]:
+        """The fleet's zones: for an environment-agnostic stack, the region's first ``api_azs`` by
+        ``Fn::GetAZs`` (CDK's own default would cap such a stack at two zones)."""
+        if Token.is_unresolved(self.region):
+            return [Fn.select(index, Fn.get_azs()) for index in range(self.config.api_azs)]
+        zones: list[str] = super().availability_zones
+        return zones
 
     def __init__(
         self,
