@@ -141,6 +141,112 @@ S3_MICRO_USD_PER_GB_MONTH: Final = 23_000
 # https://aws.amazon.com/step-functions/pricing/ : Standard workflows $0.025 per 1,000 state transitions.
 SFN_MICRO_USD_PER_THOUSAND_TRANSITIONS: Final = 25_000
 
+# --- the API tier (cdk/walletlake_cdk/api_service.py and write_api.py) ------------------------
+HOURS_PER_MONTH: Final = 720
+#: The fleet's tasks: 2 vCPU / 4 GB ARM64, one worker per vCPU, scaled to 50 % CPU (seed 000's
+#: rule), at least one task per Availability Zone.
+API_TASK_VCPU: Final = 2
+API_TASK_GB: Final = 4
+API_TARGET_CPU_PERCENT: Final = 50
+API_AZS: Final = 3
+#: Server CPU per request of `walletlake serve` (group commit on; bench/write_path.py and
+#: bench/hot_wallet.py print it): the issue's 500-700 µs on this machine, its upper end taken.
+API_CPU_US_PER_REQUEST: Final = 700
+#: Bytes a request and its answer carry through the front (JSON bodies and headers; assumed).
+API_BYTES_PER_REQUEST: Final = 1_000
+#: The Lambda front: 30 ms at 1,024 MB per request (assumed, not measured on AWS), one access
+#: log line of about 250 bytes per request (write_api.ACCESS_LOG_FORMAT).
+API_LAMBDA_SECONDS: Final = 0.030
+API_LAMBDA_MB: Final = 1_024
+API_ACCESS_LOG_BYTES: Final = 250
+# https://aws.amazon.com/fargate/pricing/ : Linux/ARM $0.03238 per vCPU-hour, $0.00356 per GB-hour.
+FARGATE_ARM_MICRO_USD_PER_VCPU_HOUR: Final = 32_380
+FARGATE_ARM_MICRO_USD_PER_GB_HOUR: Final = 3_560
+# https://aws.amazon.com/vpc/lattice/pricing/ : $0.025 per service-hour, $0.025 per GB processed,
+# $0.10 per million requests beyond the first 300,000 of each hour.
+LATTICE_MICRO_USD_PER_SERVICE_HOUR: Final = 25_000
+LATTICE_MICRO_USD_PER_GB: Final = 25_000
+LATTICE_MICRO_USD_PER_MILLION_REQUESTS: Final = 100_000
+LATTICE_FREE_REQUESTS_PER_HOUR: Final = 300_000
+# https://aws.amazon.com/elasticloadbalancing/pricing/ : ALB $0.0225 per hour and $0.008 per LCU-hour;
+# an LCU is 1 GB processed per hour (the dimension that binds for small keep-alive requests; new
+# connections, 25/s, and rule evaluations, 1,000/s, stay below it with pooled connections).
+ALB_MICRO_USD_PER_HOUR: Final = 22_500
+ALB_MICRO_USD_PER_LCU_HOUR: Final = 8_000
+ALB_BYTES_PER_LCU_HOUR: Final = 10**9
+# https://aws.amazon.com/privatelink/pricing/ : interface endpoints $0.01 per AZ-hour (ECR api,
+# ECR dkr, CloudWatch Logs); gateway endpoints (DynamoDB, S3) are free.
+INTERFACE_ENDPOINTS: Final = 3
+INTERFACE_ENDPOINT_MICRO_USD_PER_AZ_HOUR: Final = 10_000
+# https://aws.amazon.com/api-gateway/pricing/ : HTTP APIs $1.00 per million (first 300 million a
+# month), $0.90 after.
+APIGW_MICRO_USD_PER_MILLION: Final = 1_000_000
+APIGW_MICRO_USD_PER_MILLION_AFTER: Final = 900_000
+APIGW_FIRST_TIER_REQUESTS: Final = 300_000_000
+# https://aws.amazon.com/cloudwatch/pricing/ : logs $0.50 per GB ingested.
+LOGS_MICRO_USD_PER_GB: Final = 500_000
+
+
+def api_tier(
+    requests_per_second: float, cpu_us_per_request: float = API_CPU_US_PER_REQUEST
+) -> dict[str, Any]:
+    """Monthly cost (micro-USD) of each way to serve the write path at ``requests_per_second`` (pure).
+
+    ``fleet_lattice`` is the default (ECS Fargate ARM behind VPC Lattice with IAM auth),
+    ``fleet_alb`` the internal-ALB option, ``lambda`` API Gateway HTTP API + Lambda.
+    """
+    requests_month = requests_per_second * SECONDS_PER_DAY * DAYS_PER_MONTH
+    busy_vcpus = requests_per_second * cpu_us_per_request / 1e6
+    vcpus = busy_vcpus * 100 / API_TARGET_CPU_PERCENT
+    tasks = max(API_AZS, _ceil_div(vcpus, API_TASK_VCPU))
+    task_hour = (
+        API_TASK_VCPU * FARGATE_ARM_MICRO_USD_PER_VCPU_HOUR + API_TASK_GB * FARGATE_ARM_MICRO_USD_PER_GB_HOUR
+    )
+    fargate = cost(tasks * HOURS_PER_MONTH, task_hour, 1)
+    endpoints = cost(
+        INTERFACE_ENDPOINTS * API_AZS * HOURS_PER_MONTH, INTERFACE_ENDPOINT_MICRO_USD_PER_AZ_HOUR, 1
+    )
+    gigabytes = requests_month * API_BYTES_PER_REQUEST / 1e9
+    billable = max(0.0, requests_month - LATTICE_FREE_REQUESTS_PER_HOUR * HOURS_PER_MONTH)
+    lattice = (
+        cost(HOURS_PER_MONTH, LATTICE_MICRO_USD_PER_SERVICE_HOUR, 1)
+        + cost(gigabytes, LATTICE_MICRO_USD_PER_GB, 1)
+        + cost(billable, LATTICE_MICRO_USD_PER_MILLION_REQUESTS, 10**6)
+    )
+    lcu = max(1.0, requests_per_second * 3600 * API_BYTES_PER_REQUEST / ALB_BYTES_PER_LCU_HOUR)
+    alb = cost(HOURS_PER_MONTH, ALB_MICRO_USD_PER_HOUR, 1) + cost(
+        lcu * HOURS_PER_MONTH, ALB_MICRO_USD_PER_LCU_HOUR, 1
+    )
+    first = min(requests_month, APIGW_FIRST_TIER_REQUESTS)
+    apigw = cost(first, APIGW_MICRO_USD_PER_MILLION, 10**6) + cost(
+        requests_month - first, APIGW_MICRO_USD_PER_MILLION_AFTER, 10**6
+    )
+    function = cost(
+        requests_month * API_LAMBDA_SECONDS * API_LAMBDA_MB / 1024,
+        LAMBDA_MICRO_USD_PER_MILLION_GB_SECONDS,
+        10**6,
+    ) + cost(requests_month, LAMBDA_MICRO_USD_PER_MILLION_REQUESTS, 10**6)
+    access_logs = cost(requests_month * API_ACCESS_LOG_BYTES / 1e9, LOGS_MICRO_USD_PER_GB, 1)
+    return {
+        "requests_per_month": round(requests_month),
+        "tasks": tasks,
+        "busy_vcpus": round(busy_vcpus, 2),
+        "monthly_micro_usd": {
+            "fleet_lattice": fargate + endpoints + lattice,
+            "fleet_alb": fargate + endpoints + alb,
+            "lambda": apigw + function + access_logs,
+        },
+        "items_micro_usd": {
+            "fargate": fargate,
+            "interface_endpoints": endpoints,
+            "lattice": lattice,
+            "alb": alb,
+            "api_gateway": apigw,
+            "api_lambda": function,
+            "api_access_logs": access_logs,
+        },
+    }
+
 
 @dataclasses.dataclass(frozen=True)
 class Measured:
@@ -153,6 +259,7 @@ class Measured:
     reconciliation_rows_per_core_second: float
     parquet_bytes_per_row: float
     reconciliation_read_fraction: float
+    api_cpu_us_per_request: float = API_CPU_US_PER_REQUEST
 
 
 def _ceil_div(numerator: float, denominator: float) -> int:
@@ -250,6 +357,8 @@ def model(measured: Measured, percent: int) -> dict[str, Any]:
     storage_month = cost(parquet_bytes_per_day * DAYS_PER_MONTH / 1e9, S3_MICRO_USD_PER_GB_MONTH, 1)
     monthly = {name: value * DAYS_PER_MONTH for name, value in daily.items()}
     monthly["s3_storage_one_month_of_data"] = storage_month
+    api = api_tier(tx_per_second, measured.api_cpu_us_per_request)
+    monthly["api_fleet_lattice"] = api["monthly_micro_usd"]["fleet_lattice"]
     return {
         "percent": percent,
         "transactions_per_second": tx_per_second,
@@ -283,6 +392,8 @@ def model(measured: Measured, percent: int) -> dict[str, Any]:
         "daily_micro_usd": daily,
         "monthly_micro_usd": monthly,
         "monthly_total_micro_usd": sum(monthly.values()),
+        "api_tasks": api["tasks"],
+        "api_monthly_micro_usd": api["monthly_micro_usd"],
     }
 
 
@@ -409,7 +520,8 @@ _ROWS: Final = (
     ("Lambda GB-seconds per day", "lambda_gb_seconds_per_day", "{:,}"),
     ("DynamoDB write units per day", "dynamodb_write_units_per_day", "{:,}"),
     ("DynamoDB read units per day", "dynamodb_read_units_per_day", "{:,}"),
-    ("monthly cost, USD", "monthly_total_micro_usd", "usd"),
+    ("API tasks (2 vCPU ARM, 50 % CPU, ≥ 1 per AZ)", "api_tasks", "{:,}"),
+    ("monthly cost, USD (fleet behind Lattice)", "monthly_total_micro_usd", "usd"),
 )
 
 
@@ -426,9 +538,85 @@ def print_table(measured: Measured, loads: list[dict[str, Any]]) -> None:
     for label, key, spec in _ROWS:
         cells = [_usd(load[key]) if spec == "usd" else spec.format(load[key]) for load in loads]
         print(f"{label:42}" + "".join(f"{cell:>18}" for cell in cells))
+    print(
+        "API tier per month (USD): fleet behind Lattice / behind an internal ALB / API Gateway + Lambda:"
+    )
+    for front in ("fleet_lattice", "fleet_alb", "lambda"):
+        print(
+            f"  {front:40}" + "".join(f"{_usd(load['api_monthly_micro_usd'][front]):>18}" for load in loads)
+        )
     print("monthly cost by item (USD):")
     for item in loads[0]["monthly_micro_usd"]:
         print(f"  {item:40}" + "".join(f"{_usd(load['monthly_micro_usd'][item]):>18}" for load in loads))
+
+
+#: The unit costs the README's cost section is rendered from (``bench/capacity.py --readme``): the
+#: run of 2026-11-23 (docs/capacity.md, "Measured here"); ``tests/test_capacity.py`` fails when the
+#: README and the model disagree.
+PUBLISHED: Final = Measured(
+    consumer_cpu_us_per_record=3.2,
+    stream_record_json_bytes=1_160.0,
+    compaction_rows_per_core_second=183_000.0,
+    compaction_bytes_per_core_second=17_500_000.0,
+    reconciliation_rows_per_core_second=850_000.0,
+    parquet_bytes_per_row=106.0,
+    reconciliation_read_fraction=0.39,
+)
+README_BEGIN: Final = "<!-- generated by bench/capacity.py --readme: do not edit -->"
+README_END: Final = "<!-- end of generated cost section -->"
+
+
+def lambda_break_even_requests_per_second(measured: Measured = PUBLISHED) -> int:
+    """The load (requests/s) below which API Gateway + Lambda costs less than the Lattice fleet."""
+    low, high = 1, SEED_TRANSACTIONS_PER_SECOND
+    while low < high:
+        middle = (low + high) // 2
+        tier = api_tier(middle, measured.api_cpu_us_per_request)["monthly_micro_usd"]
+        if tier["lambda"] < tier["fleet_lattice"]:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+def readme_section(measured: Measured = PUBLISHED) -> str:
+    """The README's cost table: the whole deployment per month at 1, 10 and 100 % of the seed's load."""
+    loads = [model(measured, percent) for percent in FRACTIONS_PERCENT]
+    header = (
+        "| per month, us-east-1, on-demand | " + " | ".join(f"{load['percent']} %" for load in loads) + " |"
+    )
+    rows = [header, "| --- |" + " ---: |" * len(loads)]
+
+    def row(label: str, values: list[int], bold: bool = False) -> None:
+        cells = [f"**{_usd(value)}**" if bold else _usd(value) for value in values]
+        rows.append(f"| {'**' + label + '**' if bold else label} | " + " | ".join(cells) + " |")
+
+    def item(name: str) -> list[int]:
+        return [load["monthly_micro_usd"][name] for load in loads]
+
+    row("DynamoDB writes (transactional, 2 units per item)", item("dynamodb_writes"))
+    lake = [
+        sum(
+            value
+            for name, value in load["monthly_micro_usd"].items()
+            if not name.startswith(("dynamodb_writes", "api_"))
+        )
+        for load in loads
+    ]
+    row("the lake: consumer, compaction, snapshot, Athena, S3, Step Functions", lake)
+    row("API: ECS Fargate fleet behind VPC Lattice (default)", item("api_fleet_lattice"))
+    row("total", [load["monthly_total_micro_usd"] for load in loads], bold=True)
+    row("API instead behind an internal ALB", [load["api_monthly_micro_usd"]["fleet_alb"] for load in loads])
+    row("API instead on API Gateway + Lambda", [load["api_monthly_micro_usd"]["lambda"] for load in loads])
+    tasks = " / ".join(f"{load['api_tasks']}" for load in loads)
+    rows.append("")
+    rows.append(
+        f"Fleet tasks (2 vCPU, 4 GB, ARM64, scaled to {API_TARGET_CPU_PERCENT} % CPU at "
+        f"{measured.api_cpu_us_per_request:,.0f} µs of CPU per request, at least one per zone): {tasks}. "
+        f"API Gateway + Lambda is cheaper only below about "
+        f"{lambda_break_even_requests_per_second(measured):,} requests/s (`-c api_front=lambda`)."
+    )
+    return "\n".join([README_BEGIN, *rows, README_END])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -438,7 +626,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--rows", type=int, default=None, help="ledger rows of the measured day")
+    parser.add_argument(
+        "--readme", action="store_true", help="print the README's cost section (from the published figures)"
+    )
     args = parser.parse_args(argv)
+    if args.readme:
+        print(readme_section())
+        return 0
     rows = args.rows or (200_000 if args.quick else 3_000_000)
     measured = measure(
         rows=rows,

@@ -93,3 +93,38 @@ def test_quick_run_prints_one_json_object_whose_figures_follow_its_measurements(
             load["ledger_rows_per_day"] * measured["parquet_bytes_per_row"] / 1e9, abs=1e-3
         )
     assert loads[100]["ledger_rows_per_day"] == 100 * loads[1]["ledger_rows_per_day"]
+
+
+def test_the_readme_cost_section_is_the_models_output() -> None:
+    # GIVEN the README and the model at the published unit costs
+    readme = (ROOT / "README.md").read_text()
+    begin = readme.index(capacity.README_BEGIN)
+    end = readme.index(capacity.README_END) + len(capacity.README_END)
+    # THEN the README's cost section is exactly what `bench/capacity.py --readme` renders
+    assert readme[begin:end] == capacity.readme_section()
+    # AND docs/capacity.md's monthly totals include the API tier the same model prices
+    loads = [capacity.model(capacity.PUBLISHED, percent) for percent in (1, 10, 100)]
+    assert all(load["monthly_micro_usd"]["api_fleet_lattice"] > 0 for load in loads)
+
+
+def test_the_api_tier_prices_the_fleet_and_the_lambda_front() -> None:
+    # GIVEN the seed's load and 700 µs of server CPU per request
+    tier = capacity.api_tier(20_000, 700)
+    # THEN 14 vCPU are busy, 28 at 50 %: 14 tasks of 2 vCPU
+    assert tier["busy_vcpus"] == 14.0
+    assert tier["tasks"] == 14
+    # AND a task-month is 720 h * (2 * $0.03238 + 4 * $0.00356)
+    assert tier["items_micro_usd"]["fargate"] == 14 * 720 * (2 * 32_380 + 4 * 3_560)
+    # AND API Gateway charges 300 M requests at $1.00 and the rest at $0.90 a million
+    requests = 20_000 * 86_400 * 30
+    assert (
+        tier["items_micro_usd"]["api_gateway"]
+        == 300 * 1_000_000 + (requests - 300_000_000) * 900_000 // 10**6
+    )
+    # AND at that load the fleet costs a tenth of API Gateway + Lambda, behind either front
+    monthly = tier["monthly_micro_usd"]
+    assert monthly["fleet_alb"] < monthly["fleet_lattice"] < monthly["lambda"] / 10
+    # AND at a tiny load the fleet's floor (a task per zone) makes Lambda the cheaper front
+    small = capacity.api_tier(10, 700)["monthly_micro_usd"]
+    assert small["lambda"] < small["fleet_lattice"]
+    assert capacity.lambda_break_even_requests_per_second() < 200
