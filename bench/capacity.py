@@ -538,9 +538,7 @@ def print_table(measured: Measured, loads: list[dict[str, Any]]) -> None:
     for label, key, spec in _ROWS:
         cells = [_usd(load[key]) if spec == "usd" else spec.format(load[key]) for load in loads]
         print(f"{label:42}" + "".join(f"{cell:>18}" for cell in cells))
-    print(
-        "API tier per month (USD): fleet behind Lattice / behind an internal ALB / API Gateway + Lambda:"
-    )
+    print("API tier per month (USD): fleet behind Lattice / behind an internal ALB / API Gateway + Lambda:")
     for front in ("fleet_lattice", "fleet_alb", "lambda"):
         print(
             f"  {front:40}" + "".join(f"{_usd(load['api_monthly_micro_usd'][front]):>18}" for load in loads)

@@ -12,12 +12,17 @@ drift and warm-up hit all alike):
 - ``many``: transfers between random wallets among ``--wallets``;
 - ``hot pair``: transfers between one pair of wallets, half the clients in each direction.
 
+With ``--processes N`` (N > 1) a third system, ``fleet`` (N ``walletlake serve`` processes on the
+same table, the clients spread over them, as the ECS service's tasks share it), runs beside the
+single process and the reference, and its answers are checked: only 204 and 429.
+
 Each phase prints throughput, p50/p99 latency, answers by status and the API server's CPU per
 request (the pieces of ``bench/write_path.py``: psutil counters of the server process only).
 Targets (issue 13): hot pair throughput >= the reference's, no 503, p99 <= 1.5x the reference's;
 many wallets no slower than the reference; API CPU per transfer not above today's.
 
     .venv/bin/python bench/hot_wallet.py --clients 8 --seconds 15 --rounds 2
+    .venv/bin/python bench/hot_wallet.py --processes 4 --clients 16   # the fleet beside one process
     git worktree add ../walletlake-before COMMIT  # then, before and after in one run:
     .venv/bin/python bench/hot_wallet.py --baseline ../walletlake-before
 
@@ -138,6 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wallets", type=int, default=200, help="wallets of the 'many' load (default 200)")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds (default 2)")
     parser.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="also run a fleet of this many `walletlake serve` processes on one table (default 1: none)",
+    )
+    parser.add_argument(
         "--baseline",
         metavar="DIR",
         help="a checkout of an earlier walletlake (git worktree add DIR COMMIT), served as a third "
@@ -207,6 +218,14 @@ def targets(phases: dict[tuple[str, str], list[Phase]]) -> list[str]:
     check(p99_ratio <= 1.5, f"hot pair p99 {p99_ratio:.2f}x the reference's (target <= 1.5)")
     many_ratio = rate("many", "walletlake") / rate("many", "reference")
     check(many_ratio >= 1.0, f"many wallets throughput {many_ratio:.2f}x the reference's (target >= 1)")
+    if ("hot pair", "fleet") in phases:
+        answers: dict[int, int] = {}
+        for phase in phases[("hot pair", "fleet")] + phases[("many", "fleet")]:
+            for status, count in phase.statuses.items():
+                answers[status] = answers.get(status, 0) + count
+        check(set(answers) <= {204, 429}, f"fleet answers {answers} (target: only 204 and 429)")
+        ratio = rate("hot pair", "fleet") / rate("hot pair", "walletlake")
+        lines.append(f"INFO  fleet hot pair {ratio:.2f}x one process's")
     if ("many", "before") in phases:
         cpu_ratio = cpu("many", "walletlake") / cpu("many", "before")
         check(
@@ -237,8 +256,11 @@ def measure(args: argparse.Namespace, environment: dict[str, str]) -> dict[tuple
         if args.baseline
         else contextlib.nullcontext()
     )
+    fleet = [ApiServer(env=environment) for _ in range(args.processes)] if args.processes > 1 else []
     try:
-        with ApiServer(env=environment) as api, before as baseline:
+        with ApiServer(env=environment) as api, before as baseline, contextlib.ExitStack() as servers:
+            for server in fleet:
+                servers.enter_context(server)
             deadline = time.monotonic() + 30
             while not _listening(port):
                 if reference.poll() is not None or time.monotonic() > deadline:
@@ -252,7 +274,12 @@ def measure(args: argparse.Namespace, environment: dict[str, str]) -> dict[tuple
                 "many": lambda rng, index: rng.sample(ids, 2),
                 "hot pair": lambda rng, index: pair if int(index.split("-")[1]) % 2 == 0 else pair[::-1],
             }
-            systems = {"walletlake": (api.url, api.pid), "reference": (ref_url, reference.pid)}
+            systems: dict[str, tuple[Any, Any]] = {
+                "walletlake": (api.url, api.pid),
+                "reference": (ref_url, reference.pid),
+            }
+            if fleet:
+                systems["fleet"] = ([server.url for server in fleet], [server.pid for server in fleet])
             if baseline is not None:
                 systems["before"] = (baseline.url, baseline.pid)
             order = list(systems.items())

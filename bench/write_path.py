@@ -43,7 +43,7 @@ import threading
 import time
 import typing
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -132,12 +132,35 @@ def fund(url: str, wallets: int, clients: int) -> list[str]:
 Request = Callable[[urllib3.HTTPConnectionPool, random.Random, str], int]
 
 
-def run_phase(name: str, url: str, pid: int, clients: int, seconds: float, request: Request) -> Phase:
-    """``clients`` threads call ``request(client, rng, counter)`` until the deadline."""
-    idle_before = server_cpu(pid)
+def run_phase(
+    name: str,
+    url: str | Sequence[str],
+    pid: int | Sequence[int],
+    clients: int,
+    seconds: float,
+    request: Request,
+) -> Phase:
+    """``clients`` threads call ``request(client, rng, counter)`` until the deadline.
+
+    Several ``url``s (a fleet of servers) take the clients in turn, client ``i`` the ``i``-th
+    modulo their number; CPU and ``/metrics`` are summed over every server.
+    """
+    urls = [url] if isinstance(url, str) else list(url)
+    pids = [pid] if isinstance(pid, int) else list(pid)
+
+    def fleet_cpu() -> float:
+        return sum(server_cpu(each) for each in pids)
+
+    def fleet_metrics() -> dict[str, int]:
+        summed: collections.Counter[str] = collections.Counter()
+        for each in urls:
+            summed.update(server_metrics(each))
+        return dict(summed)
+
+    idle_before = fleet_cpu()
     time.sleep(IDLE_SAMPLE_SECONDS)
-    idle_rate = (server_cpu(pid) - idle_before) / IDLE_SAMPLE_SECONDS
-    before_metrics = server_metrics(url)
+    idle_rate = (fleet_cpu() - idle_before) / IDLE_SAMPLE_SECONDS
+    before_metrics = fleet_metrics()
     prefix = uuid.uuid4().hex[:8]  # nonces unique across phases
     latencies: list[list[float]] = [[] for _ in range(clients)]
     statuses: list[collections.Counter[int]] = [collections.Counter() for _ in range(clients)]
@@ -145,9 +168,8 @@ def run_phase(name: str, url: str, pid: int, clients: int, seconds: float, reque
     stop_at = [0.0]
 
     def worker(index: int) -> None:
-        pool = urllib3.HTTPConnectionPool(
-            urllib3.util.parse_url(url).host, urllib3.util.parse_url(url).port, maxsize=1, retries=False
-        )
+        mine = urllib3.util.parse_url(urls[index % len(urls)])
+        pool = urllib3.HTTPConnectionPool(mine.host, mine.port, maxsize=1, retries=False)
         rng = random.Random(index)
         count = 0
         start.wait()
@@ -163,15 +185,15 @@ def run_phase(name: str, url: str, pid: int, clients: int, seconds: float, reque
     threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(clients)]
     for thread in threads:
         thread.start()
-    cpu_before = server_cpu(pid)
+    cpu_before = fleet_cpu()
     began = time.perf_counter()
     stop_at[0] = began + seconds
     start.wait()
     for thread in threads:
         thread.join()
     elapsed = time.perf_counter() - began
-    cpu_after = server_cpu(pid)
-    after_metrics = server_metrics(url)
+    cpu_after = fleet_cpu()
+    after_metrics = fleet_metrics()
     merged: collections.Counter[int] = collections.Counter()
     for counter in statuses:
         merged.update(counter)
