@@ -13,6 +13,10 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import itertools
+import json
+import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -36,6 +40,7 @@ from wallet.table import (
     user_key,
     wallet_key,
 )
+from walletlake.settings import Settings
 
 STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/wallets/stream/2026-11-22T04:00:00.000"
 HOT_TTL_SECONDS = 8 * 3600
@@ -543,3 +548,26 @@ def assert_exact_ledger(ledger: Any, expected: list[Entry]) -> None:
         for row in wallet_rows:
             running += row["delta"]
             assert running == row["balance_after"], (wallet_id, row["wallet_version"])
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    return {
+        "WALLETLAKE_TABLE": settings.table,
+        "WALLETLAKE_BUCKET": settings.bucket,
+        "WALLETLAKE_LAKE_PREFIX": settings.lake_prefix,
+        "WALLETLAKE_CHECKPOINT_TABLE": settings.checkpoint_table,
+    }
+
+
+def consume(settings: Settings, *args: str) -> dict[str, Any]:
+    """`walletlake consume --json`, as an operator runs it; returns its summary."""
+    done = subprocess.run(
+        [sys.executable, "-m", "walletlake.cli", "consume", "--json", *args],
+        env={**os.environ, **settings_env(settings)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)

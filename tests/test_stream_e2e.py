@@ -9,15 +9,11 @@ committed entry, each wallet's versions 1..N without gap or repeat, running sums
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from collections import defaultdict
 from typing import Any
 
 import pytest
-from stream_records import TableWriter, lake_keys, poll_until, read_lake_table
+from stream_records import TableWriter, consume, lake_keys, poll_until, read_lake_table, settings_env
 
 from walletlake.api_server import ApiServer
 from walletlake.settings import Settings
@@ -26,29 +22,6 @@ from walletlake.workload import WorkloadReport, run_workload
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 
 HOT_TTL_SECONDS = 2
-
-
-def settings_env(settings: Settings) -> dict[str, str]:
-    return {
-        "WALLETLAKE_TABLE": settings.table,
-        "WALLETLAKE_BUCKET": settings.bucket,
-        "WALLETLAKE_LAKE_PREFIX": settings.lake_prefix,
-        "WALLETLAKE_CHECKPOINT_TABLE": settings.checkpoint_table,
-    }
-
-
-def consume(settings: Settings, *args: str) -> dict[str, Any]:
-    """`walletlake consume --json`, as an operator runs it; returns its summary."""
-    done = subprocess.run(
-        [sys.executable, "-m", "walletlake.cli", "consume", "--json", *args],
-        env={**os.environ, **settings_env(settings)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
 
 
 def assert_lake_matches(ledger: Any, report: WorkloadReport) -> None:
