@@ -384,3 +384,58 @@ def test_every_unit_handler_the_state_machines_invoke_is_a_project_function(
     assert [item["segment"] for item in night["segments"]] == [0, 1, 2, 3, 4]
     assert {item["max_read_units_per_second"] for item in night["segments"]} == {200.0}
     assert {item["snapshot_at"] for item in night["segments"]} == {night["snapshot_at"]}
+
+
+def test_the_alb_front_is_internal_and_scales_on_requests_per_target() -> None:
+    # GIVEN api_front=alb in a stack with a known region (three zones to spread over)
+    from walletlake_cdk.api_service import CONTAINER_PORT, DEREGISTRATION_DELAY_SECONDS, build_api_service
+
+    config = DeploymentConfig.from_context({"api_front": "alb", "lambda_deps": "skip"}.get)
+    stack = cdk.Stack(cdk.App(), "Alb", env=cdk.Environment(account="123456789012", region="eu-west-1"))
+    table = dynamodb.Table(
+        stack, "T", partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING)
+    )
+    # WHEN the fleet is built
+    built = build_api_service(stack, config, table, {"WALLETLAKE_TABLE": "wallets"})
+    template = Template.from_stack(stack)
+    # THEN an internal load balancer fronts it, with no Lattice service
+    assert built.load_balancer is not None
+    assert built.lattice_service is None
+    template.has_resource_properties(
+        "AWS::ElasticLoadBalancingV2::LoadBalancer", {"Scheme": "internal", "Type": "application"}
+    )
+    template.resource_count_is("AWS::VpcLattice::Service", 0)
+    # AND targets drain for the deregistration delay and are checked on /healthz
+    template.has_resource_properties(
+        "AWS::ElasticLoadBalancingV2::TargetGroup",
+        {
+            "Port": CONTAINER_PORT,
+            "HealthCheckPath": "/healthz",
+            "TargetGroupAttributes": Match.array_with(
+                [{"Key": "deregistration_delay.timeout_seconds", "Value": str(DEREGISTRATION_DELAY_SECONDS)}]
+            ),
+        },
+    )
+    # AND it scales on requests per target as well as on CPU
+    template.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalingPolicy",
+        {
+            "TargetTrackingScalingPolicyConfiguration": Match.object_like(
+                {
+                    "PredefinedMetricSpecification": Match.object_like(
+                        {"PredefinedMetricType": "ALBRequestCountPerTarget"}
+                    ),
+                    "TargetValue": 1_400 * 60,
+                }
+            )
+        },
+    )
+
+
+def test_a_fleet_needs_two_zones_and_a_fargate_size() -> None:
+    with pytest.raises(DeploymentConfigError, match="api_azs"):
+        DeploymentConfig.from_context({"api_azs": "1"}.get)
+    with pytest.raises(DeploymentConfigError, match="api_task_cpu"):
+        DeploymentConfig.from_context({"api_task_cpu": "3000"}.get)
+    with pytest.raises(DeploymentConfigError, match="api_front"):
+        DeploymentConfig.from_context({"api_front": "apigw"}.get)
