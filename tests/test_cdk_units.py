@@ -439,3 +439,22 @@ def test_a_fleet_needs_two_zones_and_a_fargate_size() -> None:
         DeploymentConfig.from_context({"api_task_cpu": "3000"}.get)
     with pytest.raises(DeploymentConfigError, match="api_front"):
         DeploymentConfig.from_context({"api_front": "apigw"}.get)
+
+
+def test_the_api_image_lock_holds_every_distribution_the_server_imports() -> None:
+    # GIVEN the committed lock and what the command line's import closure needs today
+    from walletlake_cdk import image_lock
+
+    locked = {
+        line.split("==")[0]
+        for line in image_lock.LOCK_PATH.read_text().splitlines()
+        if line and not line.startswith("#")
+    }
+    needed = {line.split("==")[0] for line in image_lock.locked_requirements()}
+    # THEN nothing the server imports is missing from the image (regenerate with
+    # `PYTHONPATH=cdk python -m walletlake_cdk.image_lock` when this fails)
+    assert needed <= locked, sorted(needed - locked)
+    assert {"fastapi", "uvicorn", "uvloop", "httptools", "awscrt", "boto3"} <= locked
+    assert all(
+        "==" in line for line in image_lock.LOCK_PATH.read_text().splitlines() if not line.startswith("#")
+    )
