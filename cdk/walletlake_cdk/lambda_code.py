@@ -285,32 +285,34 @@ def prune(folder: Path, patterns: tuple[str, ...] = PRUNED) -> int:
     return freed
 
 
+def run_pip(arguments: list[str], pip_cache: Path) -> subprocess.CompletedProcess[str]:
+    """``pip install --quiet ARGUMENTS`` with this interpreter, its cache inside the project."""
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *arguments]
+    environment = {**os.environ, "PIP_CACHE_DIR": str(pip_cache)}
+    return subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
+
+
+def platform_arguments(platforms: tuple[str, ...], python_version: str = PIP_PYTHON_VERSION) -> list[str]:
+    """pip's arguments selecting binary wheels of CPython ``python_version`` for ``platforms``."""
+    tags = [argument for platform in platforms for argument in ("--platform", platform)]
+    return [*tags, "--implementation", "cp", "--python-version", python_version, "--only-binary=:all:"]
+
+
 def pip_install_for_lambda(
     requirements: tuple[str, ...], target: Path, pip_cache: Path, *, no_deps: bool = False
 ) -> None:
     """Install wheels for Lambda's platform into ``target`` (the one pip step every layer uses)."""
-    platforms = [argument for platform in PIP_PLATFORMS for argument in ("--platform", platform)]
-    command = [
-        sys.executable,
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-        "--no-compile",
-        *platforms,
-        "--implementation",
-        "cp",
-        "--python-version",
-        PIP_PYTHON_VERSION,
-        "--only-binary=:all:",
-        "--target",
-        str(target),
-        *(["--no-deps"] if no_deps else []),
-        *requirements,
-    ]
-    environment = {**os.environ, "PIP_CACHE_DIR": str(pip_cache)}
-    completed = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
+    completed = run_pip(
+        [
+            "--no-compile",
+            *platform_arguments(PIP_PLATFORMS),
+            "--target",
+            str(target),
+            *(["--no-deps"] if no_deps else []),
+            *requirements,
+        ],
+        pip_cache,
+    )
     if completed.returncode != 0:
         raise RuntimeError(
             f"pip could not install {' '.join(requirements)} for {', '.join(PIP_PLATFORMS)}:\n"

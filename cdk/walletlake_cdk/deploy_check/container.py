@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import shlex
 import shutil
 import signal
@@ -35,6 +34,7 @@ from typing import Any, Final
 
 from walletlake_cdk.deploy_check.assembly import AssemblyError
 from walletlake_cdk.deploy_check.sandbox import folder_bytes
+from walletlake_cdk.lambda_code import platform_arguments, run_pip
 
 BOOTSTRAP: Final = Path(__file__).with_name("container_bootstrap.py")
 #: The image's platform, for the ARM64 wheel check (Debian bookworm: glibc 2.36).
@@ -141,26 +141,8 @@ def _copy(source: Path, destination: Path, *, multiple: bool) -> None:
 
 
 def _pip_install(arguments: list[str], lock: Path, site: Path, pip_cache: Path) -> None:
-    flags = [word for word in arguments if word.startswith("--") and word not in ("--no-cache-dir",)]
-    command = [
-        sys.executable,
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        *flags,
-        "--target",
-        str(site),
-        "-r",
-        str(lock),
-    ]
-    completed = subprocess.run(
-        command,
-        env={**os.environ, "PIP_CACHE_DIR": str(pip_cache), "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    flags = [word for word in arguments if word.startswith("--") and word != "--no-cache-dir"]
+    completed = run_pip([*flags, "--target", str(site), "-r", str(lock)], pip_cache)
     if completed.returncode != 0:
         raise AssemblyError(
             f"pip could not install the image's lock {lock.name}:\n{completed.stderr[-2000:]}"
@@ -173,36 +155,21 @@ def missing_arm64_wheels(lock: Path, pip_cache: Path) -> list[str]:
     ``pip install --dry-run`` resolves each pinned requirement against the index for that platform
     and reports what it would install, downloading metadata only.
     """
-    platforms = [argument for platform in ARM64_PLATFORMS for argument in ("--platform", platform)]
     with tempfile.TemporaryDirectory() as scratch:
         report = Path(scratch) / "report.json"
-        command = [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--dry-run",
-            "--no-deps",
-            "--only-binary=:all:",
-            "--python-version",
-            "3.11",
-            "--implementation",
-            "cp",
-            *platforms,
-            "--target",
-            str(Path(scratch) / "target"),
-            "--report",
-            str(report),
-            "-r",
-            str(lock),
-        ]
-        completed = subprocess.run(
-            command,
-            env={**os.environ, "PIP_CACHE_DIR": str(pip_cache), "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-            capture_output=True,
-            text=True,
-            check=False,
+        completed = run_pip(
+            [
+                "--dry-run",
+                "--no-deps",
+                *platform_arguments(ARM64_PLATFORMS),
+                "--target",
+                str(Path(scratch) / "target"),
+                "--report",
+                str(report),
+                "-r",
+                str(lock),
+            ],
+            pip_cache,
         )
         if completed.returncode != 0:
             return [line for line in completed.stderr.splitlines() if "ERROR" in line] or ["pip failed"]
