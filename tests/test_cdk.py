@@ -701,7 +701,7 @@ def test_alarms_cover_lag_errors_failures_and_reconciliation_and_publish_to_the_
     } <= set(by_name)
     # AND the fleet's own alarms read what every task publishes (EMF: namespace walletlake)
     assert by_name["ApiDynamoDbThrottles"]["Namespace"] == "walletlake"
-    assert by_name["ApiDynamoDbThrottles"]["MetricName"] == "dynamodb_throttles"
+    assert by_name["ApiDynamoDbThrottles"]["MetricName"] == "DynamoDBThrottles"
     # AND lag is caught before records age out of the consumer's reach
     near_limit = by_name["StreamIteratorAgeNearLimit"]
     assert near_limit["MetricName"] == "IteratorAge"

@@ -11,7 +11,11 @@ Modules, by job:
 - :mod:`wallet.store` and :mod:`wallet.dynamodb`: the TransactWriteItems protocol and the lean
   signed client it runs on;
 - :mod:`wallet.api`: the FastAPI app (the one place errors become HTTP), :mod:`wallet.aws_lambda`
-  its Lambda entry point, :mod:`wallet.telemetry` its counters.
+  its Lambda entry point, :mod:`wallet.telemetry` its counters;
+- :mod:`wallet.server`: what a long-running server process runs (``walletlake serve``): the app
+  behind :mod:`wallet.admission` (429 past a bound of requests in flight), with a lifespan that
+  publishes the counters as CloudWatch embedded-metric-format lines (:mod:`wallet.emf`) and drains
+  the commit queue (:mod:`wallet.commit_queue`) at shutdown.
 
 Only the light, pure parts are re-exported here: importing :mod:`wallet.table` (as the stream
 processor's Lambda does) must not pull in FastAPI, botocore or the CRT.

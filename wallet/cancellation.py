@@ -127,6 +127,26 @@ def read_cancellation(posting: Posting, reasons: Sequence[Mapping[str, Any]]) ->
     return Cancellation(Cause.UNEXPLAINED, codes=codes)
 
 
+def conflict_only(reasons: Sequence[Mapping[str, Any]]) -> bool:
+    """True when a transaction was cancelled only because other transactions held its items.
+
+    Every reason that is not ``None`` is ``TransactionConflict`` (and there is at least one): no
+    condition failed, nothing was throttled, so the same transaction written again later may
+    commit whole. Real DynamoDB gives this when another process's transaction touches one of the
+    items at the same time; DynamoDB Local serialises such transactions instead.
+
+    Examples
+    --------
+    >>> conflict_only([{"Code": "None"}, {"Code": "TransactionConflict"}])
+    True
+    >>> conflict_only([{"Code": "TransactionConflict"}, {"Code": "ConditionalCheckFailed"}])
+    False
+    """
+    codes = [reason.get("Code", CONDITION_HELD) for reason in reasons]
+    causes = [code for code in codes if code != CONDITION_HELD]
+    return bool(causes) and all(code == TRANSACTION_CONFLICT for code in causes)
+
+
 def _failed(reason: Mapping[str, Any]) -> bool:
     return reason.get("Code") == CONDITION_FAILED
 

@@ -21,7 +21,11 @@ The rules:
   (a retried nonce waits for the next one);
 - a transaction of several requests that DynamoDB cancels is not read: each of its requests is
   written again alone (a refusal is then that request's own, read as before). The whole write is
-  all-or-nothing, so nothing of the cancelled one was applied.
+  all-or-nothing, so nothing of the cancelled one was applied. The commit decides what "cancels"
+  means: the store first writes a group cancelled only for ``TransactionConflict`` again whole,
+  holding its wallets, and raises :class:`GroupCancelledError` only when that does not succeed;
+- :meth:`CommitQueue.drain` waits for every transaction in flight and every waiting request whose
+  caller is still there: a server's shutdown ends with an empty queue.
 
 In the Lambda function each invocation serves one request, so every transaction there is a single
 request; the queue pays off in a long-running server (``walletlake serve``).
@@ -96,6 +100,11 @@ class CommitQueue(Generic[T]):
     def in_flight(self) -> int:
         """Transactions of this process in flight now."""
         return len(self._tasks)
+
+    async def drain(self) -> None:
+        """Return when no transaction is in flight and nothing sendable waits (shutdown)."""
+        while self._tasks:
+            await asyncio.wait(set(self._tasks))
 
     async def submit(self, request: Request[T]) -> None:
         """Wait until ``request`` is committed (returns) or refused (raises what the commit raised)."""

@@ -80,7 +80,7 @@ class BalanceLimitExceededError(WalletError):
 
 
 class ThrottledError(WalletError):
-    """DynamoDB refused for capacity or the wallet is busy; retry after Retry-After seconds, same nonce."""
+    """DynamoDB, a busy wallet or a full server refused; retry after Retry-After seconds, same nonce."""
 
     code = "throttled"
 
@@ -98,6 +98,22 @@ class ContentionError(ThrottledError):
     public code and status (429 ``throttled``); the subclass stays so the store's telemetry can tell a
     lost race (``contention_exhausted``) from DynamoDB's own capacity refusals (``throttles``).
     """
+
+
+class OverloadedError(ThrottledError):
+    """This server process already serves its bound of requests; nothing was read or written.
+
+    Admission control (:mod:`wallet.admission`) answers it before the request reaches the store, in
+    place of API Gateway's throttle: 429 ``throttled`` with ``Retry-After``, the answer a client
+    already handles for a busy wallet, and the repeat (same nonce) may reach a less busy server.
+    """
+
+    def __init__(self, limit: int, retry_after: int = 1) -> None:
+        super().__init__(
+            f"this server has {limit} requests in flight, its bound; nothing was done, "
+            "repeat the request with the same nonce",
+            retry_after,
+        )
 
 
 class StoreUnavailableError(WalletError):

@@ -25,6 +25,12 @@ time (another server's clock ahead, or another entry in the same millisecond: wr
 a millisecond later), or the service failed (503; the transaction is
 all-or-nothing, so a transfer is never half-written).
 
+A group commit (several requests in one transaction, :mod:`wallet.commit_queue`) that DynamoDB
+cancels only for ``TransactionConflict`` (another process's transaction on one of its wallets: a
+fleet of servers on a busy wallet) is written again whole after a jittered pause, a bounded number
+of times; one cancelled for anything else, or still conflicting after them, is split and each of
+its requests written alone, where a refusal is that request's own.
+
 Nonces are remembered while their transaction item exists: the hot window
 (``WALLETLAKE_HOT_TTL_SECONDS``, 8 hours by default), until DynamoDB's TTL physically deletes the
 item (usually within minutes of ``expires_at``, at most days later). After that the same nonce is a
@@ -49,6 +55,7 @@ from wallet.cancellation import (
     TRANSACTION_CONFLICT,
     Cancellation,
     Cause,
+    conflict_only,
     read_cancellation,
 )
 from wallet.commands import CreateWallet, Deposit, Movement, Transfer, request_hash
@@ -125,10 +132,16 @@ class RetryPolicy:
         Tries of one DynamoDB call on a 5xx or a network failure before
         :class:`~wallet.errors.StoreUnavailableError`. Repeating a write is safe: the nonce condition
         turns a repeat of a committed transaction into a recognised replay.
+    group_conflict_attempts:
+        Writes of one group commit that DynamoDB may cancel only for ``TransactionConflict``
+        (another process's transaction on one of its wallets) before the group is split into
+        single writes, as a group with a real refusal is at once. Splitting a group that met a
+        conflict turns one transaction on a busy wallet into many, each able to conflict again.
     """
 
     conflict_attempts: int = 10
     transient_attempts: int = 3
+    group_conflict_attempts: int = 4
     base_delay: float = 0.005
     max_delay: float = 0.2
 
@@ -319,20 +332,43 @@ class WalletStore:
             self.telemetry.count(metrics.GROUP_COMMITS)
             self.telemetry.count(metrics.GROUPED_REQUESTS, size)
 
+    async def drain(self) -> None:
+        """Return once every transaction this store has in flight or waiting has been written.
+
+        A server's shutdown calls it after the last request was answered: a group whose callers
+        went away (their tasks cancelled) is still finished, never cut off halfway through a retry.
+        """
+        await self._queue.drain()
+
     async def _commit(self, requests: Sequence[Request[_Job]]) -> None:
         """Write one transaction of the queue's requests: stamped, posted, merged per wallet.
 
         Raises :class:`_CancelledAloneError` for a cancelled request written alone (the caller reads
         it) and :class:`GroupCancelledError` for a cancelled group (each is then written alone).
+        A group cancelled only for ``TransactionConflict`` is first written again whole, after a
+        jittered pause and stamped anew, up to :attr:`RetryPolicy.group_conflict_attempts` times:
+        nothing of it was applied, this process still holds its wallets, and no request of it
+        refused, so splitting it would only send more transactions to the busy wallets.
         """
-        postings = [self._posting(request.value, request.wallets) for request in requests]
-        try:
-            await self._call("TransactWriteItems", transaction_request(self.table, *postings))
-        except DynamoDBError as error:  # cancelled (anything else is raised as a domain error)
-            if len(postings) == 1:
-                raise _CancelledAloneError(postings[0], error) from error
-            self.telemetry.count(metrics.GROUP_SPLITS)
-            raise GroupCancelledError(len(postings)) from error
+        attempts = max(1, self.retry.group_conflict_attempts)  # one write at least, whatever the policy
+        for attempt in range(attempts):
+            postings = [self._posting(request.value, request.wallets) for request in requests]
+            try:
+                await self._call("TransactWriteItems", transaction_request(self.table, *postings))
+            except DynamoDBError as error:  # cancelled (anything else is raised as a domain error)
+                if len(postings) == 1:
+                    raise _CancelledAloneError(postings[0], error) from error
+                conflicted = conflict_only(_reasons(error))
+                if conflicted:
+                    self.telemetry.count(metrics.TRANSACTION_CONFLICTS)
+                if not conflicted or attempt == attempts - 1:
+                    self.telemetry.count(metrics.GROUP_SPLITS)
+                    raise GroupCancelledError(len(postings)) from error
+                self.telemetry.count(metrics.GROUP_CONFLICT_RETRIES)
+                self.telemetry.count(metrics.RETRIES)
+                await self._sleep(self.retry.delay(attempt))
+            else:
+                return
 
     def _posting(self, job: _Job, wallets: tuple[str, ...]) -> Posting:
         return post(

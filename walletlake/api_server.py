@@ -15,11 +15,16 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from walletlake.local import StackError, free_port
+from walletlake.settings import Settings
+
+#: Seconds :meth:`ApiServer.stop` waits beyond the server's drain bound before it kills it.
+STOP_MARGIN_SECONDS = 5.0
 
 
 class ApiServer:
@@ -41,6 +46,8 @@ class ApiServer:
     cwd:
         The server's working directory (this one by default). ``python -m`` imports from it
         first, so a checkout of another version serves its own code (``bench/hot_wallet.py``).
+    args:
+        More ``walletlake serve`` flags (``["--drain-seconds", "10"]``).
 
     Examples
     --------
@@ -59,8 +66,10 @@ class ApiServer:
         startup_timeout: float = 60.0,
         log_path: Path | None = None,
         cwd: Path | None = None,
+        args: Sequence[str] = (),
     ) -> None:
         self.env = dict(env or {})
+        self.args = list(args)
         self.cwd = cwd
         self.host = host
         self.port = port
@@ -68,6 +77,7 @@ class ApiServer:
         self.startup_timeout = startup_timeout
         self.log_path = log_path
         self._process: subprocess.Popen[bytes] | None = None
+        self._terminated = False
         self._owns_log = False
 
     @property
@@ -104,6 +114,7 @@ class ApiServer:
             str(self.port),
             "--workers",
             str(self.workers),
+            *self.args,
         ]
         with self.log_path.open("ab") as log:
             # The child keeps its own copy of the log descriptor.
@@ -122,19 +133,61 @@ class ApiServer:
             raise
         return self.url
 
-    def stop(self) -> None:
-        """SIGTERM (graceful: in-flight requests finish), SIGKILL after 10 s; idempotent."""
+    @property
+    def running(self) -> bool:
+        """True from :meth:`start` until :meth:`stop` (even once the process has exited)."""
+        return self._process is not None
+
+    @property
+    def drain_seconds(self) -> int:
+        """The server's drain bound (``WALLETLAKE_DRAIN_SECONDS`` of its environment)."""
+        return Settings.from_env({**os.environ, **self.env}).drain_seconds
+
+    def terminate(self) -> None:
+        """Send SIGTERM, as ECS does to stop a task, and return at once (see :meth:`wait`)."""
+        if self._process is None:
+            raise StackError("the API server is not started")
+        if not self._terminated:
+            self._process.terminate()
+            self._terminated = True
+
+    def wait(self, timeout: float) -> int:
+        """The server's exit code, once it has exited (:class:`StackError` if not within ``timeout``)."""
+        if self._process is None:
+            raise StackError("the API server is not started")
+        try:
+            return self._process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise StackError(f"the API server did not exit within {timeout:.1f} s") from None
+
+    def stop(self, timeout: float | None = None) -> int | None:
+        """SIGTERM (graceful: in-flight requests finish), SIGKILL if still running after ``timeout``.
+
+        ``timeout`` defaults to the server's drain bound plus :data:`STOP_MARGIN_SECONDS`. Returns
+        the exit code (None if it was not running); idempotent.
+        """
+        timeout = self.drain_seconds + STOP_MARGIN_SECONDS if timeout is None else timeout
         process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            process.terminate()
+        code = None
+        if process is not None:
+            if process.poll() is None and not self._terminated:
+                process.terminate()
+            self._terminated = False
             try:
-                process.wait(10)
+                code = process.wait(timeout)
             except subprocess.TimeoutExpired:
                 process.kill()
-                process.wait(10)
+                code = process.wait(10)
         if self._owns_log and self.log_path is not None:
             self.log_path.unlink(missing_ok=True)
             self.log_path, self._owns_log = None, False
+        return code
+
+    def output(self) -> str:
+        """Everything the server printed so far (stdout and stderr)."""
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        return self.log_path.read_text(errors="replace")
 
     def log_tail(self, lines: int = 20) -> str:
         """The last lines the server printed (for error messages)."""
@@ -164,6 +217,66 @@ class ApiServer:
         )
 
     def __enter__(self) -> ApiServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+class ApiFleet:
+    """Several ``walletlake serve`` processes on one table: a fleet behind a load balancer, locally.
+
+    Each process is an :class:`ApiServer` on its own port with the same environment; they start
+    together (in parallel) and stop together. Clients spread themselves over :attr:`urls`.
+
+    Examples
+    --------
+    >>> with ApiFleet(4, env={"WALLETLAKE_TABLE": "wallets"}) as fleet:  # doctest: +SKIP
+    ...     len(fleet.urls)
+    4
+    """
+
+    def __init__(self, processes: int, env: dict[str, str] | None = None, **options: Any) -> None:
+        if processes < 1:
+            raise ValueError("a fleet needs at least one process")
+        self.servers = [ApiServer(env=env, **options) for _ in range(processes)]
+
+    @property
+    def urls(self) -> list[str]:
+        """Base URL of every process, in order."""
+        return [server.url for server in self.servers]
+
+    def start(self) -> list[str]:
+        """Start every process at once; return their URLs once each answers ``/healthz``."""
+        failures: list[BaseException] = []
+
+        def start(server: ApiServer) -> None:
+            try:
+                server.start()
+            except BaseException as error:
+                failures.append(error)
+
+        threads = [threading.Thread(target=start, args=(server,)) for server in self.servers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if failures:
+            self.stop()
+            raise failures[0]
+        return self.urls
+
+    def stop(self) -> list[int | None]:
+        """SIGTERM every process at once, then wait for each; their exit codes."""
+        for server in self.servers:
+            if server.running:
+                server.terminate()
+        return [server.stop() for server in self.servers]
+
+    def __enter__(self) -> ApiFleet:
         self.start()
         return self
 

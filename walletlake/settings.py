@@ -19,8 +19,10 @@ default.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import math
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Literal
 
@@ -32,6 +34,28 @@ DEFAULT_HOT_TTL_SECONDS = 8 * 60 * 60
 
 #: Transactions one API process keeps in flight (``bench/hot_wallet.py`` measures the choice).
 DEFAULT_WRITES_IN_FLIGHT = 2
+
+#: Where ``walletlake serve`` listens unless told otherwise: loopback, so a laptop never exposes the
+#: API by accident; the container's environment says ``0.0.0.0`` (the load balancer reaches the task).
+DEFAULT_BIND_HOST: Final = "127.0.0.1"
+
+#: Seconds from SIGTERM to exit: a load balancer's deregistration delay must be longer (ALB's default
+#: is 300 s; walletlake's deployment sets 30 s), so no request is routed to a server that has left.
+DEFAULT_DRAIN_SECONDS: Final = 25
+#: The smallest drain bound: one second for requests, two for the commit queue and the last metrics.
+MIN_DRAIN_SECONDS: Final = 3
+
+#: Seconds an idle keep-alive connection stays open: longer than the load balancer's idle timeout
+#: (ALB's default is 60 s), so the balancer, never the server, closes an idle connection and never
+#: sends a request down one the server is closing.
+DEFAULT_KEEP_ALIVE_SECONDS: Final = 65
+
+#: Requests one API process serves at once before it answers 429 (admission control). At the
+#: 500-700 requests/s one process serves, 128 in flight is about 200 ms of waiting.
+DEFAULT_MAX_REQUESTS_IN_FLIGHT: Final = 128
+
+#: Seconds between two embedded-metric-format lines of one API process (0: none).
+DEFAULT_METRICS_INTERVAL_SECONDS: Final = 60
 
 #: Minutes one compaction unit may span: whole five-minute slots that divide an hour. The same
 #: tuple as ``lake.compaction_units.UNIT_MINUTES_CHOICES``, written out because ``lake`` imports
@@ -61,6 +85,21 @@ COMPACTION_UNIT_MINUTES_VARIABLE: Final = "WALLETLAKE_COMPACTION_UNIT_MINUTES"
 SNAPSHOT_SEGMENTS_VARIABLE: Final = "WALLETLAKE_SNAPSHOT_SEGMENTS"
 SNAPSHOT_READ_UNITS_VARIABLE: Final = "WALLETLAKE_SNAPSHOT_READ_UNITS_PER_SECOND"
 UNLOAD_PREFIX_VARIABLE: Final = "WALLETLAKE_UNLOAD_PREFIX"
+BIND_HOST_VARIABLE: Final = "WALLETLAKE_BIND_HOST"
+DRAIN_SECONDS_VARIABLE: Final = "WALLETLAKE_DRAIN_SECONDS"
+KEEP_ALIVE_SECONDS_VARIABLE: Final = "WALLETLAKE_KEEP_ALIVE_SECONDS"
+MAX_REQUESTS_IN_FLIGHT_VARIABLE: Final = "WALLETLAKE_MAX_REQUESTS_IN_FLIGHT"
+METRICS_INTERVAL_SECONDS_VARIABLE: Final = "WALLETLAKE_METRICS_INTERVAL_SECONDS"
+
+#: What ``walletlake serve`` honours beyond the table: each is also a flag of the command, whose
+#: default is the variable; the container's task definition sets them.
+SERVER_VARIABLES: Final = (
+    BIND_HOST_VARIABLE,
+    DRAIN_SECONDS_VARIABLE,
+    KEEP_ALIVE_SECONDS_VARIABLE,
+    MAX_REQUESTS_IN_FLIGHT_VARIABLE,
+    METRICS_INTERVAL_SECONDS_VARIABLE,
+)
 
 #: What the CDK app gives every function (``settings_environment``): the resources it names, the
 #: query engine and the TTL. Each handler module requires these and its own knobs.
@@ -121,6 +160,21 @@ class Settings:
     unload_prefix:
         Key prefix in the lake bucket under which the AWS reconciliation's Athena ``UNLOAD``
         statements write their results.
+    bind_host:
+        Address ``walletlake serve`` listens on (``0.0.0.0`` in a container).
+    drain_seconds:
+        Seconds from SIGTERM to exit for ``walletlake serve``: it stops accepting, answers every
+        request in flight and commits every group in its queue within them (shorter than the load
+        balancer's deregistration delay).
+    keep_alive_seconds:
+        Seconds an idle HTTP keep-alive connection stays open (longer than the load balancer's
+        idle timeout).
+    max_requests_in_flight:
+        Requests one API process serves at once; beyond them it answers 429 with ``Retry-After``
+        at once, without calling DynamoDB (admission control, :mod:`wallet.admission`).
+    metrics_interval_seconds:
+        Seconds between the CloudWatch embedded-metric-format lines each API process prints on
+        stdout (:mod:`wallet.emf`), and once more at shutdown; 0 prints none.
     """
 
     region: str = "us-east-1"
@@ -138,6 +192,11 @@ class Settings:
     snapshot_segments: int = DEFAULT_SNAPSHOT_SEGMENTS
     snapshot_read_units_per_second: float | None = None
     unload_prefix: str = DEFAULT_UNLOAD_PREFIX
+    bind_host: str = DEFAULT_BIND_HOST
+    drain_seconds: int = DEFAULT_DRAIN_SECONDS
+    keep_alive_seconds: int = DEFAULT_KEEP_ALIVE_SECONDS
+    max_requests_in_flight: int = DEFAULT_MAX_REQUESTS_IN_FLIGHT
+    metrics_interval_seconds: int = DEFAULT_METRICS_INTERVAL_SECONDS
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, *, require: Iterable[str] = ()) -> Settings:
@@ -303,6 +362,20 @@ def _key_prefix(text: str) -> str:
 
 _KEY_PREFIX = "a key prefix inside the bucket (no s3://, no spaces)"
 
+_HOST_LABEL: Final = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOSTNAME: Final = re.compile(rf"{_HOST_LABEL}(\.{_HOST_LABEL})*")
+
+
+def _host(text: str) -> str:
+    """An IP address (``0.0.0.0``, ``::``) or a host name to listen on."""
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        if len(text) > 253 or not _HOSTNAME.fullmatch(text):
+            raise
+        return text
+
+
 #: Every ``WALLETLAKE_*`` variable, in the order ``--help`` and the README list them.
 VARIABLES: Final[tuple[Variable, ...]] = (
     Variable(TABLE_VARIABLE, "table", "a table name", "the DynamoDB table (default wallets)"),
@@ -387,6 +460,45 @@ VARIABLES: Final[tuple[Variable, ...]] = (
         _KEY_PREFIX,
         f"where the AWS reconciliation's UNLOADs write in the bucket (default {DEFAULT_UNLOAD_PREFIX})",
         _key_prefix,
+    ),
+    Variable(
+        BIND_HOST_VARIABLE,
+        "bind_host",
+        "an IP address or a host name",
+        f"address walletlake serve listens on (default {DEFAULT_BIND_HOST}; 0.0.0.0 in a container)",
+        _host,
+    ),
+    Variable(
+        DRAIN_SECONDS_VARIABLE,
+        "drain_seconds",
+        f"an integer in {MIN_DRAIN_SECONDS}..3600",
+        "seconds from SIGTERM to exit, every request in flight answered; shorter than the load "
+        f"balancer's deregistration delay (default {DEFAULT_DRAIN_SECONDS})",
+        _integer(MIN_DRAIN_SECONDS, 3600),
+    ),
+    Variable(
+        KEEP_ALIVE_SECONDS_VARIABLE,
+        "keep_alive_seconds",
+        "an integer in 1..4000",
+        "seconds an idle keep-alive connection stays open; longer than the load balancer's idle "
+        f"timeout (default {DEFAULT_KEEP_ALIVE_SECONDS})",
+        _integer(1, 4000),
+    ),
+    Variable(
+        MAX_REQUESTS_IN_FLIGHT_VARIABLE,
+        "max_requests_in_flight",
+        "an integer in 1..100000",
+        "requests one API process serves at once; beyond them it answers 429 with Retry-After "
+        f"(default {DEFAULT_MAX_REQUESTS_IN_FLIGHT})",
+        _integer(1, 100_000),
+    ),
+    Variable(
+        METRICS_INTERVAL_SECONDS_VARIABLE,
+        "metrics_interval_seconds",
+        "an integer in 0..3600",
+        "seconds between an API process's CloudWatch embedded-metric-format lines on stdout; "
+        f"0 prints none (default {DEFAULT_METRICS_INTERVAL_SECONDS})",
+        _integer(0, 3600),
     ),
 )
 

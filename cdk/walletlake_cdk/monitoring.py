@@ -26,6 +26,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from wallet import emf, telemetry
 from walletlake_cdk.config import DeploymentConfig
 
 FIVE_MINUTES: Final = Duration.minutes(5)
@@ -39,18 +40,6 @@ API_SERVER_ERROR_PERCENT: Final = 1
 #: METRICS_NAMESPACE and SERVICE, and the per-batch counters it publishes.
 CONSUMER_METRICS_NAMESPACE: Final = "walletlake"
 CONSUMER_SERVICE: Final = "stream_processor"
-#: What every API task publishes as EMF (``wallet/telemetry.py``): namespace, service dimension, names.
-API_METRICS_NAMESPACE: Final = "walletlake"
-API_SERVICE: Final = "wallet-api"
-API_METRICS: Final = (
-    "requests_succeeded",
-    "requests_failed",
-    "requests_shed",
-    "dynamodb_throttles",
-    "dynamodb_transaction_conflicts",
-    "dynamodb_internal_errors",
-    "group_commits",
-)
 #: The fleet scales on CPU at 50 %; sustained CPU above this means it cannot scale further.
 API_CPU_ALARM_PERCENT: Final = 75
 CONSUMER_METRICS: Final = (
@@ -143,15 +132,16 @@ def fleet_api(
 ) -> WatchedApi:
     """The ECS fleet: its front's metrics, the tasks' CPU, and the servers' own (EMF) counters."""
     cpu = service.metric_cpu_utilization(period=FIVE_MINUTES, statistic="Average")
+    # What every task prints as EMF (wallet/emf.py): per-interval counts, so Sum is the fleet's.
     app = {
-        name: cloudwatch.Metric(
-            namespace=API_METRICS_NAMESPACE,
+        counter: cloudwatch.Metric(
+            namespace=emf.NAMESPACE,
             metric_name=name,
-            dimensions_map={"service": API_SERVICE},
+            dimensions_map={emf.SERVICE_DIMENSION: emf.SERVICE},
             statistic="Sum",
             period=FIVE_MINUTES,
         )
-        for name in API_METRICS
+        for counter, name in telemetry.PUBLISHED.items()
     }
     return WatchedApi(
         requests=requests,
