@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from write_path import Phase, _default_stack_parent, _listening, fund, run_phase
 
-from walletlake.api_server import ApiServer
+from walletlake.api_server import ApiFleet, ApiServer
 from walletlake.local import EmbeddedStack, free_port, patched_environ
 from walletlake.settings import Settings
 
@@ -256,11 +256,9 @@ def measure(args: argparse.Namespace, environment: dict[str, str]) -> dict[tuple
         if args.baseline
         else contextlib.nullcontext()
     )
-    fleet = [ApiServer(env=environment) for _ in range(args.processes)] if args.processes > 1 else []
+    fleet = ApiFleet(args.processes, env=environment) if args.processes > 1 else contextlib.nullcontext()
     try:
-        with ApiServer(env=environment) as api, before as baseline, contextlib.ExitStack() as servers:
-            for server in fleet:
-                servers.enter_context(server)
+        with ApiServer(env=environment) as api, before as baseline, fleet as servers:
             deadline = time.monotonic() + 30
             while not _listening(port):
                 if reference.poll() is not None or time.monotonic() > deadline:
@@ -278,8 +276,8 @@ def measure(args: argparse.Namespace, environment: dict[str, str]) -> dict[tuple
                 "walletlake": (api.url, api.pid),
                 "reference": (ref_url, reference.pid),
             }
-            if fleet:
-                systems["fleet"] = ([server.url for server in fleet], [server.pid for server in fleet])
+            if servers is not None:
+                systems["fleet"] = (servers.urls, [server.pid for server in servers.servers])
             if baseline is not None:
                 systems["before"] = (baseline.url, baseline.pid)
             order = list(systems.items())

@@ -19,7 +19,7 @@ import http.server
 import threading
 import urllib.parse
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Self
 
 from wallet.dynamodb import DynamoDBClient, DynamoDBError
 from wallet.table import ENTITY_TRANSACTION, Attr
@@ -132,32 +132,24 @@ def first_attempts_of_groups(
     return cancel
 
 
-class DelayingProxy:
-    """A loopback HTTP proxy to DynamoDB Local that slows down or holds movement writes.
+class DynamoDBProxy:
+    """A loopback HTTP proxy to DynamoDB Local; a subclass decides what :meth:`handle` does per call.
 
-    ``delay`` seconds are added before every TransactWriteItems is forwarded. While ``hold`` is set,
-    TransactWriteItems are held instead (``held`` counts them) until :meth:`release`, and then
-    dropped: the connection closes with no answer and DynamoDB never sees them.
+    Servers find it through ``AWS_ENDPOINT_URL_DYNAMODB``, as they would find AWS.
     """
 
-    def __init__(self, upstream: str, delay: float = 0.0) -> None:
+    def __init__(self, upstream: str) -> None:
         parsed = urllib.parse.urlsplit(upstream)
         self.upstream = (parsed.hostname or "127.0.0.1", parsed.port or 80)
-        self.delay = delay
-        self.hold = False
-        self.held = 0
-        self.writes = 0
-        self._released = threading.Event()
-        self._lock = threading.Lock()
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
-    def release(self) -> None:
-        """Let held writes go (dropped, unanswered)."""
-        self._released.set()
+    def handle(self, request: http.server.BaseHTTPRequestHandler, operation: str, body: bytes) -> None:
+        """Answer one call: forward it by default."""
+        self.reply(request, *self.forward(body, dict(request.headers)))
 
     def _handler(self) -> type[http.server.BaseHTTPRequestHandler]:
         proxy = self
@@ -167,23 +159,7 @@ class DelayingProxy:
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
-                if self.headers["X-Amz-Target"].endswith(".TransactWriteItems"):
-                    with proxy._lock:
-                        proxy.writes += 1
-                    if proxy.hold:
-                        with proxy._lock:
-                            proxy.held += 1
-                        proxy._released.wait()
-                        self.close_connection = True
-                        return
-                    if proxy.delay:
-                        proxy._released.wait(proxy.delay)  # a pause, cut short by release()
-                status, answer = proxy.forward(body, dict(self.headers))
-                self.send_response(status)
-                self.send_header("Content-Type", "application/x-amz-json-1.0")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
+                proxy.handle(self, self.headers["X-Amz-Target"].rpartition(".")[2], body)
 
             def log_message(self, format: str, *args: Any) -> None:
                 return
@@ -191,6 +167,7 @@ class DelayingProxy:
         return Handler
 
     def forward(self, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        """The call as DynamoDB Local answers it."""
         connection = http.client.HTTPConnection(*self.upstream, timeout=30)
         try:
             connection.request("POST", "/", body=body, headers=headers)
@@ -199,11 +176,60 @@ class DelayingProxy:
         finally:
             connection.close()
 
-    def __enter__(self) -> DelayingProxy:
+    @staticmethod
+    def reply(request: http.server.BaseHTTPRequestHandler, status: int, answer: bytes) -> None:
+        """Send an answer as DynamoDB's JSON protocol does."""
+        request.send_response(status)
+        request.send_header("Content-Type", "application/x-amz-json-1.0")
+        request.send_header("Content-Length", str(len(answer)))
+        request.end_headers()
+        request.wfile.write(answer)
+
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.release()
         self._server.shutdown()
         self._server.server_close()
+
+
+class DelayingProxy(DynamoDBProxy):
+    """A proxy that slows down or holds movement writes.
+
+    ``delay`` seconds are added before every TransactWriteItems is forwarded. While ``hold`` is set,
+    TransactWriteItems are held instead (``held`` counts them) until :meth:`release`, and then
+    dropped: the connection closes with no answer and DynamoDB never sees them.
+    """
+
+    def __init__(self, upstream: str, delay: float = 0.0) -> None:
+        super().__init__(upstream)
+        self.delay = delay
+        self.hold = False
+        self.held = 0
+        self.writes = 0
+        self._released = threading.Event()
+        self._lock = threading.Lock()
+
+    def release(self) -> None:
+        """Let held writes go (dropped, unanswered)."""
+        self._released.set()
+
+    def handle(self, request: http.server.BaseHTTPRequestHandler, operation: str, body: bytes) -> None:
+        """Delay or hold a TransactWriteItems; forward everything else."""
+        if operation == "TransactWriteItems":
+            with self._lock:
+                self.writes += 1
+            if self.hold:
+                with self._lock:
+                    self.held += 1
+                self._released.wait()
+                request.close_connection = True
+                return
+            if self.delay:
+                self._released.wait(self.delay)  # a pause, cut short by release()
+        super().handle(request, operation, body)
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+        super().__exit__(*exc)

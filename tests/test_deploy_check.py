@@ -31,7 +31,6 @@ from queries.reconciliation import summary_key  # noqa: E402
 from walletlake.compaction_lease import acquire, release  # noqa: E402
 from walletlake.local import EmbeddedStack, provision  # noqa: E402
 from walletlake.nightly import run_nightly  # noqa: E402
-from walletlake.settings import Settings  # noqa: E402
 from walletlake_cdk import lambda_code  # noqa: E402
 from walletlake_cdk.deploy_check.__main__ import synthesize  # noqa: E402
 from walletlake_cdk.deploy_check.assembly import CloudAssembly, Layer  # noqa: E402
@@ -336,17 +335,12 @@ def test_the_state_machine_night_finds_what_the_command_line_night_finds(
     assert night.status == "SUCCEEDED"
     # AND the classify function asked Athena (here DuckDB behind Athena's API) for the gap's details
     assert "GetQueryResults" in check.athena_api.calls[calls:]
-    gap = next(finding for finding in by_machine["findings"] if finding["wallet_id"] == payer)
-    assert "1" in gap["detail"]
+    details = {finding["wallet_id"]: finding["detail"] for finding in by_machine["findings"]}
+    assert details[payer].startswith("2 versions absent from the lake: 1..2; the table is at version 3")
+    assert details[payee].startswith("3 versions absent from the lake: 1..2, 4; the table is at version 4")
     machine_rows = ledger_rows(check, settings.bucket, settings.lake_prefix)
     cli_rows = ledger_rows(check, copy.bucket, copy.lake_prefix)
     assert sorted(machine_rows, key=lambda row: row["entry_id"]) == sorted(
         cli_rows, key=lambda row: row["entry_id"]
     )
     assert len(machine_rows) == len({row["entry_id"] for row in machine_rows})
-
-
-def test_settings_name_the_same_resources_in_every_function(check: DeployCheck) -> None:
-    settings: Settings = check.local_settings()
-    assert settings.table == "wallets"
-    assert settings.bucket.startswith("walletlake-lake-")

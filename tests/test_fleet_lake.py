@@ -9,7 +9,6 @@ running sum of the deltas.
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +19,7 @@ from stream_records import consume, read_lake_table, settings_env
 from wallet_table import contents
 
 from wallet.table import Attr
-from walletlake.api_server import ApiServer
+from walletlake.api_server import ApiFleet
 from walletlake.settings import Settings
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
@@ -36,9 +35,7 @@ def test_a_fleet_on_one_hot_pair_answers_204_or_429_and_the_lake_has_every_versi
 ) -> None:
     # GIVEN four `walletlake serve` processes on one table and two funded wallets
     environment = settings_env(settings)
-    with contextlib.ExitStack() as stack:
-        servers = [stack.enter_context(ApiServer(env=environment)) for _ in range(_PROCESSES)]
-        first = stack.enter_context(httpx.Client(base_url=servers[0].url))
+    with ApiFleet(_PROCESSES, env=environment) as fleet, httpx.Client(base_url=fleet.urls[0]) as first:
         pair = [
             first.post("/api/v1/wallets/", json={"user_id": str(uuid.uuid4())}).json()["id"] for _ in range(2)
         ]
@@ -51,7 +48,7 @@ def test_a_fleet_on_one_hot_pair_answers_204_or_429_and_the_lake_has_every_versi
         def client(index: int) -> list[tuple[int, str]]:
             payer, payee = pair if index % 2 == 0 else pair[::-1]
             answers = []
-            with httpx.Client(base_url=servers[index % _PROCESSES].url, timeout=60) as http:
+            with httpx.Client(base_url=fleet.urls[index % _PROCESSES], timeout=60) as http:
                 for count in range(_TRANSFERS_PER_CLIENT):
                     answer = http.put(
                         f"/api/v1/wallets/{payer}/transfer/{payee}/",

@@ -137,17 +137,22 @@ def _expected(wallets: list[str], answered: list[Sent]) -> tuple[dict[str, int],
     return balances, versions
 
 
-@pytest.mark.slow
-def test_sigterm_during_load_answers_every_request_in_flight_and_exits_0_within_the_drain_bound(
-    settings: Settings, proxy: DelayingProxy, tmp_path: Path
-) -> None:
-    drain = 10
+def _behind(proxy: DelayingProxy, settings: Settings, tmp_path: Path, drain: int) -> ApiServer:
+    """`walletlake serve` reaching DynamoDB through ``proxy``, draining within ``drain`` seconds."""
     env = {
         "WALLETLAKE_TABLE": settings.table,
         "AWS_ENDPOINT_URL_DYNAMODB": proxy.url,
         "WALLETLAKE_DRAIN_SECONDS": str(drain),
     }
-    api = ApiServer(env=env, log_path=tmp_path / "api.log")
+    return ApiServer(env=env, log_path=tmp_path / "api.log")
+
+
+@pytest.mark.slow
+def test_sigterm_during_load_answers_every_request_in_flight_and_exits_0_within_the_drain_bound(
+    settings: Settings, proxy: DelayingProxy, tmp_path: Path
+) -> None:
+    drain = 10
+    api = _behind(proxy, settings, tmp_path, drain)
     try:
         # GIVEN `walletlake serve` on a write path where every transaction takes 200 ms, and 4 funded wallets
         api.start()
@@ -213,12 +218,7 @@ def test_a_request_stuck_past_the_drain_bound_does_not_hold_the_exit_back(
     settings: Settings, proxy: DelayingProxy, tmp_path: Path
 ) -> None:
     drain = 3
-    env = {
-        "WALLETLAKE_TABLE": settings.table,
-        "AWS_ENDPOINT_URL_DYNAMODB": proxy.url,
-        "WALLETLAKE_DRAIN_SECONDS": str(drain),
-    }
-    api = ApiServer(env=env, log_path=tmp_path / "api.log")
+    api = _behind(proxy, settings, tmp_path, drain)
     try:
         # GIVEN a server whose DynamoDB holds a deposit's write and never answers it
         api.start()

@@ -10,14 +10,13 @@ from __future__ import annotations
 import dataclasses
 import http.client
 import http.server
-import threading
-import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
 import pytest
+from dynamodb_faults import DynamoDBProxy
 from wallet_http import Api, error_of, serve
 from wallet_table import assert_chains
 
@@ -45,67 +44,29 @@ class Fault:
 Rule = Callable[[str, dict[str, Any]], Fault | None]
 
 
-class FaultyDynamoDB:
-    """A loopback HTTP proxy to DynamoDB Local whose behaviour per call is decided by ``rule``."""
+class FaultyDynamoDB(DynamoDBProxy):
+    """A proxy to DynamoDB Local whose behaviour per call is decided by ``rule``."""
 
     def __init__(self, upstream: str) -> None:
-        parsed = urllib.parse.urlsplit(upstream)
-        self.upstream = (parsed.hostname or "127.0.0.1", parsed.port or 80)
+        super().__init__(upstream)
         self.rule: Rule = lambda operation, payload: None
         self.calls: list[str] = []
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
-    def _handler(self) -> type[http.server.BaseHTTPRequestHandler]:
-        proxy = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                operation = self.headers["X-Amz-Target"].rpartition(".")[2]
-                proxy.calls.append(operation)
-                fault = proxy.rule(operation, orjson.loads(body))
-                if fault is not None and fault.before is not None:
-                    fault.before()
-                if fault is None or fault.before is not None or fault.forward_first:
-                    status, answer = proxy.forward(body, dict(self.headers))
-                if fault is not None and fault.drop_connection:
-                    self.close_connection = True
-                    return
-                if fault is not None and fault.status is not None:
-                    status = fault.status
-                    answer = orjson.dumps({"__type": f"com.amazonaws.dynamodb.v20120810#{fault.error_type}"})
-                self.send_response(status)
-                self.send_header("Content-Type", "application/x-amz-json-1.0")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-        return Handler
-
-    def forward(self, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
-        connection = http.client.HTTPConnection(*self.upstream, timeout=30)
-        try:
-            connection.request("POST", "/", body=body, headers=headers)
-            response = connection.getresponse()
-            return response.status, response.read()
-        finally:
-            connection.close()
-
-    def __enter__(self) -> FaultyDynamoDB:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+    def handle(self, request: http.server.BaseHTTPRequestHandler, operation: str, body: bytes) -> None:
+        """Forward, answer for DynamoDB, lose the answer or drop the connection, as the rule says."""
+        self.calls.append(operation)
+        fault = self.rule(operation, orjson.loads(body))
+        if fault is not None and fault.before is not None:
+            fault.before()
+        if fault is None or fault.before is not None or fault.forward_first:
+            status, answer = self.forward(body, dict(request.headers))
+        if fault is not None and fault.drop_connection:
+            request.close_connection = True
+            return
+        if fault is not None and fault.status is not None:
+            status = fault.status
+            answer = orjson.dumps({"__type": f"com.amazonaws.dynamodb.v20120810#{fault.error_type}"})
+        self.reply(request, status, answer)
 
 
 @pytest.fixture

@@ -35,11 +35,6 @@ REQUIRED_VARIABLES: Final = (*DEPLOYED_VARIABLES, COMPACTION_UNIT_MINUTES_VARIAB
 SETTINGS: Final = HandlerSettings(REQUIRED_VARIABLES)
 
 
-def unit_minutes_from_env() -> int:
-    """The unit length ``walletlake compact`` defaults to: ``Settings.from_env().compaction_unit_minutes``."""
-    return Settings.from_env().compaction_unit_minutes
-
-
 def plan(
     event: dict[str, Any], settings: Settings, *, unit_minutes: int | None = None, now: dt.datetime
 ) -> dict[str, Any]:

@@ -55,7 +55,6 @@ PROJECT_PACKAGES: Final = ("wallet", "stream_processor", "lake", "queries", "wal
 #: (manylinux2014) up to 2.26 load there; newer ones (manylinux_2_28: pyarrow 21+) do not
 #: (https://docs.aws.amazon.com/lambda/latest/dg/lambda-runtimes.html).
 PIP_PLATFORMS: Final = ("manylinux2014_x86_64", "manylinux_2_24_x86_64", "manylinux_2_26_x86_64")
-PIP_PLATFORM: Final = PIP_PLATFORMS[0]
 PIP_PYTHON_VERSION: Final = "3.11"
 
 #: Distributions the Python 3.11 runtime itself carries (boto3 and what it needs).
@@ -112,13 +111,10 @@ class DependencySet:
         installed in the project's environment that has a wheel for Lambda's platform (pip
         resolves their dependencies the same way), so Lambda runs what the tests ran wherever
         Amazon Linux 2 allows it.
-    budget_bytes:
-        Largest unzipped size allowed, or None for no limit.
     """
 
     name: str
     distributions: tuple[str, ...]
-    budget_bytes: int | None = None
 
     def requirements(self) -> tuple[str, ...]:
         """``name<=version`` for every distribution installed here, the bare name otherwise."""
@@ -228,12 +224,6 @@ def dependency_layer_dir(dependencies: DependencySet, mode: str, cache_root: Pat
     remove_distributions(staging / "python", RUNTIME_DISTRIBUTIONS)
     prune(staging / "python")
     size = sum(path.stat().st_size for path in staging.rglob("*") if path.is_file())
-    if dependencies.budget_bytes is not None and size > dependencies.budget_bytes:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise RuntimeError(
-            f"the {dependencies.name} dependency layer is {size / 2**20:.1f} MB, over its "
-            f"{dependencies.budget_bytes / 2**20:.0f} MB budget (Lambda's 250 MB limit with the pandas layer)"
-        )
     _logger.info("installed %s dependency layer (%.1f MB)", dependencies.name, size / 2**20)
     _publish(staging, target)
     return target

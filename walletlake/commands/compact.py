@@ -10,7 +10,6 @@ from typing import Any
 
 from lake.compaction import DEFAULT_TARGET_FILE_BYTES, compact_day
 from lake.compaction_units import UNIT_MINUTES_CHOICES, closed_units, run_units
-from walletlake.compaction_handlers import unit_minutes_from_env
 from walletlake.nightly import day_argument, yesterday
 from walletlake.settings import Settings
 
@@ -77,7 +76,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise ValueError("--workers must be at least 1")
     settings = Settings.from_env()
-    unit_minutes = args.unit_minutes or unit_minutes_from_env()
+    unit_minutes = args.unit_minutes or settings.compaction_unit_minutes
     options = {"target_file_bytes": args.target_file_mb * 2**20, "row_group_rows": args.row_group_rows}
     on_unit = None if args.json else _progress
     if args.closed_hours:

@@ -29,6 +29,7 @@ from typing import Any, Final
 
 import boto3
 
+from walletlake.settings import BUCKET_VARIABLE, GLUE_DATABASE_VARIABLE, LAKE_PREFIX_VARIABLE, TABLE_VARIABLE
 from walletlake_cdk.deploy_check.assembly import CloudAssembly, DeployedFunction
 from walletlake_cdk.deploy_check.athena_api import AthenaApiServer
 from walletlake_cdk.deploy_check.container import ContainerProcess, build_image_root, missing_arm64_wheels
@@ -58,12 +59,7 @@ _STACK_VARIABLES: Final = (
 
 
 #: The variables naming resources every function must agree on.
-_NAME_VARIABLES: Final = (
-    "WALLETLAKE_TABLE",
-    "WALLETLAKE_BUCKET",
-    "WALLETLAKE_LAKE_PREFIX",
-    "WALLETLAKE_GLUE_DATABASE",
-)
+_NAME_VARIABLES: Final = (TABLE_VARIABLE, BUCKET_VARIABLE, LAKE_PREFIX_VARIABLE, GLUE_DATABASE_VARIABLE)
 
 
 class DeployCheckError(AssertionError):
