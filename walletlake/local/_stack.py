@@ -43,7 +43,7 @@ from walletlake.local._servers import (
     wait_until,
 )
 from walletlake.local._tools import dynamodb_local_argv, dynamodb_local_dir, find_java
-from walletlake.settings import Settings
+from walletlake.settings import ICEBERG_CATALOG_URI_VARIABLE, Settings
 
 _logger = logging.getLogger(__name__)
 
@@ -62,6 +62,8 @@ class Endpoints:
     s3: str
     #: moto: Glue (and SQS, for the replay tests).
     aws: str
+    #: SeaweedFS's Iceberg REST catalog.
+    iceberg: str = ""
 
     def environment(self, region: str = "us-east-1") -> dict[str, str]:
         """The variables that point the AWS SDK (boto3, awswrangler, the CLI) at the stack."""
@@ -71,6 +73,7 @@ class Endpoints:
             "AWS_ENDPOINT_URL_S3": self.s3,
             "AWS_ENDPOINT_URL_GLUE": self.aws,
             "AWS_DEFAULT_REGION": region,
+            **({ICEBERG_CATALOG_URI_VARIABLE: self.iceberg} if self.iceberg else {}),
             **LOCAL_CREDENTIALS,
         }
 
@@ -163,7 +166,9 @@ class EmbeddedStack:
             self._processes.append(servers["DynamoDB Local"])
             servers["SeaweedFS"] = ManagedProcess(
                 "SeaweedFS",
-                weed_argv(weed, self.host, s3_path, seaweed_ports, identities),
+                weed_argv(
+                    weed, self.host, s3_path, seaweed_ports, identities, self.settings.iceberg_warehouse
+                ),
                 logs / "seaweedfs.log",
                 cwd=s3_path,
             )
@@ -178,17 +183,21 @@ class EmbeddedStack:
                 dynamodb=f"http://{self.host}:{dynamodb_port}",
                 s3=f"http://{self.host}:{seaweed_ports.s3}",
                 aws=f"http://{self.host}:{aws_port}",
+                iceberg=f"http://{self.host}:{seaweed_ports.iceberg}",
             )
             self.endpoints = endpoints
             self._readiness = {
                 "DynamoDB Local": lambda: _answers(endpoints.dynamodb),
-                "SeaweedFS": lambda: _s3_answers(endpoints.s3, self.settings.region),
+                "SeaweedFS": lambda: (
+                    _s3_answers(endpoints.s3, self.settings.region)
+                    and _answers(endpoints.iceberg + "/v1/config")
+                ),
                 "moto server": lambda: _answers(endpoints.aws + "/moto-api/"),
             }
             for name, server in servers.items():
                 wait_until(self._readiness[name], timeout=60, what=name, process=server.process)
             with patched_environ(self.environment()):
-                self.provisioned = provision(self.settings)
+                self.provisioned = provision(self.settings.replace(iceberg_catalog_uri=endpoints.iceberg))
                 if f"s3 bucket {self.settings.bucket}: created" in self.provisioned:
                     self.provisioned.append(forget_checkpoints(self.settings))
         except BaseException:

@@ -1,0 +1,306 @@
+"""The committer: one Iceberg commit per table and interval, exactly once per landed batch.
+
+Every interval it reads the landing log (:mod:`lake.landing_log`) past what each table has
+committed and appends the new batches' data files in one commit per table. The table's progress,
+per ``stream/shard`` the last sequence number committed, is written **in the same commit**: as the
+table property :data:`PROGRESS_PROPERTY` (what the next commit reads) and in the snapshot's summary
+(what an auditor reads: which stream positions a snapshot holds, as Flink's checkpoint id and the
+Kafka Connect sink's offsets are kept). Because data and progress move in one atomic metadata swap:
+
+- a crash before or during the commit leaves the progress where it was, and the rerun appends the
+  same batches once;
+- a crash after it (or a lost response) leaves the progress past them, and the rerun skips them;
+- a redelivered batch is a landing record inside a committed range, skipped by its key alone;
+- two committers at once: the catalog refuses the second commit (its base snapshot moved), which
+  is then decided again from the new progress, never re-applied: :func:`_commit_once` turns
+  pyiceberg's own retry off for this commit, since a retry rebases the same files onto a snapshot
+  that may already hold them.
+
+Nothing per commit grows with the table: the log is listed per shard past the committed key, and
+only new records are read; data files are described from their footers (one ranged GET each, in
+parallel), never from a scan of committed files. A compaction's commit (ours or Glue's) does not
+touch the property, so progress survives it, and it removes only files it rewrote.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Final
+
+from lake.iceberg_tables import ICEBERG_TABLES
+from lake.landing_log import (
+    LandingRecord,
+    OverlapError,
+    keys_after,
+    list_sources,
+    log_prefix,
+    range_of_key,
+    read_record,
+)
+from lake.objects import delete_keys
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+
+    from walletlake.settings import Settings
+
+_logger = logging.getLogger(__name__)
+
+#: Table property (and snapshot summary key) holding ``{"stream/shard": [last_sequence, epoch_s]}``.
+PROGRESS_PROPERTY: Final = "walletlake.committed-through"
+#: Landing records are kept this long after they landed: past DynamoDB Streams' 24-hour retention
+#: no retry can redeliver their records, so the consumer's coverage check no longer needs them.
+RECORD_RETENTION_SECONDS: Final = 25 * 3600
+#: A shard's progress is forgotten once it has no record left and committed nothing this long.
+PROGRESS_RETENTION_SECONDS: Final = 48 * 3600
+_FOOTER_READERS: Final = 16
+_ATTEMPTS: Final = 5
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TableCommit:
+    """What one table's commit did."""
+
+    table: str
+    batches: int
+    files: int
+    rows: int
+    skipped_batches: int
+    snapshot_id: int | None
+    seconds: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain values, for logs and JSON."""
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CommitReport:
+    """One cycle of the committer."""
+
+    tables: tuple[TableCommit, ...]
+    records_deleted: int
+    seconds: float
+
+    @property
+    def rows(self) -> int:
+        """Rows appended in all tables."""
+        return sum(table.rows for table in self.tables)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain values, for logs and JSON."""
+        return {
+            "tables": [table.as_dict() for table in self.tables],
+            "rows": self.rows,
+            "records_deleted": self.records_deleted,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+Progress = dict[str, list[float]]  # source -> [last sequence, committed at (epoch s)]
+
+
+def read_progress(table: Table) -> Progress:
+    """A table's committed positions, from its property (empty for a table never committed to)."""
+    text = table.metadata.properties.get(PROGRESS_PROPERTY)
+    return (
+        {source: [int(value[0]), float(value[1])] for source, value in json.loads(text).items()}
+        if text
+        else {}
+    )
+
+
+def choose(
+    records: Iterable[LandingRecord], progress: Mapping[str, list[float]]
+) -> tuple[list[LandingRecord], int, dict[str, int]]:
+    """The records to commit, how many are skipped as already committed, and the new positions.
+
+    Pure: records of each source in sequence order; a record starting past the position is taken,
+    one ending at or before it is a redelivery; one straddling it breaks the log's invariant.
+    """
+    chosen: list[LandingRecord] = []
+    skipped = 0
+    through: dict[str, int] = {}
+    for record in sorted(records, key=lambda r: (r.source, r.first, -r.last)):
+        position = through.get(record.source)
+        if position is None and record.source in progress:
+            position = int(progress[record.source][0])
+        if position is None or record.first > position:
+            chosen.append(record)
+            through[record.source] = record.last
+        elif record.last <= position:
+            skipped += 1
+        else:
+            raise OverlapError(
+                f"{record.key or record.source}: records {record.first}..{record.last} straddle the committed "
+                f"position {position}; the landing log's ranges must be disjoint"
+            )
+    return chosen, skipped, through
+
+
+def commit_landed(
+    settings: Settings,
+    client: S3Client,
+    catalog: Catalog,
+    *,
+    tables: Iterable[str] = tuple(ICEBERG_TABLES),
+    clock: Callable[[], float] = time.time,
+    tidy: bool = False,
+) -> CommitReport:
+    """One committer cycle: append every newly landed batch to every table (``tidy``: then delete
+    landing records past retention, :func:`tidy_log`, which lists the whole log: hourly is enough)."""
+    started = time.monotonic()
+    results: list[TableCommit] = []
+    cache: dict[str, LandingRecord] = {}
+    sources = list_sources(client, settings.bucket, settings.lake_prefix)
+    for name in tables:
+        results.append(_commit_table(settings, client, catalog, name, sources, cache, clock))
+    deleted = tidy_log(settings, client, catalog, tables=tables, clock=clock) if tidy else 0
+    report = CommitReport(tables=tuple(results), records_deleted=deleted, seconds=time.monotonic() - started)
+    _logger.info("commit %s", json.dumps(report.as_dict()))
+    return report
+
+
+def _commit_table(
+    settings: Settings,
+    client: S3Client,
+    catalog: Catalog,
+    name: str,
+    sources: list[str],
+    cache: dict[str, LandingRecord],
+    clock: Callable[[], float],
+) -> TableCommit:
+    from pyiceberg.exceptions import CommitFailedException
+
+    from lake.iceberg_tables import identifier
+
+    started = time.monotonic()
+    for attempt in range(1, _ATTEMPTS + 1):
+        table = catalog.load_table(identifier(settings.glue_database, name))
+        progress = read_progress(table)
+        records = _new_records(settings, client, sources, progress, cache)
+        chosen, skipped, through = choose(records, progress)
+        files = [file for record in chosen for file in record.files_of(name)]
+        if not chosen:
+            return TableCommit(name, 0, 0, 0, skipped, None, time.monotonic() - started)
+        now = clock()
+        for source, last in through.items():
+            progress[source] = [last, now]
+        text = json.dumps({source: [int(v[0]), round(v[1], 3)] for source, v in sorted(progress.items())})
+        try:
+            snapshot_id = _commit_once(table, files_paths=[file.path for file in files], progress_text=text)
+        except CommitFailedException:
+            if attempt == _ATTEMPTS:
+                raise
+            _logger.warning("commit of %s refused (a concurrent commit); deciding again (%d)", name, attempt)
+            continue
+        return TableCommit(
+            name,
+            len(chosen),
+            len(files),
+            sum(file.rows for file in files),
+            skipped,
+            snapshot_id,
+            time.monotonic() - started,
+        )
+    raise AssertionError("unreachable")
+
+
+def _commit_once(table: Table, *, files_paths: list[str], progress_text: str) -> int | None:
+    """Append the files and set the progress in one commit, refused (never rebased) on a conflict."""
+    from pyiceberg.io.pyarrow import parquet_file_to_data_file
+    from pyiceberg.table import Table as IcebergTable
+
+    strict = IcebergTable(
+        table.name(),
+        table.metadata.model_copy(
+            update={"properties": {**table.metadata.properties, "commit.retry.num-retries": "0"}}
+        ),
+        table.metadata_location,
+        table.io,
+        table.catalog,
+    )
+    with ThreadPoolExecutor(max_workers=_FOOTER_READERS) as pool:
+        data_files = list(
+            pool.map(lambda path: parquet_file_to_data_file(table.io, table.metadata, path), files_paths)
+        )
+    transaction = strict.transaction()
+    transaction.set_properties({PROGRESS_PROPERTY: progress_text})
+    if not data_files:  # batches without rows for this table: the position moves, no snapshot is made
+        committed = transaction.commit_transaction()
+        snapshot = committed.current_snapshot()
+        return snapshot.snapshot_id if snapshot is not None else None
+    with transaction.update_snapshot(
+        snapshot_properties={PROGRESS_PROPERTY: progress_text}
+    ).merge_append() as append:
+        for data_file in data_files:
+            append.append_data_file(data_file)
+    committed = transaction.commit_transaction()
+    snapshot = committed.current_snapshot()
+    return snapshot.snapshot_id if snapshot is not None else None
+
+
+def _new_records(
+    settings: Settings,
+    client: S3Client,
+    sources: list[str],
+    progress: Mapping[str, list[float]],
+    cache: dict[str, LandingRecord],
+) -> list[LandingRecord]:
+    keys: list[str] = []
+    for source in sources:
+        after = int(progress[source][0]) if source in progress else None
+        keys.extend(key for key in keys_after(client, settings.bucket, settings.lake_prefix, source, after))
+    missing = [key for key in keys if key not in cache]
+    with ThreadPoolExecutor(max_workers=_FOOTER_READERS) as pool:
+        for record in pool.map(lambda key: read_record(client, settings.bucket, key), missing):
+            cache[record.key] = record
+    return [cache[key] for key in keys]
+
+
+def tidy_log(
+    settings: Settings,
+    client: S3Client,
+    catalog: Catalog,
+    *,
+    tables: Iterable[str] = tuple(ICEBERG_TABLES),
+    clock: Callable[[], float] = time.time,
+) -> int:
+    """Delete landing records past retention that every table has committed past; returns how many.
+
+    A record's range is committed in a table when the table's position for its shard is at or past
+    its last sequence number (a batch without a file for that table still moved the position when
+    it was committed with the others).
+    """
+    from lake.iceberg_tables import identifier
+
+    now = clock()
+    positions = [
+        read_progress(catalog.load_table(identifier(settings.glue_database, name))) for name in tables
+    ]
+    doomed: list[str] = []
+    for key, modified in iter_modified(client, settings.bucket, log_prefix(settings.lake_prefix)):
+        source = key[len(log_prefix(settings.lake_prefix)) :].rsplit("/", 1)[0]
+        _first, last = range_of_key(key)
+        committed = all(source in progress and int(progress[source][0]) >= last for progress in positions)
+        if committed and now - modified > RECORD_RETENTION_SECONDS:
+            doomed.append(key)
+    if doomed:
+        delete_keys(client, settings.bucket, doomed)
+        _logger.info("deleted %d landing records past retention", len(doomed))
+    return len(doomed)
+
+
+def iter_modified(client: S3Client, bucket: str, prefix: str) -> Iterable[tuple[str, float]]:
+    """``(key, last modified epoch s)`` of the records under ``prefix``."""
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for item in page.get("Contents", []):
+            if item["Key"].endswith(".json"):
+                yield item["Key"], item["LastModified"].timestamp()

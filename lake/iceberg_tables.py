@@ -1,0 +1,205 @@
+"""The Iceberg tables of the lake: what each one is, made from the Arrow schemas of :mod:`lake.schemas`.
+
+The stream's three tables (ledger, wallets, quarantine) are Iceberg tables in one namespace (the
+Glue database's name, which is also how Athena names an S3 Tables namespace). Each keeps the
+columns of its Arrow schema, with the same names and nullability, plus ``dt``: the UTC day of its
+time column as ``YYYY-MM-DD``, the column analysts and the ``.sql`` files filter on, so every query
+keeps its meaning. Tables are partitioned by that day, as ``identity(dt)``: a ``dt`` predicate
+prunes files on Athena and DuckDB, and files of the plain-Parquet lake, which carry their day only
+in their key (``dt=YYYY-MM-DD/``), join the table unchanged, their ``dt`` read from the partition
+value (the Iceberg spec's column projection rule for identity partitions, which Trino, pyiceberg
+and DuckDB implement: Hive tables migrate to Iceberg this way). ``dt`` is optional for the same
+reason: such a file has no ``dt`` column.
+
+Timestamps are Iceberg ``timestamptz`` (microseconds, UTC). Landing files are written in
+microseconds; the plain-Parquet lake's millisecond files are readable as they are (Iceberg's
+Parquet readers take either unit), which is what lets ``walletlake lake migrate`` register them
+without rewriting a byte.
+
+Table properties, and why:
+
+- ``write.delete.isolation-level=snapshot``: a compaction (an overwrite that removes files) commits
+  while the committer appends; with the default ``serializable`` it would abort whenever an append
+  landed in its partition meanwhile. Appends never touch the files a compaction removes, so no row
+  can be lost or doubled (the test polls readers through it).
+- ``commit.manifest-merge.enabled``: appends merge small manifests, so a day of 30-second commits
+  does not leave thousands of manifests for every reader to open.
+- ``write.parquet.compression-codec=zstd``: as the rest of the lake.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Final
+
+import pyarrow as pa
+
+from lake.schemas import PARTITION_COLUMN, TABLES, TIMESTAMP_US
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+
+ICEBERG_FORMAT_VERSION: Final = 2
+
+#: Properties every walletlake Iceberg table is created with (see the module docstring).
+TABLE_PROPERTIES: Final[Mapping[str, str]] = {
+    "format-version": str(ICEBERG_FORMAT_VERSION),
+    "write.format.default": "parquet",
+    "write.parquet.compression-codec": "zstd",
+    "write.delete.isolation-level": "snapshot",
+    "write.update.isolation-level": "snapshot",
+    "commit.manifest-merge.enabled": "true",
+    "commit.manifest.min-count-to-merge": "50",
+    "commit.retry.num-retries": "10",
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class IcebergTable:
+    """One Iceberg table of the lake.
+
+    Attributes
+    ----------
+    name:
+        The table's name, as in Glue, Athena and DuckDB.
+    time_column:
+        The timestamp whose UTC day is the row's ``dt`` (its partition).
+    sort:
+        The order compaction writes rows in (the one-wallet statement reads few row groups).
+    """
+
+    name: str
+    time_column: str
+    sort: tuple[str, ...]
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        """The table's data-file schema: the lake schema in microseconds, plus ``dt``."""
+        return iceberg_arrow_schema(self.name)
+
+
+#: The stream's tables, kept as Iceberg tables when ``lake_format`` is ``iceberg``.
+ICEBERG_TABLES: Final[Mapping[str, IcebergTable]] = {
+    "ledger": IcebergTable("ledger", "created_at", ("wallet_id", "wallet_version")),
+    "wallets": IcebergTable("wallets", "created_at", ("wallet_id",)),
+    "quarantine": IcebergTable("quarantine", "quarantined_at", ("quarantined_at",)),
+}
+
+
+def iceberg_arrow_schema(table: str) -> pa.Schema:
+    """The Arrow schema of a table's Iceberg data files: timestamps in microseconds, ``dt`` last.
+
+    Examples
+    --------
+    >>> iceberg_arrow_schema("wallets").field("created_at").type
+    TimestampType(timestamp[us, tz=UTC])
+    >>> iceberg_arrow_schema("wallets").names[-1]
+    'dt'
+    """
+    fields = [
+        field.with_type(TIMESTAMP_US) if pa.types.is_timestamp(field.type) else field
+        for field in TABLES[table]
+    ]
+    return pa.schema([*fields, pa.field(PARTITION_COLUMN, pa.string(), nullable=True)])
+
+
+def to_iceberg_rows(table: str, rows: pa.Table, day: str) -> pa.Table:
+    """Rows of the lake schema as the Iceberg table's data-file rows (one UTC ``day``)."""
+    schema = iceberg_arrow_schema(table)
+    columns = [rows.column(name).cast(schema.field(name).type) for name in schema.names[:-1]]
+    columns.append(pa.array([day] * rows.num_rows, pa.string()))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def identifier(namespace: str, table: str) -> tuple[str, str]:
+    """The catalog identifier of a lake table."""
+    if table not in ICEBERG_TABLES:
+        raise ValueError(
+            f"{table!r} is not an Iceberg table of the lake (they are {', '.join(ICEBERG_TABLES)})"
+        )
+    return (namespace, table)
+
+
+def ensure_tables(catalog: Catalog, namespace: str, location_root: str | None = None) -> list[str]:
+    """Create the namespace and every missing table; one line per table saying what was done.
+
+    ``location_root`` (``s3://bucket/prefix``) places table ``t`` at ``{location_root}/t``; None
+    lets the catalog choose (an S3 table bucket places tables itself). Idempotent: an existing
+    table is left as it is (its columns are checked, never changed).
+    """
+    from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.table.sorting import SortField, SortOrder
+    from pyiceberg.transforms import IdentityTransform
+
+    try:
+        catalog.create_namespace(namespace)
+    except NamespaceAlreadyExistsError:
+        pass
+    done: list[str] = []
+    for spec in ICEBERG_TABLES.values():
+        try:
+            existing = catalog.load_table(identifier(namespace, spec.name))
+        except NoSuchTableError:
+            existing = None
+        if existing is not None:
+            _check_columns(existing, spec)
+            done.append(f"iceberg table {namespace}.{spec.name}: exists")
+            continue
+        schema = _iceberg_schema(spec.name)
+        partition = PartitionSpec(
+            PartitionField(
+                source_id=schema.find_field(PARTITION_COLUMN).field_id,
+                field_id=1000,
+                transform=IdentityTransform(),
+                name=PARTITION_COLUMN,
+            )
+        )
+        order = SortOrder(
+            *(
+                SortField(source_id=schema.find_field(column).field_id, transform=IdentityTransform())
+                for column in spec.sort
+            )
+        )
+        catalog.create_table(
+            identifier(namespace, spec.name),
+            schema=schema,
+            partition_spec=partition,
+            sort_order=order,
+            location=f"{location_root.rstrip('/')}/{spec.name}" if location_root else None,
+            # Data files carry no Iceberg field ids (they are written by pyarrow as plain Parquet):
+            # readers resolve their columns by name through the table's default name mapping.
+            properties={
+                **TABLE_PROPERTIES,
+                "schema.name-mapping.default": schema.name_mapping.model_dump_json(),
+            },
+        )
+        done.append(f"iceberg table {namespace}.{spec.name}: created")
+    return done
+
+
+def _iceberg_schema(table: str):  # type: ignore[no-untyped-def]
+    """The Iceberg schema with field ids 1..n in the Arrow schema's order."""
+    from pyiceberg.io.pyarrow import pyarrow_to_schema
+    from pyiceberg.table.name_mapping import MappedField, NameMapping
+
+    arrow = iceberg_arrow_schema(table)
+    mapping = NameMapping(
+        [
+            MappedField.model_validate({"field-id": index, "names": [name]})
+            for index, name in enumerate(arrow.names, 1)
+        ]
+    )
+    return pyarrow_to_schema(arrow, name_mapping=mapping)
+
+
+def _check_columns(table: Table, spec: IcebergTable) -> None:
+    expected = iceberg_arrow_schema(spec.name).names
+    actual = [field.name for field in table.schema().fields]
+    if actual != expected:
+        raise RuntimeError(
+            f"Iceberg table {spec.name} has columns {actual}, walletlake expects {expected}; "
+            "migrate its schema before running this version"
+        )

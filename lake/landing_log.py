@@ -1,0 +1,238 @@
+"""The landing log: one small JSON object per stream batch that landed, the committer's only input.
+
+A batch's data files (one per Iceberg table and day, :mod:`lake.iceberg_landing`) become part of
+the lake only when the committer appends them (:mod:`lake.committer`). What tells the committer
+that a batch landed whole is its *landing record*, written last, after every data file::
+
+    s3://{bucket}/{lake_prefix}/_landed/{stream}/{shard}/{first:0>40}-{last:0>40}.json
+
+naming the stream, the shard, the batch's first and last sequence numbers and its files. A batch
+that died before its record is not in the log (its files are orphans, removed later); a record
+is written with ``If-None-Match: *``, so a record is never replaced.
+
+**No overlap, by construction.** Before a batch is written, the shard's records are listed and the
+records they already cover are dropped from the batch (:func:`uncovered_from`): a retried batch
+(after a crash after its record, a Lambda retry, a bisected batch, a local consumer restarted from
+an older checkpoint) lands only what was not landed. So the records of one shard form disjoint
+ranges, and the committer, which keeps per table and shard the last sequence number it committed,
+takes each range exactly once without reading a single committed file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from lake.layout import stream_label
+from lake.objects import iter_objects, put_if_absent
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+LOG_FOLDER: Final = "_landed"
+_WIDTH: Final = 40  # DynamoDB Streams sequence numbers are decimal, at most 40 digits
+
+
+class OverlapError(RuntimeError):
+    """Two landing records of one shard cover the same sequence numbers (the consumer's invariant broke)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LandedFile:
+    """One data file of a landed batch."""
+
+    table: str
+    path: str  # s3://bucket/key
+    rows: int
+    size: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain values, for the record's JSON."""
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LandingRecord:
+    """A batch that landed: its shard, its sequence range and its files."""
+
+    stream: str  # the stream's label (:func:`lake.layout.stream_label`)
+    shard: str
+    first: int
+    last: int
+    files: tuple[LandedFile, ...]
+    landed_at: float  # epoch seconds
+    key: str = ""
+
+    @property
+    def source(self) -> str:
+        """``stream/shard``: the committer's progress key."""
+        return f"{self.stream}/{self.shard}"
+
+    def files_of(self, table: str) -> list[LandedFile]:
+        """This batch's files of one table."""
+        return [file for file in self.files if file.table == table]
+
+    def to_json(self) -> bytes:
+        """The record's body."""
+        body = {
+            "stream": self.stream,
+            "shard": self.shard,
+            "first": str(self.first),
+            "last": str(self.last),
+            "files": [file.as_dict() for file in self.files],
+            "landed_at": self.landed_at,
+        }
+        return json.dumps(body, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, body: bytes, key: str = "") -> LandingRecord:
+        """Read a record's body."""
+        data = json.loads(body)
+        return cls(
+            stream=data["stream"],
+            shard=data["shard"],
+            first=int(data["first"]),
+            last=int(data["last"]),
+            files=tuple(LandedFile(**file) for file in data["files"]),
+            landed_at=float(data["landed_at"]),
+            key=key,
+        )
+
+
+def log_prefix(lake_prefix: str) -> str:
+    """Key prefix of the whole log, ending in ``/``."""
+    prefix = lake_prefix.strip("/")
+    return f"{prefix}/{LOG_FOLDER}/" if prefix else f"{LOG_FOLDER}/"
+
+
+def shard_prefix(lake_prefix: str, event_source_arn: str, shard: str) -> str:
+    """Key prefix of one shard's records, ending in ``/``."""
+    return f"{log_prefix(lake_prefix)}{source_of(event_source_arn, shard)}/"
+
+
+def source_of(event_source_arn: str, shard: str) -> str:
+    """``stream/shard``: where a shard's records live in the log, and its key in the committer's progress."""
+    return f"{stream_label(event_source_arn)}/{shard}"
+
+
+def record_key(lake_prefix: str, event_source_arn: str, shard: str, first: int, last: int) -> str:
+    """The key of a batch's record; records of a shard list in sequence order.
+
+    Examples
+    --------
+    >>> record_key("lake", "arn:aws:dynamodb:r:1:table/w/stream/S", "shard-1", 7, 12)[-30:]
+    '00000000000000000000000012.json'
+    """
+    return f"{shard_prefix(lake_prefix, event_source_arn, shard)}{first:0>{_WIDTH}}-{last:0>{_WIDTH}}.json"
+
+
+def range_of_key(key: str) -> tuple[int, int]:
+    """``(first, last)`` from a record's key, without reading it."""
+    name = key.rsplit("/", 1)[-1].removesuffix(".json")
+    first, last = name.split("-")
+    return int(first), int(last)
+
+
+def covered_through(ranges: Iterable[tuple[int, int]], first: int) -> int | None:
+    """The last sequence number landed records cover from ``first`` on, or None if ``first`` is not covered.
+
+    Ranges of one shard are disjoint and a batch starts at or after the start of any earlier
+    attempt of it, so what is covered of a batch is a prefix of it.
+
+    Examples
+    --------
+    >>> covered_through([(1, 10), (11, 20)], 11), covered_through([(1, 10)], 11), covered_through([(1, 10)], 5)
+    (20, None, 10)
+    """
+    through: int | None = None
+    for start, end in sorted(ranges):
+        if start <= first <= end or (through is not None and start == through + 1):
+            through = end if through is None else max(through, end)
+            first = through + 1
+    return through
+
+
+def uncovered_from(
+    records: Sequence[Mapping[str, Any]], ranges: Iterable[tuple[int, int]]
+) -> list[Mapping[str, Any]]:
+    """The records of a batch that no landed record covers (a suffix of the batch, possibly empty).
+
+    Raises
+    ------
+    OverlapError
+        A landed range covers records of the batch after an uncovered one: the records of the
+        shard would no longer be disjoint ranges.
+    """
+    spans = sorted(ranges)
+    kept: list[Mapping[str, Any]] = []
+    for record in records:
+        sequence = sequence_number(record)
+        inside = any(start <= sequence <= end for start, end in spans)
+        if inside and kept:
+            raise OverlapError(
+                f"sequence number {sequence} is landed but {sequence_number(kept[0])} before it is not"
+            )
+        if not inside:
+            kept.append(record)
+    return kept
+
+
+def sequence_number(record: Mapping[str, Any]) -> int:
+    """A Lambda-shaped stream record's sequence number."""
+    return int(record["dynamodb"]["SequenceNumber"])
+
+
+def landed_ranges(
+    client: S3Client, bucket: str, lake_prefix: str, event_source_arn: str, shard: str
+) -> list[tuple[int, int]]:
+    """The ranges one shard's landing records cover (one LIST; records older than the stream's
+    24-hour retention are deleted by the committer, so a shard has at most a day of them)."""
+    prefix = shard_prefix(lake_prefix, event_source_arn, shard)
+    return [range_of_key(key) for key, _ in iter_objects(client, bucket, prefix) if key.endswith(".json")]
+
+
+def put_record(
+    client: S3Client, bucket: str, lake_prefix: str, event_source_arn: str, record: LandingRecord
+) -> bool:
+    """Write a batch's record (never replacing one); False when the same range was already recorded."""
+    key = record_key(lake_prefix, event_source_arn, record.shard, record.first, record.last)
+    return put_if_absent(client, bucket, key, record.to_json(), content_type="application/json")
+
+
+def list_sources(client: S3Client, bucket: str, lake_prefix: str) -> list[str]:
+    """Every ``stream/shard`` with records, from two levels of delimited listing (keys never read)."""
+    root = log_prefix(lake_prefix)
+    sources: list[str] = []
+    for stream_folder in _folders(client, bucket, root):
+        for shard_folder in _folders(client, bucket, stream_folder):
+            sources.append(shard_folder[len(root) :].rstrip("/"))
+    return sources
+
+
+def keys_after(client: S3Client, bucket: str, lake_prefix: str, source: str, after: int | None) -> list[str]:
+    """Keys of one ``stream/shard``'s records that start after sequence number ``after`` (all if None).
+
+    One LIST that starts past the committed part, so its cost does not grow with the day.
+    """
+    prefix = f"{log_prefix(lake_prefix)}{source}/"
+    kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+    if after is not None:
+        kwargs["StartAfter"] = f"{prefix}{after:0>{_WIDTH}}-{'9' * _WIDTH}.json"
+    keys: list[str] = []
+    for page in client.get_paginator("list_objects_v2").paginate(**kwargs):
+        keys.extend(item["Key"] for item in page.get("Contents", []) if item["Key"].endswith(".json"))
+    return keys
+
+
+def read_record(client: S3Client, bucket: str, key: str) -> LandingRecord:
+    """One landing record."""
+    return LandingRecord.from_json(client.get_object(Bucket=bucket, Key=key)["Body"].read(), key)
+
+
+def _folders(client: S3Client, bucket: str, prefix: str) -> list[str]:
+    folders: list[str] = []
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, Delimiter="/"):
+        folders.extend(item["Prefix"] for item in page.get("CommonPrefixes", []))
+    return folders
