@@ -139,8 +139,8 @@ def choose(
             skipped += 1
         else:
             raise OverlapError(
-                f"{record.key or record.source}: records {record.first}..{record.last} straddle the committed "
-                f"position {position}; the landing log's ranges must be disjoint"
+                f"{record.key or record.source}: records {record.first}..{record.last} straddle the "
+                f"committed position {position}; the landing log's ranges must be disjoint"
             )
     return chosen, skipped, through
 

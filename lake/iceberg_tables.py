@@ -29,6 +29,7 @@ Table properties, and why:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
@@ -134,10 +135,8 @@ def ensure_tables(catalog: Catalog, namespace: str, location_root: str | None = 
     from pyiceberg.table.sorting import SortField, SortOrder
     from pyiceberg.transforms import IdentityTransform
 
-    try:
+    with contextlib.suppress(NamespaceAlreadyExistsError):
         catalog.create_namespace(namespace)
-    except NamespaceAlreadyExistsError:
-        pass
     done: list[str] = []
     for spec in ICEBERG_TABLES.values():
         try:

@@ -135,25 +135,6 @@ def range_of_key(key: str) -> tuple[int, int]:
     return int(first), int(last)
 
 
-def covered_through(ranges: Iterable[tuple[int, int]], first: int) -> int | None:
-    """The last sequence number landed records cover from ``first`` on, or None if ``first`` is not covered.
-
-    Ranges of one shard are disjoint and a batch starts at or after the start of any earlier
-    attempt of it, so what is covered of a batch is a prefix of it.
-
-    Examples
-    --------
-    >>> covered_through([(1, 10), (11, 20)], 11), covered_through([(1, 10)], 11), covered_through([(1, 10)], 5)
-    (20, None, 10)
-    """
-    through: int | None = None
-    for start, end in sorted(ranges):
-        if start <= first <= end or (through is not None and start == through + 1):
-            through = end if through is None else max(through, end)
-            first = through + 1
-    return through
-
-
 def uncovered_from(
     records: Sequence[Mapping[str, Any]], ranges: Iterable[tuple[int, int]]
 ) -> list[Mapping[str, Any]]:
