@@ -16,7 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import boto3
+import pyarrow as pa
 
+from lake.iceberg_landing import land_batch
 from lake.writer import LandingObject, LandingWriteError, write_landing
 from stream_processor.decoder import DecodedBatch, decode_records
 from walletlake.settings import Settings
@@ -47,6 +49,8 @@ class BatchOutcome:
     seconds: float
     keys: tuple[str, ...] = ()
     failure: str | None = None
+    #: Records an earlier attempt of this batch already landed (Iceberg lake: skipped, not rewritten).
+    already_landed: int = 0
 
     @property
     def ok(self) -> bool:
@@ -87,10 +91,16 @@ class BatchProcessor:
             self._s3 = boto3.client("s3", region_name=self.settings.region)
         return self._s3
 
-    def process(self, records: Sequence[Mapping[str, Any]]) -> BatchOutcome:
-        """Run one batch through every step; returns what it did."""
+    def process(self, records: Sequence[Mapping[str, Any]], *, shard: str | None = None) -> BatchOutcome:
+        """Run one batch through every step; returns what it did.
+
+        ``shard`` (the stream shard the records come from) is required by the Iceberg lake, whose
+        committer keeps its progress per shard (:mod:`lake.committer`).
+        """
         started = time.perf_counter()
         self.prepare(records)
+        if self.settings.lake_format == "iceberg":
+            return self._process_iceberg(records, shard, started)
         decoded = decode_records(records, ingested_at_ms=int(self._clock() * 1000))
         try:
             objects = write_landing(
@@ -106,6 +116,54 @@ class BatchProcessor:
             self.write_failed(outcome, error)
             return outcome
         outcome = _outcome(decoded, objects, started)
+        self.after_write(outcome)
+        self.report(outcome)
+        return outcome
+
+    def _process_iceberg(
+        self, records: Sequence[Mapping[str, Any]], shard: str | None, started: float
+    ) -> BatchOutcome:
+        """Land the records no earlier attempt landed as Iceberg data files plus a landing record."""
+        if not shard:
+            raise ValueError("the Iceberg lake needs the shard of every batch (the committer's progress key)")
+        ingested_at_ms = int(self._clock() * 1000)
+        decoded = decode_records(records, ingested_at_ms=ingested_at_ms)
+        pending: list[DecodedBatch] = []
+
+        def decode(uncovered: Sequence[Mapping[str, Any]]) -> Mapping[str, pa.Table]:
+            batch = (
+                decoded
+                if len(uncovered) == len(records)
+                else decode_records(uncovered, ingested_at_ms=ingested_at_ms)
+            )
+            pending.append(batch)
+            return batch.tables()
+
+        try:
+            landed = land_batch(
+                self.s3,
+                self.settings,
+                records,
+                decode,
+                event_source_arn=decoded.event_source_arn,
+                shard=shard,
+            )
+        except LandingWriteError as error:
+            outcome = _outcome(decoded, [], started, failure=str(error))
+            self.write_failed(outcome, error)
+            return outcome
+        written = pending[0] if pending else decode_records([], ingested_at_ms=ingested_at_ms)
+        files = list(landed.record.files) if landed.record is not None else []
+        outcome = dataclasses.replace(
+            _outcome(decoded, [], started),
+            ledger_rows=written.ledger_rows,
+            wallets=written.wallet_rows,
+            quarantined=written.quarantined,
+            files_written=len(files),
+            bytes_written=sum(file.size for file in files),
+            keys=tuple(file.path for file in files),
+            already_landed=landed.skipped_records,
+        )
         self.after_write(outcome)
         self.report(outcome)
         return outcome

@@ -462,7 +462,9 @@ class _ShardReader:
         if self.consumer.options.follow:
             self._process_until_landed(batch)
         else:
-            self.processor.process(batch)  # a drain stops on the error; the next run replays the batch
+            self.processor.process(
+                batch, shard=self.shard.shard_id
+            )  # a drain stops on the error; the next run replays it
         del self.buffer[: len(batch)]
 
     def _process_until_landed(self, batch: list[dict[str, Any]]) -> None:
@@ -477,7 +479,7 @@ class _ShardReader:
         failures = 0
         while True:
             try:
-                self.processor.process(batch)
+                self.processor.process(batch, shard=self.shard.shard_id)
             except LandingWriteError as error:
                 failures += 1
                 stop = self.consumer.options.should_stop

@@ -7,6 +7,10 @@ it, so ordering is kept and the retry rewrites the same object names (fail fast;
 success inside a batch, because one landing object holds the whole batch). A record that cannot be
 decoded never fails the batch: it lands in quarantine and is counted.
 
+For the Iceberg lake the event source mapping has a tumbling window: that is how Lambda tells a
+function which shard a batch comes from (``shardId``), which the committer's exactly-once
+progress is kept by (:mod:`lake.committer`); the handler answers the window's (unused) ``state``.
+
 Logs are structured JSON (Powertools ``Logger``); metrics are CloudWatch EMF (Powertools
 ``Metrics``) in namespace :data:`METRICS_NAMESPACE`: ``RecordsIn``, ``LedgerRows``, ``WalletRows``,
 ``TtlExpired``, ``Ignored``, ``Quarantined``, ``FilesWritten``, ``BytesWritten``,
@@ -91,10 +95,18 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     """Land one DynamoDB Streams batch in the lake; see the module docstring for the contract."""
     settings = SETTINGS()
     records = event.get("Records") or []
-    outcome = LambdaBatchProcessor(settings, s3_client=_s3_client(settings.region)).process(records)
+    # With a tumbling window (the Iceberg lake's event source mapping) Lambda names the shard and
+    # expects the window's state back; without one there is no "state" key to answer.
+    windowed = "window" in event
+    answer: dict[str, Any] = {"state": {}} if windowed else {}
+    if not records:  # a tumbling window's final invocation may carry none
+        return {**answer, "batchItemFailures": []}
+    outcome = LambdaBatchProcessor(settings, s3_client=_s3_client(settings.region)).process(
+        records, shard=event.get("shardId")
+    )
     if not outcome.ok:
-        return {"batchItemFailures": [{"itemIdentifier": outcome.first_sequence_number}]}
-    return {"batchItemFailures": []}
+        return {**answer, "batchItemFailures": [{"itemIdentifier": outcome.first_sequence_number}]}
+    return {**answer, "batchItemFailures": []}
 
 
 @functools.cache

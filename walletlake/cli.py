@@ -16,7 +16,18 @@ from walletlake.settings import ENVIRONMENT_VARIABLES
 
 #: Sub-command modules, in the order ``--help`` lists them. Each has ``register(subparsers)``,
 #: which adds its parser and sets ``func(args) -> int`` as the parser's default.
-COMMANDS = ("local", "serve", "consume", "snapshot", "compact", "reconcile", "query", "replay", "demo")
+COMMANDS = (
+    "local",
+    "serve",
+    "consume",
+    "commit",
+    "snapshot",
+    "compact",
+    "reconcile",
+    "query",
+    "replay",
+    "demo",
+)
 
 
 class CommandError(Exception):

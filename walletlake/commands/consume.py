@@ -63,12 +63,26 @@ def _run(args: argparse.Namespace) -> int:
     )
     progress.done()
     values = summary.as_dict()
+    if settings.lake_format == "iceberg" and not args.follow:
+        # A drain ends with the commit that makes what it landed queryable (with --follow, the
+        # committer runs beside it: `walletlake commit --follow`).
+        values["commit"] = _commit(settings)
     if args.json:
         print(json.dumps(values, sort_keys=True))
     else:
         print(_readable(values, settings))
     # Records trimmed before they reached the lake are lost from it: an operator must act.
     return 1 if values["trimmed_shards"] else 0
+
+
+def _commit(settings: Settings) -> dict[str, Any]:
+    import boto3
+
+    from lake.committer import commit_landed
+    from lake.iceberg_catalog import open_catalog
+
+    report = commit_landed(settings, boto3.client("s3", region_name=settings.region), open_catalog(settings))
+    return report.as_dict()
 
 
 class _Progress:
@@ -105,6 +119,10 @@ def _readable(values: dict[str, Any], settings: Settings) -> str:
         f"quarantined {values['quarantined']:,}",
         f"written     {values['files_written']:,} objects, {values['bytes_written']:,} bytes",
     ]
+    if "commit" in values:
+        from walletlake.commands.commit import describe
+
+        lines.append(describe(values["commit"]))
     if values["replayed_batches"]:
         lines.append(f"replayed    {values['replayed_batches']} interrupted batch(es), overwritten in place")
     if values["quarantined"]:
