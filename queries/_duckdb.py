@@ -13,10 +13,15 @@ How it stays faithful to Athena:
 - **Same types out.** Trino's ``sum(bigint)`` is a ``bigint`` (and fails on overflow); DuckDB's is a
   ``HUGEINT``, so 128-bit results are cast back to ``BIGINT`` (failing on overflow too). Frames
   use pandas' nullable dtypes, as awswrangler's ``numpy_nullable`` backend does.
-- **Same endpoint and credentials as the SDK.** httpfs is loaded from the PyPI package
-  ``duckdb-extension-httpfs`` (pinned with DuckDB; never downloaded, autoinstall off). Its S3
-  secret takes the endpoint boto3 resolved for S3 (``AWS_ENDPOINT_URL_S3`` and the rest of
-  botocore's configuration chain) and the credentials of boto3's session.
+- **Iceberg, when the lake is.** With ``lake_format = "iceberg"`` the stream's tables (ledger,
+  wallets, quarantine) are views over ``iceberg_scan`` of the table's current metadata file, asked
+  of the catalog on each run, with the same casts and columns (the Iceberg ``dt`` column is the
+  same string); a table without a snapshot is the same empty view. Snapshots can be pinned for a
+  rerun of a past night (:mod:`queries._iceberg_views`).
+- **Same endpoint and credentials as the SDK.** httpfs (and, for Iceberg, avro and iceberg) is
+  loaded from the PyPI packages ``duckdb-extension-{name}`` (pinned with DuckDB; never downloaded,
+  autoinstall off). Its S3 secret takes the endpoint boto3 resolved for S3 (``AWS_ENDPOINT_URL_S3``
+  and the rest of botocore's configuration chain) and the credentials of boto3's session.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 import boto3
@@ -40,8 +45,12 @@ import sqlglot
 from sqlglot import exp
 
 from lake.schemas import PARTITION_COLUMN, TABLES, glue_type
+from queries._iceberg_views import Snapshots, check_pins, is_iceberg_view, resolve
 from queries._parameters import QueryValue, render
 from walletlake.settings import Settings
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog.rest import RestCatalog
 
 _logger = logging.getLogger(__name__)
 
@@ -71,19 +80,29 @@ _PANDAS_TYPES: Final[dict[pa.DataType, Any]] = {
 _AWS_HOST_SUFFIXES: Final = (".amazonaws.com", ".amazonaws.com.cn")
 
 
+#: Extensions loaded into every connection, and those the Iceberg views need (avro first: the
+#: iceberg extension reads manifests with it).
+BASE_EXTENSIONS: Final = ("httpfs",)
+ICEBERG_EXTENSIONS: Final = ("avro", "iceberg")
+
+
 @functools.cache
-def httpfs_extension_path() -> Path:
-    """The ``httpfs`` extension file shipped by the ``duckdb-extension-httpfs`` wheel."""
-    spec = importlib.util.find_spec("duckdb_extension_httpfs")
+def extension_path(name: str) -> Path:
+    """The ``{name}`` extension file shipped by the ``duckdb-extension-{name}`` wheel.
+
+    The wheel is pinned with DuckDB; the file for DuckDB's own version is preferred.
+    """
+    package = f"duckdb-extension-{name}"
+    spec = importlib.util.find_spec(f"duckdb_extension_{name}")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("the duckdb-extension-httpfs package is not installed")
+        raise RuntimeError(f"the {package} package is not installed")
     folder = Path(next(iter(spec.submodule_search_locations))) / "extensions"
-    exact = folder / f"v{duckdb.__version__}" / "httpfs.duckdb_extension"
+    exact = folder / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
     if exact.is_file():
         return exact
-    found = sorted(folder.glob("*/httpfs.duckdb_extension"))
+    found = sorted(folder.glob(f"*/{name}.duckdb_extension"))
     if not found:
-        raise RuntimeError(f"no httpfs.duckdb_extension under {folder}; reinstall duckdb-extension-httpfs")
+        raise RuntimeError(f"no {name}.duckdb_extension under {folder}; reinstall {package}")
     return found[-1]
 
 
@@ -106,10 +125,12 @@ def connect(
     region: str = "us-east-1",
     *,
     memory_limit: str = DEFAULT_MEMORY_LIMIT,
+    iceberg: bool = False,
 ) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with httpfs loaded and an S3 secret from the SDK's configuration.
 
-    With ``session=None`` no S3 secret is made (for lakes on the local file system).
+    With ``session=None`` no S3 secret is made (for lakes on the local file system). With
+    ``iceberg``, the avro and iceberg extensions are loaded too (for ``iceberg_scan``).
     """
     scratch = scratch_directory()
     connection = duckdb.connect(
@@ -123,7 +144,8 @@ def connect(
         }
     )
     connection.execute("SET TimeZone = 'UTC'")
-    connection.execute(f"LOAD {_quote(str(httpfs_extension_path()))}")
+    for name in (*BASE_EXTENSIONS, *(ICEBERG_EXTENSIONS if iceberg else ())):
+        connection.execute(f"LOAD {_quote(str(extension_path(name)))}")
     if session is not None:
         connection.execute(s3_secret_sql(session, region))
     return connection
@@ -152,17 +174,25 @@ def s3_secret_sql(session: boto3.Session, region: str) -> str:
 
 
 class DuckDBEngine:
-    """Runs the ``.sql`` files on DuckDB over the lake's Parquet (S3 or a local folder).
+    """Runs the ``.sql`` files on DuckDB over the lake's Parquet (S3 or a local folder) or Iceberg.
 
     Parameters
     ----------
     settings:
-        Names the bucket, prefix and region.
+        Names the bucket, prefix and region, and the lake's format: with ``lake_format="iceberg"``
+        the stream's tables (ledger, wallets, quarantine) are read from their Iceberg tables
+        (:mod:`queries._iceberg_views`), the others from Parquet as ever.
     location:
-        Root of the lake, ``s3://{bucket}/{prefix}`` by default. A local folder laid out the same
-        way (``{location}/{table}/dt=YYYY-MM-DD/*.parquet``) works too; the benchmark uses it.
+        Root of the lake's Parquet, ``s3://{bucket}/{prefix}`` by default. A local folder laid out
+        the same way (``{location}/{table}/dt=YYYY-MM-DD/*.parquet``) works too; the benchmark uses it.
     session:
         boto3 session whose S3 endpoint and credentials DuckDB uses.
+    snapshots:
+        Iceberg snapshot ids to read instead of the current ones, per table (what
+        :func:`queries._iceberg_views.current_snapshots` recorded); ``None`` for a table that had
+        no snapshot. Tables not named read their current snapshot. Only with ``lake_format="iceberg"``.
+    catalog:
+        The Iceberg catalog (the process's cached one by default).
 
     Examples
     --------
@@ -173,13 +203,37 @@ class DuckDBEngine:
     name = "duckdb"
 
     def __init__(
-        self, settings: Settings, *, location: str | None = None, session: boto3.Session | None = None
+        self,
+        settings: Settings,
+        *,
+        location: str | None = None,
+        session: boto3.Session | None = None,
+        snapshots: Snapshots | None = None,
+        catalog: RestCatalog | None = None,
     ) -> None:
+        iceberg = settings.lake_format == "iceberg"
+        if snapshots and not iceberg:
+            raise ValueError("snapshots can only be pinned when lake_format is iceberg")
+        self.settings = settings
+        self.snapshots = check_pins(snapshots or {})
         self.location = (location or f"s3://{settings.bucket}/{settings.lake_prefix}").rstrip("/")
         on_s3 = self.location.startswith("s3://")
-        session = session or (boto3.Session(region_name=settings.region) if on_s3 else None)
-        self._connection = connect(session if on_s3 else None, settings.region)
+        if session is None and (on_s3 or iceberg):
+            session = boto3.Session(region_name=settings.region)
+        self._session = session
+        self._catalog = catalog
+        self._connection = connect(session if on_s3 or iceberg else None, settings.region, iceberg=iceberg)
         self._lock = threading.Lock()
+
+    def as_of(self, snapshots: Snapshots) -> DuckDBEngine:
+        """A new engine over the same lake, reading these Iceberg snapshots (close it too)."""
+        return DuckDBEngine(
+            self.settings,
+            location=self.location,
+            session=self._session,
+            snapshots={**self.snapshots, **snapshots},
+            catalog=self._catalog,
+        )
 
     def close(self) -> None:
         """Release the DuckDB connection."""
@@ -194,7 +248,7 @@ class DuckDBEngine:
         self.close()
 
     def table_glob(self, table: str) -> str:
-        """The Parquet glob a table's view reads."""
+        """The Parquet glob a table's view reads (for a table read from Parquet)."""
         return f"{self.location}/{table}/*/*.parquet"
 
     def translate(self, sql: str, params: Mapping[str, QueryValue]) -> str:
@@ -230,26 +284,44 @@ class DuckDBEngine:
         return self.arrow(sql, params).to_pandas(types_mapper=_PANDAS_TYPES.get)
 
     def _refresh_views(self, tables: Iterable[str]) -> None:
-        # Re-made on every run: a table that had no object at the last query may have one now.
-        for table in tables:
+        # Re-made on every run: a table that had no object (or no snapshot) at the last query may
+        # have one now, and an Iceberg table's current snapshot moves with every commit.
+        for table in sorted(tables):
             self._connection.execute(
                 f"CREATE OR REPLACE TEMP VIEW {_identifier(table)} AS {self._view(table)}"
             )
 
     def _view(self, table: str) -> str:
-        pattern = self.table_glob(table)
         columns = [(field.name, _DUCKDB_TYPES[glue_type(field.type)]) for field in TABLES[table]]
-        (present,) = self._connection.execute(
-            f"SELECT count(*) > 0 FROM glob({_quote(pattern)})"
-        ).fetchone() or (False,)
-        if not present:
+        source = self._source(table)
+        if source is None:
             empty = ", ".join(f"CAST(NULL AS {kind}) AS {_identifier(name)}" for name, kind in columns)
             return f"SELECT {empty}, CAST(NULL AS VARCHAR) AS {PARTITION_COLUMN} WHERE false"
         cast = ", ".join(
             f"{_CASTS[kind].format(_identifier(name))} AS {_identifier(name)}" for name, kind in columns
         )
+        # dt is a VARCHAR in both sources (hive_types, the Iceberg string column): kept bare, so a
+        # dt predicate reaches the scan and prunes files (partitions, or Iceberg manifests).
+        return f"SELECT {cast}, {PARTITION_COLUMN} FROM {source}"
+
+    def _source(self, table: str) -> str | None:
+        """The table function a view reads, or None when there is nothing to read yet."""
+        if is_iceberg_view(self.settings, table):
+            found = resolve(self.settings, table, self.snapshots, self._catalog)
+            if found.snapshot_id is None:
+                return None
+            return (
+                f"iceberg_scan({_quote(found.metadata_location)}, "
+                f"snapshot_from_id => {int(found.snapshot_id)})"
+            )
+        pattern = self.table_glob(table)
+        (present,) = self._connection.execute(
+            f"SELECT count(*) > 0 FROM glob({_quote(pattern)})"
+        ).fetchone() or (False,)
+        if not present:
+            return None
         return (
-            f"SELECT {cast}, {PARTITION_COLUMN} FROM read_parquet({_quote(pattern)}, "
+            f"read_parquet({_quote(pattern)}, "
             f"hive_partitioning = true, hive_types = {{'{PARTITION_COLUMN}': 'VARCHAR'}})"
         )
 

@@ -75,6 +75,7 @@ def test_drained_stream_is_committed_once_with_its_shard_positions(iceberg: Sett
     (last, _when) = next(iter(progress.values()))
     snapshot = table.current_snapshot()
     assert snapshot is not None
+    assert snapshot.summary is not None
     assert PROGRESS_PROPERTY in snapshot.summary.additional_properties
     assert max(int(s) for s in scan(iceberg, "ledger").column("stream_sequence").to_pylist()) <= last
 
