@@ -1,0 +1,99 @@
+"""Lambda entry point of the Iceberg committer in AWS: every minute, a commit every interval.
+
+An EventBridge schedule invokes :func:`handler` once a minute (EventBridge's finest rate); the
+invocation commits, waits, and commits again until the minute is over, so with the default
+30-second interval the lake is at most about 30 s behind what landed. Reserved concurrency 1 keeps
+one committer at a time, though correctness does not need it: a second one's commit is refused by
+the catalog and decided again (:mod:`lake.committer`). At the top of each hour it also deletes
+landing records past the stream's retention. At cold start it creates any missing table
+(:func:`lake.iceberg_tables.ensure_tables`), so a fresh deployment needs no manual step.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+from walletlake.settings import (
+    COMMIT_INTERVAL_SECONDS_VARIABLE,
+    DEPLOYED_VARIABLES,
+    ICEBERG_WAREHOUSE_VARIABLE,
+    LAKE_FORMAT_VARIABLE,
+    HandlerSettings,
+    Settings,
+)
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+    from pyiceberg.catalog.rest import RestCatalog
+
+#: What the CDK app sets for the committer; on Lambda a missing one fails the cold start.
+REQUIRED_VARIABLES: Final = (
+    *DEPLOYED_VARIABLES,
+    LAKE_FORMAT_VARIABLE,
+    ICEBERG_WAREHOUSE_VARIABLE,
+    COMMIT_INTERVAL_SECONDS_VARIABLE,
+)
+SETTINGS: Final = HandlerSettings(REQUIRED_VARIABLES)
+
+#: Folder of the Iceberg tables under the lake prefix (Glue tables live in the lake bucket).
+ICEBERG_FOLDER: Final = "iceberg"
+#: Seconds kept free at the end of the minute, so the next invocation never overlaps this one.
+_MARGIN_SECONDS: Final = 5
+
+
+def table_location_root(settings: Settings) -> str:
+    """Where Glue's Iceberg tables are placed: ``s3://{bucket}/{lake_prefix}/iceberg``."""
+    return f"s3://{settings.bucket}/{settings.lake_prefix}/{ICEBERG_FOLDER}"
+
+
+@functools.cache
+def _resources(settings: Settings) -> tuple[S3Client, RestCatalog]:
+    import boto3
+
+    from lake.iceberg_catalog import open_catalog
+    from lake.iceberg_tables import ensure_tables
+
+    catalog = open_catalog(settings)
+    ensure_tables(catalog, settings.glue_database, location_root=table_location_root(settings))
+    return boto3.client("s3", region_name=settings.region), catalog
+
+
+def handler(event: dict[str, Any] | None, context: Any) -> dict[str, Any]:
+    """Lambda: commit every interval until the minute (or the invocation's time) is nearly over.
+
+    ``{"cycles": N}`` stops after N commits; ``{"tidy": true}`` tidies the landing log first.
+    """
+    from aws_lambda_powertools import Logger, Metrics
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    from lake.committer import commit_landed
+
+    settings = SETTINGS()
+    logger = Logger(service="walletlake-committer")
+    metrics = Metrics(namespace="walletlake", service="committer")
+    client, catalog = _resources(settings)
+    started = time.monotonic()
+    budget = 60 - _MARGIN_SECONDS
+    if context is not None and hasattr(context, "get_remaining_time_in_millis"):
+        budget = min(budget, context.get_remaining_time_in_millis() / 1000 - _MARGIN_SECONDS)
+    event = event or {}
+    tidy = dt.datetime.now(dt.UTC).minute == 0 or bool(event.get("tidy"))
+    max_cycles = int(event.get("cycles", 0)) or None  # an operator's (or the deploy check's) single run
+    cycles: list[dict[str, Any]] = []
+    while True:
+        report = commit_landed(settings, client, catalog, tidy=tidy and not cycles)
+        cycles.append(report.as_dict())
+        metrics.add_metric(name="CommittedRows", unit=MetricUnit.Count, value=report.rows)
+        metrics.add_metric(name="CommitSeconds", unit=MetricUnit.Seconds, value=report.seconds)
+        logger.info("commit cycle", extra=report.as_dict())
+        elapsed = time.monotonic() - started
+        if max_cycles is not None and len(cycles) >= max_cycles:
+            break
+        if elapsed + settings.commit_interval_seconds + report.seconds > budget:
+            break
+        time.sleep(settings.commit_interval_seconds)
+    metrics.flush_metrics()
+    return {"cycles": len(cycles), "rows": sum(cycle["rows"] for cycle in cycles)}
