@@ -14,7 +14,8 @@ import boto3
 import pandas as pd
 import pyarrow as pa
 
-from queries._parameters import QueryValue
+from queries._parameters import QueryValue, render
+from queries.time_travel import LakeVersions, pin_versions
 from walletlake.settings import Settings
 
 
@@ -23,15 +24,25 @@ class AthenaEngine:
 
     name = "athena"
 
-    def __init__(self, settings: Settings, *, session: boto3.Session | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        session: boto3.Session | None = None,
+        versions: LakeVersions | None = None,
+    ) -> None:
         self.database = settings.glue_database
         self.workgroup = settings.athena_workgroup
+        self.versions = dict(versions or {})
         self._session = session or boto3.Session(region_name=settings.region)
 
     def run(self, sql: str, params: Mapping[str, QueryValue]) -> pd.DataFrame:
-        """Run one query and return its rows (pandas nullable dtypes)."""
+        """Run one query and return its rows (pandas nullable dtypes); pinned tables are read
+        ``FOR VERSION AS OF`` their recorded snapshot (:mod:`queries.time_travel`)."""
         import awswrangler as wr  # imported on use: it is slow to import and only AWS runs need it
 
+        if self.versions:
+            sql, params = pin_versions(render(sql, params), self.versions), {}
         frame = wr.athena.read_sql_query(
             sql,
             database=self.database,

@@ -1,0 +1,81 @@
+"""Reading the Iceberg tables as of recorded snapshots: what makes a past night's reconciliation reproducible.
+
+A reconciliation records, per Iceberg table, the snapshot id it read (:func:`current_versions`).
+Rerunning it reads those snapshots instead of the tables' current state: on Athena every reference
+to a pinned table gets Trino's ``FOR VERSION AS OF <id>`` (:func:`pin_versions`, one parse of the
+rendered SQL by sqlglot); on DuckDB the table's view reads ``iceberg_scan`` at that snapshot
+(:mod:`queries._duckdb`). Snapshots a reconciliation read are tagged (:func:`tag_versions`), so
+snapshot expiry keeps them (and their files) for as long as the tag's retention.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Final
+
+import sqlglot
+from sqlglot import exp
+
+from lake.iceberg_tables import ICEBERG_TABLES
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+    from walletlake.settings import Settings
+
+#: Per Iceberg table, the snapshot id a query reads.
+LakeVersions = Mapping[str, int]
+
+#: How long a reconciliation's snapshots are kept for audits (a year and a month).
+AUDIT_TAG_RETENTION_MS: Final = 400 * 24 * 3600 * 1000
+
+
+def pin_versions(sql: str, versions: LakeVersions) -> str:
+    """Trino SQL reading each pinned table ``FOR VERSION AS OF`` its snapshot (CTEs untouched).
+
+    Examples
+    --------
+    >>> pin_versions("WITH l AS (SELECT * FROM ledger) SELECT * FROM l JOIN wallets w ON true", {"ledger": 7})
+    'WITH l AS (SELECT * FROM ledger FOR VERSION AS OF 7) SELECT * FROM l JOIN wallets AS w ON TRUE'
+    """
+    if not versions:
+        return sql
+    tree = sqlglot.parse_one(sql, read="trino")
+    ctes = {cte.alias_or_name for cte in tree.find_all(exp.CTE)}
+    for table in tree.find_all(exp.Table):
+        if table.name in versions and table.name not in ctes and not table.db:
+            version = exp.Version(
+                this="VERSION", kind="AS OF", expression=exp.Literal.number(versions[table.name])
+            )
+            table.set("version", version)
+    return tree.sql(dialect="trino")
+
+
+def current_versions(settings: Settings, catalog: Catalog | None = None) -> dict[str, int]:
+    """The current snapshot id of every Iceberg table that has one."""
+    from lake.iceberg_catalog import cached_catalog
+    from lake.iceberg_tables import identifier
+
+    catalog = catalog or cached_catalog(settings)
+    versions: dict[str, int] = {}
+    for name in ICEBERG_TABLES:
+        snapshot = catalog.load_table(identifier(settings.glue_database, name)).current_snapshot()
+        if snapshot is not None:
+            versions[name] = snapshot.snapshot_id
+    return versions
+
+
+def tag_versions(
+    settings: Settings, versions: LakeVersions, tag: str, catalog: Catalog | None = None
+) -> None:
+    """Tag each table's snapshot ``tag`` (replacing an older tag of that name), kept for audits."""
+    from lake.iceberg_catalog import cached_catalog
+    from lake.iceberg_tables import identifier
+
+    catalog = catalog or cached_catalog(settings)
+    for name, snapshot_id in versions.items():
+        table = catalog.load_table(identifier(settings.glue_database, name))
+        with table.manage_snapshots() as manage:
+            if tag in table.metadata.refs:
+                manage.remove_tag(tag)
+            manage.create_tag(snapshot_id, tag, max_ref_age_ms=AUDIT_TAG_RETENTION_MS)
