@@ -365,6 +365,20 @@ def _scan_segment(
 
 def latest_snapshot(client: S3Client, settings: Settings, *, not_before: dt.date) -> SnapshotRef | None:
     """The most recent complete snapshot whose day is ``not_before`` or later, if any."""
+    complete = complete_snapshots(client, settings, not_before=not_before)
+    return complete[-1] if complete else None
+
+
+def snapshot_taken_at(client: S3Client, settings: Settings, at: dt.datetime) -> SnapshotRef | None:
+    """The complete snapshot taken at ``at`` (what a recorded reconciliation compared with), if any."""
+    for snapshot in complete_snapshots(client, settings, not_before=at.astimezone(dt.UTC).date()):
+        if snapshot.snapshot_at == _to_ms(at):
+            return snapshot
+    return None
+
+
+def complete_snapshots(client: S3Client, settings: Settings, *, not_before: dt.date) -> list[SnapshotRef]:
+    """Every complete snapshot whose day is ``not_before`` or later, oldest first."""
     prefix = table_prefix(settings.lake_prefix, TABLE)
     start_after = partition_prefix(settings.lake_prefix, TABLE, not_before - dt.timedelta(days=1)) + "~"
     found: dict[tuple[str, int], dict[int, str]] = {}
@@ -378,18 +392,20 @@ def latest_snapshot(client: S3Client, settings: Settings, *, not_before: dt.date
                 continue
             stamp, segment, segments = match.group(1), int(match.group(2)), int(match.group(3))
             found.setdefault((stamp, segments), {})[segment] = key
-    complete = [
+    complete = sorted(
         (stamp, parts) for (stamp, segments), parts in found.items() if set(parts) == set(range(segments))
-    ]
-    if not complete:
-        return None
-    stamp, parts = max(complete)
-    snapshot_at = dt.datetime.strptime(stamp[:15], _STAMP_FORMAT).replace(
-        microsecond=int(stamp[15:18]) * 1000, tzinfo=dt.UTC
     )
-    return SnapshotRef(
-        day=snapshot_at.date(), snapshot_at=snapshot_at, keys=tuple(parts[i] for i in sorted(parts))
-    )
+    snapshots = []
+    for stamp, parts in complete:
+        snapshot_at = dt.datetime.strptime(stamp[:15], _STAMP_FORMAT).replace(
+            microsecond=int(stamp[15:18]) * 1000, tzinfo=dt.UTC
+        )
+        snapshots.append(
+            SnapshotRef(
+                day=snapshot_at.date(), snapshot_at=snapshot_at, keys=tuple(parts[i] for i in sorted(parts))
+            )
+        )
+    return snapshots
 
 
 def _to_ms(moment: dt.datetime) -> dt.datetime:

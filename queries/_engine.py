@@ -36,15 +36,19 @@ class QueryEngine(Protocol):
         ...
 
 
-def engine_for(settings: Settings) -> QueryEngine:
-    """The engine ``settings.query_engine`` names: DuckDB on the embedded stack, Athena on AWS."""
+def engine_for(settings: Settings, *, versions: Mapping[str, int] | None = None) -> QueryEngine:
+    """The engine ``settings.query_engine`` names: DuckDB on the embedded stack, Athena on AWS.
+
+    ``versions`` pins Iceberg tables to snapshots (:mod:`queries.time_travel`): every query of the
+    engine reads them as of those snapshots.
+    """
     if settings.query_engine == "duckdb":
         from queries._duckdb import DuckDBEngine
 
-        return DuckDBEngine(settings)
+        return DuckDBEngine(settings, versions=dict(versions) if versions else None)
     from queries._athena import AthenaEngine
 
-    return AthenaEngine(settings)
+    return AthenaEngine(settings, versions=versions)
 
 
 def run_query(

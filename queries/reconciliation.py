@@ -56,7 +56,7 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final
 
@@ -69,10 +69,11 @@ import pyarrow.compute as pc
 from lake import objects
 from lake.layout import PARQUET_SUFFIX, partition_prefix, table_prefix
 from lake.schemas import DAILY_BALANCES, RECONCILIATION
-from lake.snapshots import SnapshotRef, latest_snapshot
+from lake.snapshots import SnapshotRef, latest_snapshot, snapshot_taken_at
 from queries._catalog import get_query
 from queries._engine import QueryEngine, engine_for
 from queries._parameters import render
+from queries.time_travel import current_versions, tag_versions
 from walletlake.settings import Settings
 
 if TYPE_CHECKING:
@@ -158,6 +159,9 @@ class ReconciliationReport:
     seconds: float
     keys: tuple[str, ...] = ()
     earlier: tuple[ReconciliationReport, ...] = ()
+    #: Per Iceberg table, the snapshot id the day's queries read (empty for the plain-Parquet lake):
+    #: what :func:`replay` reads again to reproduce the run.
+    lake_snapshots: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -186,6 +190,7 @@ class ReconciliationReport:
             "findings": [finding.to_dict() for finding in self.findings],
             "keys": list(self.keys),
             "earlier": [report.to_dict() for report in self.earlier],
+            "lake_snapshots": {name: str(snapshot) for name, snapshot in self.lake_snapshots.items()},
         }
 
 
@@ -204,6 +209,10 @@ def reconcile(
     replaces them) and a JSON summary under ``{lake_prefix}/_reports/reconciliation/``. Days
     before it whose run is missing or had lagging wallets are reconciled first, oldest first.
 
+    On the Iceberg lake the queries read the tables' current snapshots, pinned for the whole run;
+    their ids are recorded in the summary and tagged ``reconciled-YYYY-MM-DD`` (kept for audits
+    through snapshot expiry), so :func:`replay` can read exactly the same rows again.
+
     Raises :class:`ReconciliationError` when there is no snapshot to compare with.
     """
     now = now or dt.datetime.now(dt.UTC)
@@ -214,17 +223,96 @@ def reconcile(
         raise ReconciliationError(
             f"no complete balance snapshot taken on {day} or later; run `walletlake snapshot` first"
         )
+    versions = current_versions(settings) if settings.lake_format == "iceberg" else {}
     owned = engine is None
-    engine = engine or engine_for(settings)
+    engine = engine or engine_for(settings, versions=versions)
     try:
         earlier = [
-            _run_day(engine, client, settings, earlier_day, snapshot, now, max_lag_seconds, ())
+            _run_day(engine, client, settings, earlier_day, snapshot, now, max_lag_seconds, (), versions)
             for earlier_day in days_to_catch_up(client, settings, day)
         ]
-        return _run_day(engine, client, settings, day, snapshot, now, max_lag_seconds, tuple(earlier))
+        return _run_day(
+            engine, client, settings, day, snapshot, now, max_lag_seconds, tuple(earlier), versions
+        )
     finally:
         if owned:
             engine.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class Replay:
+    """A recorded day reconciled again from what it read: the new outcome and how it differs."""
+
+    recorded: dict[str, Any]
+    report: ReconciliationReport
+    differences: list[str]
+
+    @property
+    def identical(self) -> bool:
+        """True when the replay's counts, checks, totals and findings equal the recorded ones."""
+        return not self.differences
+
+
+def replay(settings: Settings, day: dt.date, *, session: boto3.Session | None = None) -> Replay:
+    """Reconcile a recorded day again, as of what its run read; writes nothing.
+
+    It reads the Iceberg snapshots the run recorded, the balance snapshot it compared with, and
+    classifies lag as of the run's own time, then compares the outcome with the recorded summary.
+    The day before's closing balances (the opening) are read as they are now; a difference there
+    means that day was reconciled again since (its summary says when).
+
+    Raises :class:`ReconciliationError` when the day has no recorded run, the run read no Iceberg
+    snapshots (the plain-Parquet lake cannot be read as of a moment), or its balance snapshot is gone.
+    """
+    session = session or boto3.Session(region_name=settings.region)
+    client: S3Client = session.client("s3")
+    recorded = _read_summary(client, settings, day)
+    if recorded is None:
+        raise ReconciliationError(f"{day} has no recorded reconciliation to replay")
+    versions = {name: int(value) for name, value in (recorded.get("lake_snapshots") or {}).items()}
+    if not versions:
+        raise ReconciliationError(
+            f"the reconciliation of {day} recorded no Iceberg snapshots: it cannot be replayed"
+        )
+    snapshot = snapshot_taken_at(client, settings, dt.datetime.fromisoformat(recorded["snapshot_at"]))
+    if snapshot is None:
+        raise ReconciliationError(
+            f"the balance snapshot of {recorded['snapshot_at']} the run compared with is gone"
+        )
+    run_at = dt.datetime.fromisoformat(recorded["run_at"])
+    engine = engine_for(settings, versions=versions)
+    started = time.perf_counter()
+    try:
+        outcome = reconcile_day(
+            engine, day, snapshot, now=run_at, max_lag_seconds=int(recorded["max_lag_seconds"])
+        )
+    finally:
+        engine.close()
+    report = ReconciliationReport(
+        day=day,
+        counts=outcome.counts,
+        findings=outcome.findings,
+        checks=outcome.checks,
+        wallets=outcome.wallets,
+        ledger_rows=outcome.ledger_rows,
+        totals=outcome.totals,
+        snapshot_at=snapshot.snapshot_at,
+        run_at=run_at,
+        max_lag_seconds=int(recorded["max_lag_seconds"]),
+        seconds=time.perf_counter() - started,
+        lake_snapshots=versions,
+    )
+    return Replay(recorded=recorded, report=report, differences=compare_with_recorded(report, recorded))
+
+
+def compare_with_recorded(report: ReconciliationReport, recorded: Mapping[str, Any]) -> list[str]:
+    """What differs between a replayed day and its recorded summary (empty: identical). Pure."""
+    now = report.to_dict()
+    differences = []
+    for field in ("counts", "checks", "totals", "wallets", "ledger_rows", "findings"):
+        if now[field] != recorded.get(field):
+            differences.append(f"{field}: recorded {recorded.get(field)!r}, replayed {now[field]!r}")
+    return differences
 
 
 def reconcile_day(
@@ -511,9 +599,12 @@ def _run_day(
     now: dt.datetime,
     max_lag_seconds: int,
     earlier: tuple[ReconciliationReport, ...],
+    versions: Mapping[str, int],
 ) -> ReconciliationReport:
     started = time.perf_counter()
     outcome = reconcile_day(engine, day, snapshot, now=now, max_lag_seconds=max_lag_seconds)
+    if versions:
+        tag_versions(settings, versions, f"reconciled-{day.isoformat()}")
     return record_day(
         client,
         settings,
@@ -524,6 +615,7 @@ def _run_day(
         max_lag_seconds=max_lag_seconds,
         earlier=earlier,
         seconds=time.perf_counter() - started,
+        lake_snapshots=versions,
     )
 
 
@@ -538,6 +630,7 @@ def record_day(
     max_lag_seconds: int,
     earlier: tuple[ReconciliationReport, ...] = (),
     seconds: float = 0.0,
+    lake_snapshots: Mapping[str, int] | None = None,
 ) -> ReconciliationReport:
     """Write a classified day's ``daily_balances``, ``reconciliation`` and JSON summary.
 
@@ -560,6 +653,7 @@ def record_day(
         seconds=seconds,
         keys=keys,
         earlier=earlier,
+        lake_snapshots=dict(lake_snapshots or {}),
     )
     client.put_object(
         Bucket=settings.bucket,

@@ -6,7 +6,14 @@ import argparse
 import json
 from typing import Any
 
-from queries.reconciliation import DEFAULT_MAX_LAG_SECONDS, OK, ReconciliationReport, reconcile
+from queries.reconciliation import (
+    DEFAULT_MAX_LAG_SECONDS,
+    OK,
+    ReconciliationError,
+    ReconciliationReport,
+    reconcile,
+    replay,
+)
 from walletlake.nightly import day_argument, yesterday
 from walletlake.settings import Settings
 
@@ -32,18 +39,53 @@ def register(subparsers: Any) -> None:
         default=DEFAULT_MAX_LAG_SECONDS,
         help=f"delivery bound separating lagging from missing (default {DEFAULT_MAX_LAG_SECONDS})",
     )
+    parser.add_argument(
+        "--replay",
+        action="store_true",
+        help="reconcile the recorded day again as of the Iceberg snapshots its run read, write nothing, "
+        "and say whether the outcome is identical (exit 1 if not)",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
     parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     day = args.date or yesterday()
+    if args.replay:
+        return _replay(day, as_json=args.json)
     report = reconcile(Settings.from_env(), day, max_lag_seconds=args.max_lag_seconds)
     if args.json:
         print(json.dumps(report.to_dict()))
     else:
         print(describe(report))
     return report.exit_code
+
+
+def _replay(day: Any, *, as_json: bool) -> int:
+    try:
+        replayed = replay(Settings.from_env(), day)
+    except ReconciliationError as error:
+        print(f"walletlake reconcile --replay: {error}")
+        return 2
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    **replayed.report.to_dict(),
+                    "identical": replayed.identical,
+                    "differences": replayed.differences,
+                }
+            )
+        )
+    else:
+        snapshots = ", ".join(
+            f"{name} {snapshot}" for name, snapshot in sorted(replayed.report.lake_snapshots.items())
+        )
+        verdict = "IDENTICAL to the recorded run" if replayed.identical else "DIFFERENT from the recorded run"
+        lines = [f"replay of {day} as of {snapshots}: {verdict} (run at {replayed.recorded['run_at']})"]
+        lines.extend(f"  {difference}" for difference in replayed.differences)
+        print("\n".join(lines))
+    return 0 if replayed.identical else 1
 
 
 def describe(report: ReconciliationReport) -> str:
