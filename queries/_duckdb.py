@@ -187,10 +187,11 @@ class DuckDBEngine:
         the same way (``{location}/{table}/dt=YYYY-MM-DD/*.parquet``) works too; the benchmark uses it.
     session:
         boto3 session whose S3 endpoint and credentials DuckDB uses.
-    snapshots:
-        Iceberg snapshot ids to read instead of the current ones, per table (what
-        :func:`queries._iceberg_views.current_snapshots` recorded); ``None`` for a table that had
-        no snapshot. Tables not named read their current snapshot. Only with ``lake_format="iceberg"``.
+    versions:
+        Iceberg snapshot ids to read instead of the current ones, per table, as the Athena engine
+        takes them (:func:`queries.time_travel.current_versions` recorded them); ``None`` for a table that
+        had no snapshot (its view is empty). Tables not named read their current snapshot. Only
+        with ``lake_format="iceberg"``.
     catalog:
         The Iceberg catalog (the process's cached one by default).
 
@@ -208,14 +209,14 @@ class DuckDBEngine:
         *,
         location: str | None = None,
         session: boto3.Session | None = None,
-        snapshots: Snapshots | None = None,
+        versions: Snapshots | None = None,
         catalog: RestCatalog | None = None,
     ) -> None:
         iceberg = settings.lake_format == "iceberg"
-        if snapshots and not iceberg:
+        if versions and not iceberg:
             raise ValueError("snapshots can only be pinned when lake_format is iceberg")
         self.settings = settings
-        self.snapshots = check_pins(snapshots or {})
+        self.versions = check_pins(versions or {})
         self.location = (location or f"s3://{settings.bucket}/{settings.lake_prefix}").rstrip("/")
         on_s3 = self.location.startswith("s3://")
         if session is None and (on_s3 or iceberg):
@@ -225,13 +226,13 @@ class DuckDBEngine:
         self._connection = connect(session if on_s3 or iceberg else None, settings.region, iceberg=iceberg)
         self._lock = threading.Lock()
 
-    def as_of(self, snapshots: Snapshots) -> DuckDBEngine:
-        """A new engine over the same lake, reading these Iceberg snapshots (close it too)."""
+    def as_of(self, versions: Snapshots) -> DuckDBEngine:
+        """A new engine over the same lake, reading these Iceberg snapshots too (close it too)."""
         return DuckDBEngine(
             self.settings,
             location=self.location,
             session=self._session,
-            snapshots={**self.snapshots, **snapshots},
+            versions={**self.versions, **versions},
             catalog=self._catalog,
         )
 
@@ -307,7 +308,7 @@ class DuckDBEngine:
     def _source(self, table: str) -> str | None:
         """The table function a view reads, or None when there is nothing to read yet."""
         if is_iceberg_view(self.settings, table):
-            found = resolve(self.settings, table, self.snapshots, self._catalog)
+            found = resolve(self.settings, table, self.versions, self._catalog)
             if found.snapshot_id is None:
                 return None
             return (

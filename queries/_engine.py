@@ -36,7 +36,7 @@ class QueryEngine(Protocol):
         ...
 
 
-def engine_for(settings: Settings, *, versions: Mapping[str, int] | None = None) -> QueryEngine:
+def engine_for(settings: Settings, *, versions: Mapping[str, int | None] | None = None) -> QueryEngine:
     """The engine ``settings.query_engine`` names: DuckDB on the embedded stack, Athena on AWS.
 
     ``versions`` pins Iceberg tables to snapshots (:mod:`queries.time_travel`): every query of the

@@ -161,7 +161,7 @@ class ReconciliationReport:
     earlier: tuple[ReconciliationReport, ...] = ()
     #: Per Iceberg table, the snapshot id the day's queries read (empty for the plain-Parquet lake):
     #: what :func:`replay` reads again to reproduce the run.
-    lake_snapshots: dict[str, int] = dataclasses.field(default_factory=dict)
+    lake_snapshots: dict[str, int | None] = dataclasses.field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -190,7 +190,10 @@ class ReconciliationReport:
             "findings": [finding.to_dict() for finding in self.findings],
             "keys": list(self.keys),
             "earlier": [report.to_dict() for report in self.earlier],
-            "lake_snapshots": {name: str(snapshot) for name, snapshot in self.lake_snapshots.items()},
+            "lake_snapshots": {
+                name: None if snapshot is None else str(snapshot)
+                for name, snapshot in self.lake_snapshots.items()
+            },
         }
 
 
@@ -269,7 +272,10 @@ def replay(settings: Settings, day: dt.date, *, session: boto3.Session | None = 
     recorded = _read_summary(client, settings, day)
     if recorded is None:
         raise ReconciliationError(f"{day} has no recorded reconciliation to replay")
-    versions = {name: int(value) for name, value in (recorded.get("lake_snapshots") or {}).items()}
+    versions = {
+        name: None if value is None else int(value)
+        for name, value in (recorded.get("lake_snapshots") or {}).items()
+    }
     if not versions:
         raise ReconciliationError(
             f"the reconciliation of {day} recorded no Iceberg snapshots: it cannot be replayed"
@@ -599,7 +605,7 @@ def _run_day(
     now: dt.datetime,
     max_lag_seconds: int,
     earlier: tuple[ReconciliationReport, ...],
-    versions: Mapping[str, int],
+    versions: Mapping[str, int | None],
 ) -> ReconciliationReport:
     started = time.perf_counter()
     outcome = reconcile_day(engine, day, snapshot, now=now, max_lag_seconds=max_lag_seconds)
@@ -630,7 +636,7 @@ def record_day(
     max_lag_seconds: int,
     earlier: tuple[ReconciliationReport, ...] = (),
     seconds: float = 0.0,
-    lake_snapshots: Mapping[str, int] | None = None,
+    lake_snapshots: Mapping[str, int | None] | None = None,
 ) -> ReconciliationReport:
     """Write a classified day's ``daily_balances``, ``reconciliation`` and JSON summary.
 

@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 
     from walletlake.settings import Settings
 
-#: Per Iceberg table, the snapshot id a query reads.
-LakeVersions = Mapping[str, int]
+#: Per Iceberg table, the snapshot id a query reads; None for a table that had no snapshot yet
+#: (read as empty on DuckDB; Athena cannot pin "no snapshot", so it reads such a table as it is).
+LakeVersions = Mapping[str, int | None]
 
 #: How long a reconciliation's snapshots are kept for audits (a year and a month).
 AUDIT_TAG_RETENTION_MS: Final = 400 * 24 * 3600 * 1000
@@ -51,17 +52,17 @@ def pin_versions(sql: str, versions: LakeVersions) -> str:
     return tree.sql(dialect="trino")
 
 
-def current_versions(settings: Settings, catalog: Catalog | None = None) -> dict[str, int]:
-    """The current snapshot id of every Iceberg table that has one."""
+def current_versions(settings: Settings, catalog: Catalog | None = None) -> dict[str, int | None]:
+    """The current snapshot id of every Iceberg table (None for one never committed to): what a run
+    records so that it can be read again exactly, an empty table as empty."""
     from lake.iceberg_catalog import cached_catalog
     from lake.iceberg_tables import identifier
 
     catalog = catalog or cached_catalog(settings)
-    versions: dict[str, int] = {}
+    versions: dict[str, int | None] = {}
     for name in ICEBERG_TABLES:
         snapshot = catalog.load_table(identifier(settings.glue_database, name)).current_snapshot()
-        if snapshot is not None:
-            versions[name] = snapshot.snapshot_id
+        versions[name] = snapshot.snapshot_id if snapshot is not None else None
     return versions
 
 
@@ -74,6 +75,8 @@ def tag_versions(
 
     catalog = catalog or cached_catalog(settings)
     for name, snapshot_id in versions.items():
+        if snapshot_id is None:
+            continue
         table = catalog.load_table(identifier(settings.glue_database, name))
         with table.manage_snapshots() as manage:
             if tag in table.metadata.refs:

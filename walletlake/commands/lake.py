@@ -1,0 +1,103 @@
+"""``walletlake lake``: operations on the lake as a whole; ``migrate`` moves it into Iceberg."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import boto3
+
+from lake.iceberg_catalog import open_catalog
+from lake.iceberg_migration import DEFAULT_FILES_PER_COMMIT, migrate
+from lake.iceberg_tables import ICEBERG_TABLES
+from walletlake.nightly import day_argument
+from walletlake.settings import Settings
+
+#: Exit status of a run that left days alone (the table already held other files for them).
+EXIT_SKIPPED = 2
+
+
+def register(subparsers: Any) -> None:
+    """Add the sub-command's parser."""
+    parser = subparsers.add_parser(
+        "lake",
+        help="operations on the lake as a whole (migrate: the plain-Parquet lake into Iceberg)",
+        description="Operations on the lake as a whole.",
+    )
+    actions = parser.add_subparsers(dest="lake_command", metavar="ACTION", required=True)
+    migrate_parser = actions.add_parser(
+        "migrate",
+        help="register the plain-Parquet lake's compacted files in the Iceberg tables",
+        description=(
+            "Registers every compacted file under {lake_prefix}/{table}/dt=*/ in its Iceberg table, "
+            "where it lies: no data is read (footers only), copied or rewritten. A day still holding "
+            "landing objects is refused (run `walletlake compact --date DAY` first), and a refused run "
+            "commits nothing. Running it again registers only what is missing. A day the table already "
+            f"holds other files for (the stream's) is skipped, exit status {EXIT_SKIPPED}, unless "
+            "named with --include-day."
+        ),
+    )
+    migrate_parser.add_argument(
+        "--table",
+        dest="tables",
+        action="append",
+        choices=tuple(ICEBERG_TABLES),
+        default=None,
+        help="a table to migrate (repeatable; default: all of them)",
+    )
+    migrate_parser.add_argument(
+        "--dry-run", action="store_true", help="check everything and list what would be registered"
+    )
+    migrate_parser.add_argument(
+        "--include-day",
+        dest="include_days",
+        action="append",
+        type=day_argument,
+        default=[],
+        metavar="YYYY-MM-DD",
+        help="register this day even though the table holds other files for it (repeatable)",
+    )
+    migrate_parser.add_argument(
+        "--files-per-commit",
+        type=int,
+        default=DEFAULT_FILES_PER_COMMIT,
+        help="files registered per Iceberg commit",
+    )
+    migrate_parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    migrate_parser.set_defaults(func=_migrate)
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    settings = Settings.from_env()
+    session = boto3.Session(region_name=settings.region)
+
+    def progress(line: str) -> None:
+        print(f"  {line}", file=sys.stderr, flush=True)
+
+    report = migrate(
+        settings,
+        open_catalog(settings, session),
+        session.client("s3"),
+        tables=tuple(args.tables or ICEBERG_TABLES),
+        dry_run=args.dry_run,
+        progress=progress,
+        include_days=frozenset(args.include_days),
+        files_per_commit=args.files_per_commit,
+    )
+    if args.json:
+        print(json.dumps(report.to_dict()))
+    else:
+        verb = "would register" if args.dry_run else "registered"
+        print(f"migration{' (dry run)' if args.dry_run else ''}:")
+        for name, table in report.tables.items():
+            done = sum(1 for day in table.days if day.state == "done")
+            print(
+                f"  {name:<11} {verb} {table.files_registered} files, {table.rows_registered:,} rows "
+                f"({len(table.days)} days: {done} already migrated, {len(table.skipped)} skipped; "
+                f"{len(table.snapshot_ids)} commits)"
+            )
+        for day in report.skipped:
+            print(f"  skipped {day.table} {day.day}: {day.reason}")
+    return EXIT_SKIPPED if report.skipped else 0
