@@ -71,7 +71,7 @@ MAX_SNAPSHOT_SEGMENTS: Final = 10_000
 #: How the stream's tables (ledger, wallets, quarantine) are kept: ``iceberg`` tables committed by one
 #: committer (:mod:`lake.committer`), or the older plain Parquet under ``dt=`` prefixes.
 LakeFormat = Literal["parquet", "iceberg"]
-DEFAULT_LAKE_FORMAT: Final = "parquet"
+DEFAULT_LAKE_FORMAT: Final = "iceberg"
 #: Seconds between two commits of the committer: each commit appends everything landed since the
 #: last one, so this is the lake's freshness bound and one table's commit rate (one per interval).
 DEFAULT_COMMIT_INTERVAL_SECONDS: Final = 30
@@ -218,7 +218,7 @@ class Settings:
     max_requests_in_flight: int = DEFAULT_MAX_REQUESTS_IN_FLIGHT
     metrics_interval_seconds: int = DEFAULT_METRICS_INTERVAL_SECONDS
     lake_format: LakeFormat = DEFAULT_LAKE_FORMAT
-    iceberg_catalog_uri: str = ""
+    iceberg_catalog_uri: str | None = None
     iceberg_warehouse: str = "walletlake-tables"
     commit_interval_seconds: int = DEFAULT_COMMIT_INTERVAL_SECONDS
 

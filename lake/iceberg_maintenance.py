@@ -1,0 +1,536 @@
+"""Maintenance of the Iceberg tables: compaction of a day, snapshot expiry and orphan removal.
+
+The committer appends the landed files of every interval as they are (:mod:`lake.committer`), so a
+day of a busy table is thousands of small files in arrival order: every reader opens them all, and
+a one-wallet question reads every one. :func:`compact_day` rewrites a day's small files into a few
+sorted ones in **one** snapshot that removes exactly its inputs and adds its outputs, while the
+committer keeps appending. Why that is safe:
+
+- Appends never remove a file, and the compaction removes only the files it read, so a row is in
+  the table once before and once after, whatever commits in between. The tables' isolation level
+  is ``snapshot``: an append to the same day does not have to abort the compaction.
+- pyiceberg's own retry is turned off for the commit (as the committer does): on a refused commit
+  the compaction refreshes the table itself and checks that every input is still live. If one is
+  gone (another compaction took it), this attempt is abandoned and its output deleted, rather than
+  rebased into a snapshot that would hold those rows twice. If all are live, the same output is
+  committed again onto the new head (bounded attempts).
+- A commit whose outcome is unknown (a lost response) is recognised on the next attempt: the
+  output is already live, and nothing is committed twice.
+- Rows are not deduplicated: the committer appends every landed batch once, so a copy of a row is
+  a defect that reconciliation must see, not one that a rewrite may hide. A rewrite keeps the
+  table's rows exactly; only their files and order change.
+- The committer's progress (table property ``walletlake.committed-through``) is never set here:
+  pyiceberg carries properties forward, so a compaction leaves the stream positions as they were.
+
+:func:`expire_snapshots` drops old snapshots from the metadata, never the current one, a tagged
+one (reconciliation tags the snapshots it read, so an audit can read them again) nor the last few.
+pyiceberg only edits the metadata; the files no snapshot references any more are deleted by
+:func:`remove_orphan_files`, which also keeps every file a landing record names (landed, perhaps not
+yet committed) and every file younger than a threshold far above the commit interval (landed but
+its record not yet written, or the output of a compaction in flight).
+
+pyiceberg 0.12 has no manifest rewrite (Java's ``RewriteManifests``): manifests are merged by the
+committer's ``merge_append`` once a table has ``commit.manifest.min-count-to-merge`` of them, which
+is what keeps the manifest count bounded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Final
+
+import boto3
+
+from lake import parquet
+from lake.compaction import DEFAULT_ROW_GROUP_ROWS, DEFAULT_TARGET_FILE_BYTES, LAYOUTS
+from lake.iceberg_tables import ICEBERG_TABLES, iceberg_arrow_schema, identifier
+from lake.landing_log import log_prefix, read_record
+from lake.objects import delete_keys
+from lake.schemas import PARTITION_COLUMN
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.table import FileScanTask, Table
+
+    from walletlake.settings import Settings
+
+_logger = logging.getLogger(__name__)
+
+#: Snapshot summary key naming what a maintenance commit did (the committer's commits lack it).
+OPERATION_PROPERTY: Final = "walletlake.operation"
+COMPACTION: Final = "compaction"
+#: A file at or above this share of the target is left alone: rewriting it gains nothing.
+SMALL_FILE_SHARE: Final = 0.75
+#: Commit attempts of one compaction: each refusal means another commit won the race.
+DEFAULT_ATTEMPTS: Final = 5
+#: Snapshots younger than this are kept: a reader (or a rerun pinned to a snapshot) needs them.
+DEFAULT_SNAPSHOT_AGE_SECONDS: Final = 5 * 24 * 3600
+#: The newest snapshots of the main branch kept whatever their age.
+DEFAULT_RETAIN_LAST: Final = 10
+#: Files younger than this are never orphans: a batch's files are written before its landing
+#: record, and a compaction's output before its commit. A day is far above either gap.
+DEFAULT_ORPHAN_AGE_SECONDS: Final = 24 * 3600
+_READERS: Final = 16
+
+#: Called with the attempt number after the output is written and before each commit: a seam for
+#: tests to commit something concurrently at exactly that point.
+BeforeCommit = Callable[[int], None]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CompactionResult:
+    """What :func:`compact_day` did to one partition.
+
+    ``outcome`` is ``compacted``, ``nothing to compact`` (fewer than two small files) or
+    ``abandoned`` (an input was removed concurrently; the output was deleted, nothing committed).
+    """
+
+    table: str
+    day: str
+    outcome: str
+    files_in: int = 0
+    files_out: int = 0
+    rows: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    attempts: int = 0
+    snapshot_id: int | None = None
+    paths_out: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain values, for logs and JSON."""
+        return {**dataclasses.asdict(self), "paths_out": list(self.paths_out)}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ExpiryResult:
+    """Snapshots expired and kept."""
+
+    table: str
+    expired: tuple[int, ...]
+    kept: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain values, for logs and JSON."""
+        return {"table": self.table, "expired": list(self.expired), "kept": self.kept}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OrphanResult:
+    """Files under the table's ``data/`` that were deleted, and why the others were kept."""
+
+    table: str
+    deleted: tuple[str, ...]
+    referenced: int
+    landed: int
+    young: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain values, for logs and JSON."""
+        return {**dataclasses.asdict(self), "deleted": list(self.deleted)}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MaintenanceReport:
+    """One :func:`maintain` run."""
+
+    compaction: CompactionResult
+    expiry: ExpiryResult
+    orphans: OrphanResult
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain values, for logs and JSON."""
+        return {
+            "compaction": self.compaction.as_dict(),
+            "expiry": self.expiry.as_dict(),
+            "orphans": self.orphans.as_dict(),
+        }
+
+
+def compact_day(
+    settings: Settings,
+    catalog: Catalog,
+    table: str,
+    day: str | dt.date,
+    *,
+    target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
+    attempts: int = DEFAULT_ATTEMPTS,
+    client: S3Client | None = None,
+    before_commit: BeforeCommit | None = None,
+) -> CompactionResult:
+    """Rewrite one ``dt`` partition's small files into sorted files of at most ``target_file_bytes``.
+
+    Inputs are packed into groups of at most the target, each rewritten as one file (so memory is
+    bounded by a group, not by the day); all groups are committed in one snapshot. See the module
+    docstring for why a concurrent append can neither lose nor double a row.
+    """
+    from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
+    from pyiceberg.io.pyarrow import parquet_file_to_data_file
+
+    day_text = day.isoformat() if isinstance(day, dt.date) else day
+    ident = identifier(settings.glue_database, table)
+    client = client or boto3.client("s3", region_name=settings.region)
+    current = catalog.load_table(ident)
+    groups = plan_groups(_day_tasks(current, day_text), target_file_bytes)
+    if not groups:
+        return _logged(CompactionResult(table, day_text, "nothing to compact"))
+    inputs = [task.file for group in groups for task in group]
+    paths_out = tuple(
+        _write_group(client, current, table, day_text, group, target_file_bytes) for group in groups
+    )
+    with ThreadPoolExecutor(max_workers=_READERS) as pool:
+        outputs = list(
+            pool.map(lambda path: parquet_file_to_data_file(current.io, current.metadata, path), paths_out)
+        )
+    result = CompactionResult(
+        table,
+        day_text,
+        COMPACTION,
+        files_in=len(inputs),
+        files_out=len(outputs),
+        rows=sum(file.record_count for file in outputs),
+        bytes_in=sum(file.file_size_in_bytes for file in inputs),
+        bytes_out=sum(file.file_size_in_bytes for file in outputs),
+        paths_out=paths_out,
+    )
+    rows_in = sum(file.record_count for file in inputs)
+    if result.rows != rows_in:  # the rewrite must hold exactly the rows it read
+        _delete_paths(client, paths_out)
+        raise RuntimeError(f"{table} dt={day_text}: compaction read {rows_in} rows but wrote {result.rows}")
+    summary = {
+        OPERATION_PROPERTY: COMPACTION,
+        "walletlake.compaction.day": day_text,
+        "walletlake.compaction.files-in": str(len(inputs)),
+        "walletlake.compaction.files-out": str(len(outputs)),
+    }
+    wanted = [file.file_path for file in inputs]
+    for attempt in range(1, attempts + 1):
+        if attempt > 1:
+            current = catalog.load_table(ident)
+        live = _live_files(current, day_text)
+        if all(path in live for path in paths_out):
+            # An earlier attempt landed though its answer was lost: it is done, not to be redone.
+            return _logged(dataclasses.replace(result, attempts=attempt, snapshot_id=_snapshot_id(current)))
+        gone = [path for path in wanted if path not in live]
+        if gone:
+            _delete_paths(client, paths_out)
+            _logger.warning(
+                "compaction of %s dt=%s abandoned: %d of its inputs were removed meanwhile (e.g. %s)",
+                table,
+                day_text,
+                len(gone),
+                gone[0],
+            )
+            return _logged(dataclasses.replace(result, outcome="abandoned", attempts=attempt, paths_out=()))
+        if before_commit is not None:
+            before_commit(attempt)
+        try:
+            committed = _commit_rewrite(current, [live[path] for path in wanted], outputs, summary)
+        except CommitFailedException:
+            _logger.warning(
+                "compaction of %s dt=%s refused (a concurrent commit); checking again", table, day_text
+            )
+            continue
+        except CommitStateUnknownException:
+            _logger.warning("compaction of %s dt=%s: commit outcome unknown; checking again", table, day_text)
+            continue
+        return _logged(dataclasses.replace(result, attempts=attempt, snapshot_id=_snapshot_id(committed)))
+    # Every attempt lost a race: the output may still be committed by an unknown outcome, so it is
+    # left for orphan removal (which deletes it only if no snapshot references it).
+    raise RuntimeError(f"compaction of {table} dt={day_text} refused {attempts} times; giving up")
+
+
+def plan_groups(tasks: Sequence[FileScanTask], target_file_bytes: int) -> list[list[FileScanTask]]:
+    """The small files of a partition packed in path order into groups of at most the target.
+
+    Only groups of two files or more: a lone small file is already as compact as it gets. A file
+    with delete files attached is left out (rewriting it would have to apply them; the lake
+    writes none, so this only guards a table changed by another engine).
+    """
+    small = sorted(
+        (
+            task
+            for task in tasks
+            if not task.delete_files and task.file.file_size_in_bytes < target_file_bytes * SMALL_FILE_SHARE
+        ),
+        key=lambda task: task.file.file_path,
+    )
+    groups: list[list[FileScanTask]] = []
+    size = 0
+    for task in small:
+        if not groups or size + task.file.file_size_in_bytes > target_file_bytes:
+            groups.append([])
+            size = 0
+        groups[-1].append(task)
+        size += task.file.file_size_in_bytes
+    return [group for group in groups if len(group) >= 2]
+
+
+def sort_columns(table: Table, name: str) -> list[str]:
+    """The table's sort order, then the rest of the old compaction's order as a tie-break.
+
+    The tie-break makes a rewrite of the same rows the same bytes (the ledger's sort order stops at
+    ``wallet_version``; ``entry_id`` settles the debit and credit of a self-transfer).
+    """
+    schema = table.schema()
+    columns = [schema.find_column_name(field.source_id) or "" for field in table.sort_order().fields]
+    columns = [column for column in columns if column] or list(ICEBERG_TABLES[name].sort)
+    return [*columns, *(column for column in LAYOUTS[name].order if column not in columns)]
+
+
+def _day_tasks(table: Table, day: str) -> list[FileScanTask]:
+    from pyiceberg.expressions import EqualTo, Reference
+    from pyiceberg.expressions.literals import literal
+
+    if table.current_snapshot() is None:
+        return []
+    tasks = table.scan(row_filter=EqualTo(term=Reference(PARTITION_COLUMN), value=literal(day))).plan_files()
+    # The filter prunes by partition; a file of another day can only pass through missing
+    # statistics, so the partition value itself decides.
+    return [task for task in tasks if _partition_day(task.file) == day]
+
+
+def _partition_day(file: DataFile) -> str | None:
+    value = file.partition[0] if len(file.partition) else None
+    return str(value) if value is not None else None
+
+
+def _live_files(table: Table, day: str) -> dict[str, DataFile]:
+    return {task.file.file_path: task.file for task in _day_tasks(table, day)}
+
+
+def _write_group(
+    client: S3Client,
+    table: Table,
+    name: str,
+    day: str,
+    group: Sequence[FileScanTask],
+    target_file_bytes: int,
+) -> str:
+    """Read a group's rows through pyiceberg (which projects ``dt`` for files without it and
+    reads millisecond files as microseconds), sort them, and write one file with the lake's
+    Parquet encoding; returns its path."""
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan
+
+    from lake.iceberg_landing import split_bucket_key
+
+    rows = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table(group)
+    schema = iceberg_arrow_schema(name)
+    rows = rows.select(schema.names).cast(schema)
+    rows = rows.sort_by([(column, "ascending") for column in sort_columns(table, name)])
+    # Min/max of every column, as landing files have: Iceberg keeps them per file in the
+    # manifests, where engines prune files before opening any (and pyiceberg warns of each
+    # column without them); the footer of a 256 MB file holds them for a few dozen row groups.
+    body = parquet.encode(rows, row_group_size=DEFAULT_ROW_GROUP_ROWS)
+    if len(body) > target_file_bytes:
+        _logger.info("%s dt=%s: compacted file of %d bytes is over the target", name, day, len(body))
+    path = (
+        f"{table.location().rstrip('/')}/data/{PARTITION_COLUMN}={day}/compacted-{uuid.uuid4().hex}.parquet"
+    )
+    bucket, key = split_bucket_key(path)
+    client.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/vnd.apache.parquet")
+    return path
+
+
+def _commit_rewrite(
+    table: Table, inputs: Sequence[DataFile], outputs: Sequence[DataFile], summary: dict[str, str]
+) -> Table:
+    """One overwrite snapshot removing ``inputs`` and adding ``outputs``, refused (never rebased)
+    when the table moved since ``table`` was loaded."""
+    transaction = _strict(table).transaction()
+    with transaction.update_snapshot(snapshot_properties=summary).overwrite() as rewrite:
+        for data_file in inputs:
+            rewrite.delete_data_file(data_file)
+        for data_file in outputs:
+            rewrite.append_data_file(data_file)
+    return transaction.commit_transaction()
+
+
+def _strict(table: Table) -> Table:
+    """The same table with pyiceberg's commit retry off: a refusal comes back to the caller."""
+    from pyiceberg.table import Table as IcebergTable
+
+    return IcebergTable(
+        table.name(),
+        table.metadata.model_copy(
+            update={"properties": {**table.metadata.properties, "commit.retry.num-retries": "0"}}
+        ),
+        table.metadata_location,
+        table.io,
+        table.catalog,
+    )
+
+
+def _snapshot_id(table: Table) -> int | None:
+    snapshot = table.current_snapshot()
+    return snapshot.snapshot_id if snapshot is not None else None
+
+
+def _delete_paths(client: S3Client, paths: Iterable[str]) -> None:
+    from lake.iceberg_landing import split_bucket_key
+
+    for path in paths:
+        bucket, key = split_bucket_key(path)
+        delete_keys(client, bucket, [key])
+
+
+def _logged(result: CompactionResult) -> CompactionResult:
+    _logger.info("compaction %s", json.dumps(result.as_dict()))
+    return result
+
+
+def expire_snapshots(
+    settings: Settings,
+    catalog: Catalog,
+    table: str,
+    older_than_seconds: float = DEFAULT_SNAPSHOT_AGE_SECONDS,
+    retain_last: int = DEFAULT_RETAIN_LAST,
+    *,
+    clock: Callable[[], float] = time.time,
+) -> ExpiryResult:
+    """Expire snapshots older than ``older_than_seconds``, keeping the current one, the
+    ``retain_last`` newest of the main branch and every snapshot a tag or branch names.
+
+    pyiceberg 0.12's ``ExpireSnapshots`` refuses a tagged or branch-head snapshot itself
+    (``by_id`` raises, ``older_than`` skips them, and the commit drops them again); the selection
+    here keeps them as well, so the answer names only what was really expired.
+    """
+    current = catalog.load_table(identifier(settings.glue_database, table))
+    keep = protected_snapshots(current, retain_last)
+    cutoff_ms = (clock() - older_than_seconds) * 1000
+    doomed = sorted(
+        snapshot.snapshot_id
+        for snapshot in current.metadata.snapshots
+        if snapshot.timestamp_ms < cutoff_ms and snapshot.snapshot_id not in keep
+    )
+    if doomed:
+        current.maintenance.expire_snapshots().by_ids(doomed).commit()
+    result = ExpiryResult(table, tuple(doomed), len(current.metadata.snapshots) - len(doomed))
+    _logger.info("expiry %s", json.dumps(result.as_dict()))
+    return result
+
+
+def protected_snapshots(table: Table, retain_last: int) -> set[int]:
+    """Snapshot ids expiry must keep: every ref's (tags, branches, so the current one) and the
+    ``retain_last`` newest ancestors of the current snapshot."""
+    keep = {ref.snapshot_id for ref in table.metadata.refs.values()}
+    snapshot = table.current_snapshot()
+    while snapshot is not None and retain_last > 0:
+        keep.add(snapshot.snapshot_id)
+        retain_last -= 1
+        parent = snapshot.parent_snapshot_id
+        snapshot = table.metadata.snapshot_by_id(parent) if parent is not None else None
+    return keep
+
+
+def remove_orphan_files(
+    settings: Settings,
+    catalog: Catalog,
+    table: str,
+    older_than_seconds: float = DEFAULT_ORPHAN_AGE_SECONDS,
+    *,
+    client: S3Client | None = None,
+    clock: Callable[[], float] = time.time,
+) -> OrphanResult:
+    """Delete files under the table's ``data/`` that no snapshot references, no landing record
+    names and that are older than ``older_than_seconds``.
+
+    The order of the reads is what makes a file moving through the pipeline safe: the landing
+    log is read first and the table's metadata after it, so a batch whose record the committer
+    deleted (only once committed) in between is then in the metadata; a file listed but in
+    neither was written before the threshold and was never committed, or no snapshot left holds it.
+    """
+    from lake.iceberg_landing import split_bucket_key
+
+    client = client or boto3.client("s3", region_name=settings.region)
+    landed = landed_paths(client, settings)
+    current = catalog.load_table(identifier(settings.glue_database, table))
+    referenced = referenced_paths(current)
+    bucket, prefix = split_bucket_key(f"{current.location().rstrip('/')}/data/")
+    cutoff = clock() - older_than_seconds
+    doomed: list[str] = []
+    counts = {"referenced": 0, "landed": 0, "young": 0}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for item in page.get("Contents", []):
+            path = f"s3://{bucket}/{item['Key']}"
+            if path in referenced:
+                counts["referenced"] += 1
+            elif path in landed:
+                counts["landed"] += 1
+            elif item["LastModified"].timestamp() >= cutoff:
+                counts["young"] += 1
+            else:
+                doomed.append(item["Key"])
+    if doomed:
+        delete_keys(client, bucket, doomed)
+    result = OrphanResult(table, tuple(f"s3://{bucket}/{key}" for key in doomed), **counts)
+    _logger.info("orphans %s", json.dumps(result.as_dict()))
+    return result
+
+
+def referenced_paths(table: Table) -> set[str]:
+    """Every data file a snapshot still in the metadata references (each manifest read once)."""
+    manifests = {
+        manifest.manifest_path: manifest
+        for snapshot in table.metadata.snapshots
+        for manifest in snapshot.manifests(table.io)
+    }
+    with ThreadPoolExecutor(max_workers=_READERS) as pool:
+        entries = pool.map(
+            lambda manifest: [
+                entry.data_file.file_path
+                for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
+            ],
+            manifests.values(),
+        )
+        return {path for paths in entries for path in paths}
+
+
+def landed_paths(client: S3Client, settings: Settings) -> set[str]:
+    """Every file a landing record in the log names (of any table): landed, maybe not committed."""
+    prefix = log_prefix(settings.lake_prefix)
+    keys = [
+        item["Key"]
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=settings.bucket, Prefix=prefix)
+        for item in page.get("Contents", [])
+        if item["Key"].endswith(".json")
+    ]
+    with ThreadPoolExecutor(max_workers=_READERS) as pool:
+        records = list(pool.map(lambda key: read_record(client, settings.bucket, key), keys))
+    return {file.path for record in records for file in record.files}
+
+
+def maintain(
+    settings: Settings,
+    catalog: Catalog,
+    table: str,
+    day: str | dt.date,
+    *,
+    target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
+    snapshot_age_seconds: float = DEFAULT_SNAPSHOT_AGE_SECONDS,
+    retain_last: int = DEFAULT_RETAIN_LAST,
+    orphan_age_seconds: float = DEFAULT_ORPHAN_AGE_SECONDS,
+    client: S3Client | None = None,
+    clock: Callable[[], float] = time.time,
+) -> MaintenanceReport:
+    """Compact a day, then expire snapshots, then remove orphans: in this order, the inputs the
+    compaction replaced leave the table once the snapshots that held them have expired."""
+    client = client or boto3.client("s3", region_name=settings.region)
+    compaction = compact_day(
+        settings, catalog, table, day, target_file_bytes=target_file_bytes, client=client
+    )
+    expiry = expire_snapshots(settings, catalog, table, snapshot_age_seconds, retain_last, clock=clock)
+    orphans = remove_orphan_files(settings, catalog, table, orphan_age_seconds, client=client, clock=clock)
+    report = MaintenanceReport(compaction, expiry, orphans)
+    _logger.info("maintenance %s", json.dumps(report.as_dict()))
+    return report
