@@ -131,16 +131,17 @@ def _pipeline(
     config: DemoConfig, settings: Settings, stages: _Stages, result: DemoResult, output: Path
 ) -> None:
     # Imported here so `walletlake --help` stays fast and does not load the whole pipeline.
-    from lake.compaction import compact_day
-    from lake.snapshots import take_snapshot
     from queries import run_query
-    from queries.reconciliation import reconcile
     from stream_processor.consumer import drain
     from walletlake.report import render_report
 
     counts = result.counts
     today = dt.datetime.now(dt.UTC).date()
-    result.lake_uri = f"s3://{settings.bucket}/{settings.lake_prefix}/"
+    result.lake_uri = (
+        f"Iceberg tables {settings.glue_database}.{{ledger,wallets,quarantine}} in {settings.catalog_uri}"
+        if settings.lake_format == "iceberg"
+        else f"s3://{settings.bucket}/{settings.lake_prefix}/"
+    )
     workload = _drive_api(config, stages, result)
     committed = workload.deposits_ok + workload.transfers_ok
     counts["api"] = {
@@ -153,14 +154,34 @@ def _pipeline(
         "requests/s": round(workload.requests_per_second),
     }
 
+    iceberg = settings.lake_format == "iceberg"
     with stages.stage("stream → lake (consume)", workload.ledger_entries_expected) as advance:
         first = drain(settings, on_progress=lambda n: advance(n, None))
     counts["consume"] = first.as_dict()
+    commits: list[dict[str, Any]] = []
+    if iceberg:
+        with stages.stage("commit landed batches (Iceberg)"):
+            commits.append(_commit(settings))
 
     with stages.stage("TTL expiry of hot items", committed) as advance:
         remaining = _wait_for_ttl(settings, committed, config.ttl_wait_seconds, advance)
     with stages.stage("stream → lake (after TTL)"):
         second = drain(settings)
+        if iceberg:
+            commits.append(_commit(settings))
+    if iceberg:
+        ledger_commits = [
+            table for commit in commits for table in commit["tables"] if table["table"] == "ledger"
+        ]
+        counts["commit"] = {
+            "commits with new batches (ledger)": sum(1 for table in ledger_commits if table["batches"]),
+            "batches committed (ledger)": sum(table["batches"] for table in ledger_commits),
+            "rows committed (ledger)": sum(table["rows"] for table in ledger_commits),
+            "redelivered batches skipped": sum(table["skipped_batches"] for table in ledger_commits),
+            "ledger snapshot after the last commit": next(
+                (table["snapshot_id"] for table in reversed(ledger_commits) if table["snapshot_id"]), None
+            ),
+        }
     expiries_seen = first.as_dict()["ttl_expired"] + second.as_dict()["ttl_expired"]
     counts["ttl"] = {
         "hot window (seconds)": config.hot_ttl_seconds,
@@ -172,23 +193,7 @@ def _pipeline(
         "quarantined": first.as_dict()["quarantined"] + second.as_dict()["quarantined"],
     }
 
-    with stages.stage("snapshot balances"):
-        snapshot = take_snapshot(settings)
-    with stages.stage("compact today's partition, hour by hour (one unit per table and hour)"):
-        compaction = compact_day(settings, today)
-    with stages.stage("reconcile (exact)"):
-        report = reconcile(settings, today)
-    result.reconciliation = report.to_dict()
-    counts["nightly"] = {
-        "wallets snapshotted": _attr(snapshot, "wallets"),
-        "compaction units with work (one per table and hour)": len(compaction.units),
-        "hours compacted (UTC)": ", ".join(
-            sorted({f"{unit['unit']['hour']:02d}:00" for unit in compaction.units}) or ["none"]
-        ),
-        "ledger rows after compaction": _attr(compaction, "rows_out", "ledger_rows"),
-        "reconciliation": "CLEAN" if report.ok else "FAILED",
-        **{f"findings: {k}": v for k, v in report.counts.items()},
-    }
+    report, rows_after_compaction, replayed_identical = _nightly(settings, stages, counts, result, today)
 
     queries = {
         "daily_volume": {"start_date": today.isoformat(), "end_date": today.isoformat()},
@@ -221,13 +226,18 @@ def _pipeline(
         "every wallet reached the lake": first.as_dict()["wallets"] == workload.wallets_created,
         "every ledger entry reached the lake once": first.as_dict()["ledger_rows"]
         == workload.ledger_entries_expected
-        and _attr(compaction, "rows_out", "ledger_rows") in (None, workload.ledger_entries_expected),
+        and rows_after_compaction in (None, workload.ledger_entries_expected),
         "TTL deletions reached the stream and changed nothing in the lake": (
             second.as_dict()["ledger_rows"] == 0 and expiries_seen >= committed - remaining
         ),
         "analyst SQL sees every entry": lake_entries == workload.ledger_entries_expected,
         "nothing quarantined": counts["ttl"]["quarantined"] == 0,
         "reconciliation clean": report.ok,
+        **(
+            {"reconciliation replays identically as of its snapshots": bool(replayed_identical)}
+            if iceberg
+            else {}
+        ),
     }
     with stages.stage("render report"):
         result.report_path = render_report(
@@ -277,6 +287,89 @@ def _drive_api(config: DemoConfig, stages: _Stages, result: DemoResult) -> Any:
             contexts.pop(name).__exit__(None, None, None)
         result.timings["api total"] = time.perf_counter() - started
     return workload
+
+
+def _nightly(
+    settings: Settings, stages: _Stages, counts: dict[str, Any], result: DemoResult, today: dt.date
+) -> tuple[Any, int | None, bool | None]:
+    """Snapshot, compaction (or the Iceberg maintenance), reconciliation and, on Iceberg, its replay."""
+    from lake.compaction import compact_day
+    from lake.snapshots import take_snapshot
+    from queries.reconciliation import reconcile
+
+    iceberg = settings.lake_format == "iceberg"
+    with stages.stage("snapshot balances"):
+        snapshot = take_snapshot(settings)
+    compacted: dict[str, Any]
+    if iceberg:
+        with stages.stage("compact today's partitions (one atomic Iceberg rewrite per table)"):
+            compacted = _maintain(settings, today)
+        rows_after_compaction: int | None = compacted["ledger rows after compaction"]
+    else:
+        with stages.stage("compact today's partition, hour by hour (one unit per table and hour)"):
+            compaction = compact_day(settings, today)
+        rows_after_compaction = _attr(compaction, "rows_out", "ledger_rows")
+        compacted = {
+            "compaction units with work (one per table and hour)": len(compaction.units),
+            "hours compacted (UTC)": ", ".join(
+                sorted({f"{unit['unit']['hour']:02d}:00" for unit in compaction.units}) or ["none"]
+            ),
+            "ledger rows after compaction": rows_after_compaction,
+        }
+    with stages.stage("reconcile (exact)"):
+        report = reconcile(settings, today)
+    result.reconciliation = report.to_dict()
+    counts["nightly"] = {
+        "wallets snapshotted": _attr(snapshot, "wallets"),
+        **compacted,
+        "reconciliation": "CLEAN" if report.ok else "FAILED",
+        **{f"findings: {k}": v for k, v in report.counts.items()},
+    }
+    replayed_identical: bool | None = None
+    if iceberg:
+        from queries.reconciliation import replay
+
+        with stages.stage("replay the reconciliation as of its snapshots"):
+            replayed = replay(settings, today)
+        replayed_identical = replayed.identical
+        counts["nightly"]["reconciled as of Iceberg snapshots"] = ", ".join(
+            f"{name} {snapshot_id}"
+            for name, snapshot_id in sorted(report.lake_snapshots.items())
+            if snapshot_id
+        )
+        counts["nightly"]["replay as of those snapshots"] = "identical" if replayed.identical else "DIFFERENT"
+
+    return report, rows_after_compaction, replayed_identical
+
+
+def _commit(settings: Settings) -> dict[str, Any]:
+    """One committer cycle (what `walletlake commit` and the AWS committer run every interval)."""
+    import boto3
+
+    from lake.committer import commit_landed
+    from lake.iceberg_catalog import open_catalog
+
+    client = boto3.client("s3", region_name=settings.region)
+    return commit_landed(settings, client, open_catalog(settings)).as_dict()
+
+
+def _maintain(settings: Settings, day: dt.date) -> dict[str, Any]:
+    """The day's Iceberg maintenance per table, summed up for the demo's table."""
+    from lake.iceberg_catalog import open_catalog
+    from lake.iceberg_maintenance import maintain
+    from lake.iceberg_tables import ICEBERG_TABLES, identifier
+
+    catalog = open_catalog(settings)
+    reports = {name: maintain(settings, catalog, name, day) for name in ICEBERG_TABLES}
+    ledger = catalog.load_table(identifier(settings.glue_database, "ledger"))
+    rows = sum(task.file.record_count for task in ledger.scan().plan_files())
+    return {
+        "files rewritten → written": ", ".join(
+            f"{name} {report.compaction.files_in} → {report.compaction.files_out}"
+            for name, report in reports.items()
+        ),
+        "ledger rows after compaction": rows,
+    }
 
 
 def _attr(obj: Any, *names: str) -> Any:

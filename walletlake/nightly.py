@@ -55,7 +55,11 @@ def run_nightly(settings: Settings, day: dt.date, *, now: dt.datetime | None = N
     snapshot = take_snapshot(settings, now=now)
     compaction: dict[str, Any]
     try:
-        compaction = compact_day(settings, day).to_dict()
+        compaction = (
+            _maintain_iceberg(settings, day)
+            if settings.lake_format == "iceberg"
+            else compact_day(settings, day).to_dict()
+        )
     except CompactionConflictError as conflict:
         _logger.error("compaction of %s refused: %s", day, conflict)
         compaction = {"day": day.isoformat(), "error": str(conflict)}
@@ -94,3 +98,15 @@ def lambda_handler(event: dict[str, Any] | None, context: Any) -> dict[str, Any]
         raise NightlyJobError(f"reconciliation of {day} failed: {result['reconciliation']['counts']}")
     logger.info("nightly job clean", extra={"result": summary})
     return result
+
+
+def _maintain_iceberg(settings: Settings, day: dt.date) -> dict[str, Any]:
+    from lake.iceberg_catalog import open_catalog
+    from lake.iceberg_maintenance import maintain
+    from lake.iceberg_tables import ICEBERG_TABLES
+
+    catalog = open_catalog(settings)
+    return {
+        "day": day.isoformat(),
+        "tables": {name: maintain(settings, catalog, name, day).as_dict() for name in ICEBERG_TABLES},
+    }

@@ -25,7 +25,9 @@ def register(subparsers: Any) -> None:
             "(--unit-minutes of one table each, an hour by default) run --workers at a time; units "
             "already compacted are skipped. Running it twice changes nothing; a run killed half way "
             "loses nothing and the next run finishes it. --closed-hours compacts the units of today "
-            "(and yesterday) that have closed, as the hourly schedule does in AWS."
+            "(and yesterday) that have closed, as the hourly schedule does in AWS. On the Iceberg lake "
+            "(the default) it rewrites each table's day in one atomic commit, then expires old "
+            "snapshots (never a tagged one) and removes orphan files; --closed-hours means today."
         ),
     )
     target = parser.add_mutually_exclusive_group()
@@ -76,6 +78,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise ValueError("--workers must be at least 1")
     settings = Settings.from_env()
+    if settings.lake_format == "iceberg":
+        day = dt.datetime.now(dt.UTC).date() if args.closed_hours else args.date or yesterday()
+        return _maintain_iceberg(
+            settings, day, target_file_bytes=args.target_file_mb * 2**20, as_json=args.json
+        )
     unit_minutes = args.unit_minutes or settings.compaction_unit_minutes
     options = {"target_file_bytes": args.target_file_mb * 2**20, "row_group_rows": args.row_group_rows}
     on_unit = None if args.json else _progress
@@ -106,4 +113,33 @@ def _run(args: argparse.Namespace) -> int:
                 f"{table.rows_out:,} rows ({table.duplicates_dropped:,} duplicates dropped; "
                 f"{table.bytes_in:,} → {table.bytes_out:,} bytes)"
             )
+    return 0
+
+
+def _maintain_iceberg(settings: Settings, day: dt.date, *, target_file_bytes: int, as_json: bool) -> int:
+    """The Iceberg lake: per table, the day's atomic compaction, snapshot expiry, orphan removal."""
+    from lake.iceberg_catalog import open_catalog
+    from lake.iceberg_maintenance import maintain
+    from lake.iceberg_tables import ICEBERG_TABLES
+
+    catalog = open_catalog(settings)
+    reports = {
+        name: maintain(settings, catalog, name, day, target_file_bytes=target_file_bytes).as_dict()
+        for name in ICEBERG_TABLES
+    }
+    if as_json:
+        print(json.dumps({"day": day.isoformat(), "tables": reports}))
+        return 0
+    print(f"maintenance of {day} (Iceberg: one atomic rewrite per table; readers never see it half done):")
+    for name, report in reports.items():
+        compaction, expiry, orphans = report["compaction"], report["expiry"], report["orphans"]
+        done = (
+            f"{compaction['files_in']} files → {compaction['files_out']}, {compaction['rows']:,} rows"
+            if compaction["outcome"] == "compacted"
+            else compaction["outcome"]
+        )
+        print(
+            f"  {name:<11} {done}; {len(expiry['expired'])} snapshots expired ({expiry['kept']} kept); "
+            f"{len(orphans['deleted'])} orphan files removed"
+        )
     return 0
