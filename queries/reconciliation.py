@@ -685,6 +685,12 @@ def _store(
     return tuple(written)
 
 
+def recorded_run(settings: Settings, day: dt.date) -> dict[str, Any] | None:
+    """The summary the day's latest run recorded (None if never reconciled): counts, findings, and on
+    the Iceberg lake the ``lake_snapshots`` it read, which an as-of query can pin."""
+    return _read_summary(boto3.Session(region_name=settings.region).client("s3"), settings, day)
+
+
 def _read_summary(client: S3Client, settings: Settings, day: dt.date) -> dict[str, Any] | None:
     try:
         body = client.get_object(Bucket=settings.bucket, Key=summary_key(settings.lake_prefix, day))["Body"]

@@ -10,6 +10,7 @@ snapshot expiry keeps them (and their files) for as long as the tag's retention.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
@@ -62,6 +63,28 @@ def current_versions(settings: Settings, catalog: Catalog | None = None) -> dict
     versions: dict[str, int | None] = {}
     for name in ICEBERG_TABLES:
         snapshot = catalog.load_table(identifier(settings.glue_database, name)).current_snapshot()
+        versions[name] = snapshot.snapshot_id if snapshot is not None else None
+    return versions
+
+
+def versions_as_of(
+    settings: Settings, moment: dt.datetime, catalog: Catalog | None = None
+) -> dict[str, int | None]:
+    """Per Iceberg table, the snapshot that was current at ``moment`` (None: the table had none then).
+
+    What "the lake as we knew it at 09:00 on the 3rd" reads, as long as the snapshots of then are
+    kept (a tag keeps one; expiry removes untagged ones after ``DEFAULT_SNAPSHOT_AGE_SECONDS``).
+    """
+    from lake.iceberg_catalog import cached_catalog
+    from lake.iceberg_tables import identifier
+
+    catalog = catalog or cached_catalog(settings)
+    at_ms = int(moment.astimezone(dt.UTC).timestamp() * 1000)
+    versions: dict[str, int | None] = {}
+    for name in ICEBERG_TABLES:
+        snapshot = catalog.load_table(identifier(settings.glue_database, name)).snapshot_as_of_timestamp(
+            at_ms
+        )
         versions[name] = snapshot.snapshot_id if snapshot is not None else None
     return versions
 

@@ -19,6 +19,7 @@ from typing import Any
 import boto3
 import pyarrow as pa
 
+from lake.iceberg_tables import ICEBERG_TABLES
 from lake.layout import partition_prefix
 from lake.objects import put_table
 from lake.schemas import TABLES
@@ -201,9 +202,17 @@ def make_sample(
     )
 
 
-def write_sample(settings: Settings, sample: SampleLake) -> None:
-    """Write every table of ``sample`` into the settings' bucket, one object per table and day."""
+def write_sample(settings: Settings, sample: SampleLake) -> list[dt.datetime]:
+    """Write every table of ``sample`` as the settings' lake keeps it; returns the commit times.
+
+    The plain-Parquet lake: one object per table and day. The Iceberg lake: the stream's tables
+    landed and committed a day at a time, as the consumer and the committer would (one commit per
+    day, so an as-of query between two of them sees the earlier days only), the nightly outputs as
+    Parquet objects.
+    """
     s3 = boto3.client("s3", region_name=settings.region)
+    iceberg = settings.lake_format == "iceberg"
+    commits = _commit_sample(settings, sample) if iceberg else []
     last_day = sample.days[-1]
     tables: dict[str, list[tuple[dt.date, dict[str, Any]]]] = {
         "ledger": [(row["created_at"].date(), row) for row in sample.ledger],
@@ -214,6 +223,8 @@ def write_sample(settings: Settings, sample: SampleLake) -> None:
         "quarantine": [(row["quarantined_at"].date(), row) for row in sample.quarantine],
     }
     for table, dated in tables.items():
+        if iceberg and table in ICEBERG_TABLES:
+            continue
         schema = TABLES[table]
         by_day: dict[dt.date, list[dict[str, Any]]] = defaultdict(list)
         for day, row in dated:
@@ -221,3 +232,38 @@ def write_sample(settings: Settings, sample: SampleLake) -> None:
         for day, rows in by_day.items():
             key = f"{partition_prefix(settings.lake_prefix, table, day)}sample-{day.isoformat()}.parquet"
             put_table(s3, settings.bucket, key, pa.Table.from_pylist(rows, schema=schema))
+    return commits
+
+
+def _commit_sample(settings: Settings, sample: SampleLake) -> list[dt.datetime]:
+    from lake.committer import commit_landed
+    from lake.iceberg_catalog import open_catalog
+    from lake.iceberg_landing import land_batch
+
+    s3 = boto3.client("s3", region_name=settings.region)
+    catalog = open_catalog(settings)
+    stream = "arn:aws:dynamodb:us-east-1:123456789012:table/sample/stream/2026-01-01T00:00:00.000"
+    commits = []
+    for index, day in enumerate(sample.days):
+        rows = {
+            table: pa.Table.from_pylist(
+                [
+                    {name: row[name] for name in TABLES[table].names}
+                    for row in source
+                    if row[column].date() == day
+                ],
+                schema=TABLES[table],
+            )
+            for table, source, column in (
+                ("ledger", sample.ledger, "created_at"),
+                ("wallets", sample.wallets, "created_at"),
+                ("quarantine", sample.quarantine, "quarantined_at"),
+            )
+        }
+        records = [{"dynamodb": {"SequenceNumber": str(1000 * (index + 1) + offset)}} for offset in range(2)]
+        land_batch(
+            s3, settings, records, lambda _pending, rows=rows: rows, event_source_arn=stream, shard="sample"
+        )
+        commit_landed(settings, s3, catalog)
+        commits.append(dt.datetime.now(dt.UTC))
+    return commits

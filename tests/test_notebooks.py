@@ -1,5 +1,8 @@
 """The analyst notebooks run headless, unchanged, against a lake on the embedded stack.
 
+The lake is the Iceberg lake (the default an analyst gets): the notebooks print the same figures
+they printed over the plain-Parquet layout, which these tests were first written against.
+
 Each notebook is executed with nbclient in a kernel running this project's interpreter, with the
 environment an analyst would have after ``walletlake local up``: the SDK's endpoint variables and
 the ``WALLETLAKE_*`` names of the lake. A cell that raises fails the test. The lake is a small,
@@ -18,7 +21,7 @@ import datetime as dt
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,12 +72,30 @@ def jupyter_environ(jupyter_env: dict[str, str]) -> Iterator[None]:
 
 
 @pytest.fixture
-def sample(settings: Settings) -> SampleLake:
+def settings(make_settings: Callable[..., Settings]) -> Settings:
+    """The Iceberg lake's settings for each test."""
+    return make_settings(lake_format="iceberg")
+
+
+@dataclasses.dataclass
+class CommittedSample:
+    """The sample and when each of its days was committed."""
+
+    lake: SampleLake
+    commits: list[dt.datetime]
+
+
+@pytest.fixture
+def committed(settings: Settings) -> CommittedSample:
     """A three-day lake ending yesterday (UTC), so a notebook's default window finds it."""
     first_day = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=3)
     lake = make_sample(first_day=first_day)
-    write_sample(settings, lake)
-    return lake
+    return CommittedSample(lake, write_sample(settings, lake))
+
+
+@pytest.fixture
+def sample(committed: CommittedSample) -> SampleLake:
+    return committed.lake
 
 
 def _kernel_env(stack: EmbeddedStack, settings: Settings, jupyter_env: dict[str, str]) -> dict[str, str]:
@@ -88,14 +109,26 @@ def _kernel_env(stack: EmbeddedStack, settings: Settings, jupyter_env: dict[str,
             "WALLETLAKE_LAKE_PREFIX": settings.lake_prefix,
             "WALLETLAKE_GLUE_DATABASE": settings.glue_database,
             "WALLETLAKE_TABLE": settings.table,
+            "WALLETLAKE_LAKE_FORMAT": settings.lake_format,
         }
     )
     return env
 
 
-def _execute(path: Path, env: dict[str, str], keep: Path) -> nbformat.NotebookNode:
-    """Run the notebook; the executed copy (outputs, plots) is kept in ``keep`` to look at."""
+def _execute(
+    path: Path, env: dict[str, str], keep: Path, parameters: dict[str, object] | None = None
+) -> nbformat.NotebookNode:
+    """Run the notebook (``parameters`` replace its parameter cell's values, as papermill would);
+    the executed copy (outputs, plots) is kept in ``keep`` to look at."""
     notebook = nbformat.read(path, as_version=4)
+    for name, value in (parameters or {}).items():
+        cell = notebook.cells[1]
+        lines = [
+            f"{name} = {value!r}" if line.startswith(f"{name} = ") else line
+            for line in cell.source.splitlines()
+        ]
+        assert lines != cell.source.splitlines(), f"no parameter {name} in the notebook's parameter cell"
+        cell.source = "\n".join(lines)
     client = NotebookClient(
         notebook,
         timeout=CELL_TIMEOUT_SECONDS,
@@ -169,18 +202,29 @@ def test_ledger_analytics_runs_against_the_embedded_stack(
 def test_reconciliation_runs_against_the_embedded_stack(
     stack: EmbeddedStack,
     settings: Settings,
-    sample: SampleLake,
+    committed: CommittedSample,
     jupyter_env: dict[str, str],
     jupyter_environ: None,
     project_root: Path,
     tmp_path: Path,
 ) -> None:
+    sample = committed.lake
+    # GIVEN an as-of moment after the commit of every day but the last
+    as_of = committed.commits[-2].isoformat()
     notebook = _execute(
         project_root / "notebooks" / "reconciliation.ipynb",
         _kernel_env(stack, settings, jupyter_env),
         tmp_path,
+        parameters={"AS_OF": as_of},
     )
     text = _text_of(notebook)
+    # THEN the as-of query saw the wallet's rows of the days committed by then, and all of them now
+    wallet = _busiest_wallet(sample)
+    rows = [row for row in sample.ledger if row["wallet_id"] == wallet]
+    earlier = sum(row["created_at"].date() < sample.days[-1] for row in rows)
+    moment = dt.datetime.fromisoformat(as_of).isoformat()
+    assert f"{wallet} as of {moment}: {earlier} ledger rows (now: {len(rows)})" in text
+    assert earlier < len(rows)
     # THEN it picked the latest run (all ok), not the earlier failed one
     assert f"latest run: {sample.days[-1].isoformat()}" in text
     assert "verdict: PASSED" in text
