@@ -5,7 +5,8 @@ one function, so no step is bounded by one function's 15 minutes, memory or ``/t
 
 1. :func:`plan_night_handler` picks the day and plans the snapshot's segments (pure, no I/O);
 2. a Map runs :func:`snapshot_segment_handler` once per segment (one parallel-scan segment each);
-3. compaction of what is left of the day (``walletlake.compaction_handlers``, part of ``lake``);
+3. compaction of what is left of the day (the plain-Parquet lake only: the Iceberg tables are
+   compacted by the table optimizer, atomically for readers);
 4. :func:`reconcile_plan_handler` finds the snapshot and the days to reconcile (catch-up days
    first) and renders each day's reconciliation queries as Athena ``UNLOAD`` statements;
 5. Step Functions runs those on Athena itself (``athena:startQueryExecution.sync``), and
@@ -40,6 +41,7 @@ from queries.reconciliation import (
     record_day,
     rendered_sql,
 )
+from queries.time_travel import current_versions, pin_versions, tag_versions
 from walletlake.settings import (
     DEPLOYED_VARIABLES,
     SNAPSHOT_READ_UNITS_VARIABLE,
@@ -124,10 +126,15 @@ def plan_reconciliation(client: S3Client, settings: Settings, day: dt.date, *, r
     if snapshot is None:
         raise ReconciliationError(f"no complete balance snapshot taken on {day} or later")
     days = [*days_to_catch_up(client, settings, day), day]
+    # The Iceberg tables are read as of their current snapshots, the same for every day and every
+    # step of the night (the UNLOADs here, the second pass in classify), and recorded with the run.
+    versions = current_versions(settings) if settings.lake_format == "iceberg" else {}
     items = []
     for each in days:
         parameters = day_parameters(each, snapshot)
         base = f"s3://{settings.bucket}/{settings.unload_prefix}/{run}/dt={each.isoformat()}"
+        wallets_sql = pin_versions(rendered_sql(WALLETS_QUERY, parameters), versions)
+        transfers_sql = pin_versions(rendered_sql(TRANSFERS_QUERY, parameters), versions)
         items.append(
             {
                 "date": each.isoformat(),
@@ -135,10 +142,9 @@ def plan_reconciliation(client: S3Client, settings: Settings, day: dt.date, *, r
                 "snapshot_at": parameters["snapshot_at"],
                 "wallets_location": f"{base}/wallets/",
                 "transfers_location": f"{base}/transfers/",
-                "wallets_sql": unload_statement(rendered_sql(WALLETS_QUERY, parameters), f"{base}/wallets/"),
-                "transfers_sql": unload_statement(
-                    rendered_sql(TRANSFERS_QUERY, parameters), f"{base}/transfers/"
-                ),
+                "wallets_sql": unload_statement(wallets_sql, f"{base}/wallets/"),
+                "transfers_sql": unload_statement(transfers_sql, f"{base}/transfers/"),
+                "lake_snapshots": {name: None if v is None else str(v) for name, v in versions.items()},
             }
         )
     return {"date": day.isoformat(), "days": items}
@@ -180,7 +186,11 @@ def classify_unloaded(
     if wallets is None:
         raise ReconciliationError(f"the wallets query of {day} unloaded nothing (an empty snapshot?)")
     parameters = day_parameters(day, snapshot)
-    engine = engine_for(settings)
+    versions = {
+        name: None if value is None else int(value)
+        for name, value in (item.get("lake_snapshots") or {}).items()
+    }
+    engine = engine_for(settings, versions=versions)
     try:
         problems = problem_pass(engine, wallets, parameters)
     finally:
@@ -193,8 +203,17 @@ def classify_unloaded(
         cutoff=now - dt.timedelta(seconds=max_lag_seconds),
         max_lag_seconds=max_lag_seconds,
     )
+    if versions:
+        tag_versions(settings, versions, f"reconciled-{day.isoformat()}")
     report = record_day(
-        client, settings, day, outcome, snapshot=snapshot, now=now, max_lag_seconds=max_lag_seconds
+        client,
+        settings,
+        day,
+        outcome,
+        snapshot=snapshot,
+        now=now,
+        max_lag_seconds=max_lag_seconds,
+        lake_snapshots=versions,
     )
     summary = report.to_dict()
     return {k: v for k, v in summary.items() if k not in ("findings", "earlier")}
