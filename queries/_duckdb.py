@@ -47,6 +47,7 @@ from sqlglot import exp
 from lake.schemas import PARTITION_COLUMN, TABLES, glue_type
 from queries._iceberg_views import Snapshots, check_pins, is_iceberg_view, resolve
 from queries._parameters import QueryValue, render
+from queries.time_travel import split_versions
 from walletlake.settings import Settings
 
 if TYPE_CHECKING:
@@ -260,10 +261,15 @@ class DuckDBEngine:
         return statements[0]
 
     def arrow(self, sql: str, params: Mapping[str, QueryValue]) -> pa.Table:
-        """Run a Trino query and return its result as Arrow, integers as ``int64``."""
-        query = self.translate(sql, params)
+        """Run a Trino query and return its result as Arrow, integers as ``int64``.
+
+        A table the statement reads ``FOR VERSION AS OF`` a snapshot (as Athena runs the AWS
+        nightly's UNLOADs) is read at that snapshot for this statement.
+        """
+        plain, named = split_versions(render(sql, params))
+        query = self.translate(plain, {})
         with self._lock:
-            self._refresh_views(_referenced_tables(query))
+            self._refresh_views(_referenced_tables(query), check_pins(named) if named else None)
             relation = self._connection.sql(query)
             wide = [
                 name
@@ -284,17 +290,18 @@ class DuckDBEngine:
         """Run a Trino query with parameters; the frame uses pandas' nullable dtypes."""
         return self.arrow(sql, params).to_pandas(types_mapper=_PANDAS_TYPES.get)
 
-    def _refresh_views(self, tables: Iterable[str]) -> None:
+    def _refresh_views(self, tables: Iterable[str], pins: Mapping[str, int | None] | None = None) -> None:
         # Re-made on every run: a table that had no object (or no snapshot) at the last query may
         # have one now, and an Iceberg table's current snapshot moves with every commit.
+        versions = {**self.versions, **(pins or {})}
         for table in sorted(tables):
             self._connection.execute(
-                f"CREATE OR REPLACE TEMP VIEW {_identifier(table)} AS {self._view(table)}"
+                f"CREATE OR REPLACE TEMP VIEW {_identifier(table)} AS {self._view(table, versions)}"
             )
 
-    def _view(self, table: str) -> str:
+    def _view(self, table: str, versions: Mapping[str, int | None]) -> str:
         columns = [(field.name, _DUCKDB_TYPES[glue_type(field.type)]) for field in TABLES[table]]
-        source = self._source(table)
+        source = self._source(table, versions)
         if source is None:
             empty = ", ".join(f"CAST(NULL AS {kind}) AS {_identifier(name)}" for name, kind in columns)
             return f"SELECT {empty}, CAST(NULL AS VARCHAR) AS {PARTITION_COLUMN} WHERE false"
@@ -305,10 +312,10 @@ class DuckDBEngine:
         # dt predicate reaches the scan and prunes files (partitions, or Iceberg manifests).
         return f"SELECT {cast}, {PARTITION_COLUMN} FROM {source}"
 
-    def _source(self, table: str) -> str | None:
+    def _source(self, table: str, versions: Mapping[str, int | None]) -> str | None:
         """The table function a view reads, or None when there is nothing to read yet."""
         if is_iceberg_view(self.settings, table):
-            found = resolve(self.settings, table, self.versions, self._catalog)
+            found = resolve(self.settings, table, versions, self._catalog)
             if found.snapshot_id is None:
                 return None
             return (

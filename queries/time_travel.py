@@ -53,6 +53,35 @@ def pin_versions(sql: str, versions: LakeVersions) -> str:
     return tree.sql(dialect="trino")
 
 
+def split_versions(sql: str) -> tuple[str, dict[str, int]]:
+    """Trino SQL without its ``FOR VERSION AS OF`` clauses, and the versions they named.
+
+    What lets an engine without Trino's syntax (DuckDB, which pins a table by its view) run the
+    very statements Athena runs. A table pinned to two snapshots in one statement is refused, as
+    is ``FOR TIMESTAMP AS OF`` (pin by :func:`versions_as_of` instead).
+
+    Examples
+    --------
+    >>> split_versions("SELECT * FROM ledger FOR VERSION AS OF 7 AS l")
+    ('SELECT * FROM ledger AS l', {'ledger': 7})
+    """
+    tree = sqlglot.parse_one(sql, read="trino")
+    versions: dict[str, int] = {}
+    for table in tree.find_all(exp.Table):
+        version = table.args.get("version")
+        if version is None:
+            continue
+        if str(version.this).upper() != "VERSION" or not isinstance(version.expression, exp.Literal):
+            raise ValueError(
+                f"{table.name}: only FOR VERSION AS OF <snapshot id> can be read here, not {version.sql()}"
+            )
+        snapshot = int(version.expression.this)
+        if versions.setdefault(table.name, snapshot) != snapshot:
+            raise ValueError(f"{table.name} is read at two snapshots in one statement")
+        table.set("version", None)
+    return (tree.sql(dialect="trino"), versions) if versions else (sql, {})
+
+
 def current_versions(settings: Settings, catalog: Catalog | None = None) -> dict[str, int | None]:
     """The current snapshot id of every Iceberg table (None for one never committed to): what a run
     records so that it can be read again exactly, an empty table as empty."""

@@ -21,6 +21,7 @@ from stream_records import TableWriter, settings_env
 from lake.committer import commit_landed
 from lake.iceberg_catalog import load_table, open_catalog
 from lake.snapshots import take_snapshot
+from queries import engine_for
 from queries.reconciliation import ReconciliationError, reconcile, replay
 from stream_processor.consumer import drain
 from walletlake.settings import Settings
@@ -65,6 +66,16 @@ def test_a_reconciled_night_replays_identically_after_more_commits(
     assert replayed.report.ledger_rows == first.ledger_rows
     assert replayed.report.findings == first.findings
     assert replayed.report.lake_snapshots == first.lake_snapshots
+
+    # AND the Trino statement Athena runs for it reads the same rows on DuckDB
+    engine = engine_for(settings)
+    try:
+        pinned = engine.arrow(f"SELECT count(*) AS n FROM ledger FOR VERSION AS OF {ledger_snapshot}", {})
+        current = engine.arrow("SELECT count(*) AS n FROM ledger", {})
+    finally:
+        engine.close()
+    assert pinned.column("n").to_pylist() == [first.ledger_rows]
+    assert current.column("n").to_pylist() == [first.ledger_rows + 5 + 2 * 5]
 
     # AND the command says so (exit 0), as JSON
     done = subprocess.run(
