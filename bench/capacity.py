@@ -49,7 +49,6 @@ from reconcile import DAY, SNAPSHOT_AT, build_lake, timed_reconciliation
 from stream_to_parquet import StreamGenerator
 
 from lake.compaction import compact_files, generation
-from lake.compaction_units import UNIT_MINUTES_CHOICES
 from lake.snapshots import SnapshotRef
 from queries.reconciliation import TRANSFERS_QUERY, WALLETS_QUERY, day_parameters, rendered_sql
 from stream_processor.batch import process_batch
@@ -74,16 +73,43 @@ WALLET_ITEM_BYTES: Final = 200
 # --- deployment choices (cdk/walletlake_cdk/config.py) ----------------------------------------
 STREAM_BATCH_SIZE: Final = 10_000
 STREAM_WINDOW_SECONDS: Final = 30
-STREAM_PARALLELIZATION: Final = 2
+#: One batch per shard at a time: the Iceberg committer's per-shard progress needs batches in order.
+STREAM_PARALLELIZATION: Final = 1
 CONSUMER_MEMORY_MB: Final = 1_024
-COMPACTION_MEMORY_MB: Final = 4_096
 SNAPSHOT_SEGMENTS: Final = 200
 SNAPSHOT_READ_UNITS_PER_SECOND: Final = 60_000
-#: A compaction unit's target size: the longest run of five-minute slots (lake.compaction_units,
-#: 5..60 minutes) whose rows stay near this many; past it at 5 minutes, units simply grow.
-UNIT_TARGET_ROWS: Final = 10_000_000
 #: S3 PUT latency added to each consumer invocation's duration (assumed, not measured here).
 PUT_SECONDS: Final = 0.05
+
+# --- the Iceberg lake (cdk/walletlake_cdk/committer.py, catalog.py) -----------------------------
+#: The stream's Iceberg tables (ledger, wallets, quarantine).
+ICEBERG_TABLE_COUNT: Final = 3
+#: Data files a batch lands (ledger and wallets; quarantine only for undecodable records), plus
+#: one landing record; before writing, the consumer lists its shard's landing records once.
+DATA_FILES_PER_BATCH: Final = 2
+#: The committer: 512 MB, invoked once a minute, committing every 30 s until its minute is over:
+#: it is billed for about the whole minute (55 s, its 5 s margin off).
+COMMITTER_MEMORY_MB: Final = 512
+COMMITTER_BILLED_SECONDS: Final = 55
+COMMITTER_INVOCATIONS_PER_DAY: Final = 24 * 60
+COMMIT_INTERVAL_SECONDS: Final = 30
+#: Per table and commit: the catalog's LoadTable (glue:GetTable) and the commit (glue:UpdateTable);
+#: pyiceberg writes a manifest and a manifest list, Glue the new metadata file, and the table's
+#: metadata file and manifest list are read back (2 GETs).
+GLUE_REQUESTS_PER_TABLE_COMMIT: Final = 2
+PUTS_PER_TABLE_COMMIT: Final = 3
+GETS_PER_TABLE_COMMIT: Final = 2
+#: Glue's optimizers. How compaction is billed: DPU-hours of the rewrite, per second with a
+#: 1-minute minimum per run. Its rate is not measured here: it is *assumed* to rewrite at this
+#: project's measured compaction rate per core (Measured.compaction_bytes_per_core_second), 4 vCPU
+#: per DPU, slowed by SPARK_OVERHEAD (assumed 2x), each GB of the day rewritten once; with at most
+#: OPTIMIZER_COMPACTION_RUNS_PER_DAY runs per table (assumed hourly), each billed at least a minute
+#: of 1 DPU. Snapshot retention and orphan file deletion run daily per table, assumed 5 minutes of
+#: 1 DPU each.
+DPU_VCPUS: Final = 4
+SPARK_OVERHEAD: Final = 2
+OPTIMIZER_COMPACTION_RUNS_PER_DAY: Final = 24
+OPTIMIZER_MAINTENANCE_DPU_HOURS_PER_TABLE_DAY: Final = 2 * 5 / 60
 
 # --- AWS limits -------------------------------------------------------------------------------
 # https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html : 15-minute timeout,
@@ -140,6 +166,13 @@ S3_MICRO_USD_PER_THOUSAND_GET: Final = 400
 S3_MICRO_USD_PER_GB_MONTH: Final = 23_000
 # https://aws.amazon.com/step-functions/pricing/ : Standard workflows $0.025 per 1,000 state transitions.
 SFN_MICRO_USD_PER_THOUSAND_TRANSITIONS: Final = 25_000
+# https://aws.amazon.com/s3/pricing/ : LIST requests are billed as PUT ($0.005 per 1,000).
+S3_MICRO_USD_PER_THOUSAND_LIST: Final = 5_000
+# https://aws.amazon.com/glue/pricing/ : Data Catalog requests $1.00 per million (the first million a
+# month free, ignored here: a conservative bound); Iceberg table optimization (compaction, snapshot
+# retention, orphan file deletion) $0.44 per DPU-hour, billed per second with a 1-minute minimum.
+GLUE_MICRO_USD_PER_MILLION_REQUESTS: Final = 1_000_000
+GLUE_MICRO_USD_PER_DPU_HOUR: Final = 440_000
 
 # --- the API tier (cdk/walletlake_cdk/api_service.py and write_api.py) ------------------------
 HOURS_PER_MONTH: Final = 720
@@ -271,14 +304,6 @@ def cost(quantity: float, micro_usd: int, per: int) -> int:
     return _ceil_div(quantity * micro_usd, per)
 
 
-def unit_minutes_for(rows_per_hour: float) -> int:
-    """The longest unit (lake.compaction_units.UNIT_MINUTES_CHOICES) near UNIT_TARGET_ROWS at this load."""
-    for minutes in sorted(UNIT_MINUTES_CHOICES, reverse=True):
-        if rows_per_hour * minutes / 60 <= UNIT_TARGET_ROWS * 1.05:
-            return minutes
-    return min(UNIT_MINUTES_CHOICES)
-
-
 def model(measured: Measured, percent: int) -> dict[str, Any]:
     """Everything a load of ``percent`` % of the seed's needs, from ``measured`` (pure)."""
     tx_per_second = SEED_TRANSACTIONS_PER_SECOND * percent / 100
@@ -289,7 +314,6 @@ def model(measured: Measured, percent: int) -> dict[str, Any]:
 
     # Ledger and Parquet
     rows_per_day = round(tx_per_second * SECONDS_PER_DAY * rows_per_tx)
-    rows_per_hour = rows_per_day / 24
     parquet_bytes_per_day = rows_per_day * measured.parquet_bytes_per_row
 
     # DynamoDB: transactional writes of 3 items (transfer) or 2 (deposit), 2 units each.
@@ -312,19 +336,33 @@ def model(measured: Measured, percent: int) -> dict[str, Any]:
     batch_seconds = records_per_batch * measured.consumer_cpu_us_per_record / 1e6 + PUT_SECONDS
     consumer_gb_seconds = batches_per_day * batch_seconds * CONSUMER_MEMORY_MB / 1024
 
-    # Compaction units: each closed hour split into runs of slots of about UNIT_TARGET_ROWS.
-    unit_minutes = unit_minutes_for(rows_per_hour)
-    ranges_per_hour = 60 // unit_minutes  # units per hour
-    units_per_day = 24 * ranges_per_hour
-    unit_rows = rows_per_hour / ranges_per_hour
-    unit_bytes = unit_rows * measured.parquet_bytes_per_row
-    vcpus = COMPACTION_MEMORY_MB / LAMBDA_MB_PER_VCPU
-    unit_seconds = unit_rows / (measured.compaction_rows_per_core_second * vcpus)
-    compaction_core_seconds = rows_per_day / measured.compaction_rows_per_core_second
-    compaction_gb_seconds = units_per_day * unit_seconds * COMPACTION_MEMORY_MB / 1024
-    workers_day_in_hour = max(1, _ceil_div(compaction_core_seconds, 3600))
-    workers_hour_in_10_minutes = max(
-        1, _ceil_div(rows_per_hour / measured.compaction_rows_per_core_second, 600)
+    # The committer: one invocation a minute, a commit per table every interval. Each commit lists
+    # every shard's landing log past its position (per table), reads the new landing records once
+    # and the new data files' footers (one ranged GET each).
+    commits_per_day = SECONDS_PER_DAY // COMMIT_INTERVAL_SECONDS
+    committer_gb_seconds = (
+        COMMITTER_INVOCATIONS_PER_DAY * COMMITTER_BILLED_SECONDS * COMMITTER_MEMORY_MB / 1024
+    )
+    data_files_per_day = batches_per_day * DATA_FILES_PER_BATCH
+    table_commits_per_day = commits_per_day * ICEBERG_TABLE_COUNT
+    glue_requests_per_day = table_commits_per_day * GLUE_REQUESTS_PER_TABLE_COMMIT
+    landing_puts = batches_per_day * (DATA_FILES_PER_BATCH + 1)
+    commit_puts = table_commits_per_day * PUTS_PER_TABLE_COMMIT
+    lists_per_day = batches_per_day + table_commits_per_day * shards
+    landing_gets = batches_per_day + data_files_per_day
+    commit_gets = table_commits_per_day * GETS_PER_TABLE_COMMIT
+
+    # Glue's optimizers (assumptions above): the day's bytes rewritten once, at least a minute a run.
+    compaction_dpu_hours_by_rate = (
+        parquet_bytes_per_day
+        * SPARK_OVERHEAD
+        / (measured.compaction_bytes_per_core_second * DPU_VCPUS * 3600)
+    )
+    compaction_dpu_hours = max(
+        compaction_dpu_hours_by_rate, ICEBERG_TABLE_COUNT * OPTIMIZER_COMPACTION_RUNS_PER_DAY / 60
+    )
+    optimizer_dpu_hours = (
+        compaction_dpu_hours + ICEBERG_TABLE_COUNT * OPTIMIZER_MAINTENANCE_DPU_HOURS_PER_TABLE_DAY
     )
 
     # Reconciliation on Athena: the day's ledger columns the queries name (twice: wallets and
@@ -336,12 +374,12 @@ def model(measured: Measured, percent: int) -> dict[str, Any]:
     athena_cores_for_timeout = max(1, _ceil_div(reconcile_core_seconds, ATHENA_DML_TIMEOUT_SECONDS))
 
     snapshot_gb_seconds = SNAPSHOT_SEGMENTS * snapshot_seconds * 1024 / 1024
-    lambda_gb_seconds = consumer_gb_seconds + compaction_gb_seconds + snapshot_gb_seconds
-    lambda_requests = batches_per_day + units_per_day + SNAPSHOT_SEGMENTS + 4
-    compacted_files = units_per_day * max(1, _ceil_div(unit_bytes, 256 * 2**20))
-    s3_puts = batches_per_day + compacted_files + SNAPSHOT_SEGMENTS
-    s3_gets = batches_per_day + compacted_files * 4
-    transitions = 24 * (4 + 3 * ranges_per_hour) + 3 * (SNAPSHOT_SEGMENTS + ranges_per_hour) + 20
+    lambda_gb_seconds = consumer_gb_seconds + committer_gb_seconds + snapshot_gb_seconds
+    lambda_requests = batches_per_day + COMMITTER_INVOCATIONS_PER_DAY + SNAPSHOT_SEGMENTS + 4
+    s3_puts = landing_puts + commit_puts + SNAPSHOT_SEGMENTS
+    s3_gets = landing_gets + commit_gets
+    # The nightly machine: plan, one child execution per segment (3 transitions each), reconcile.
+    transitions = 3 * SNAPSHOT_SEGMENTS + 20
 
     daily = {
         "dynamodb_writes": cost(wru_per_second * SECONDS_PER_DAY, DYNAMODB_MICRO_USD_PER_MILLION_WRU, 10**6),
@@ -351,8 +389,11 @@ def model(measured: Measured, percent: int) -> dict[str, Any]:
         "lambda_requests": cost(lambda_requests, LAMBDA_MICRO_USD_PER_MILLION_REQUESTS, 10**6),
         "athena": cost(athena_billed, ATHENA_MICRO_USD_PER_TB, 10**12),
         "s3_requests": cost(s3_puts, S3_MICRO_USD_PER_THOUSAND_PUT, 1_000)
+        + cost(lists_per_day, S3_MICRO_USD_PER_THOUSAND_LIST, 1_000)
         + cost(s3_gets, S3_MICRO_USD_PER_THOUSAND_GET, 1_000),
         "step_functions": cost(transitions, SFN_MICRO_USD_PER_THOUSAND_TRANSITIONS, 1_000),
+        "glue_catalog_requests": cost(glue_requests_per_day, GLUE_MICRO_USD_PER_MILLION_REQUESTS, 10**6),
+        "glue_table_optimizers": cost(optimizer_dpu_hours, GLUE_MICRO_USD_PER_DPU_HOUR, 1),
     }
     storage_month = cost(parquet_bytes_per_day * DAYS_PER_MONTH / 1e9, S3_MICRO_USD_PER_GB_MONTH, 1)
     monthly = {name: value * DAYS_PER_MONTH for name, value in daily.items()}
@@ -369,16 +410,14 @@ def model(measured: Measured, percent: int) -> dict[str, Any]:
         "records_per_batch": round(records_per_batch),
         "batch_wait_seconds": round(batch_wait_seconds, 1),
         "landing_objects_per_hour": landing_objects_per_hour,
-        "today_objects_bound": round(landing_objects_per_hour * 70 / 60) + 23 * ranges_per_hour,
-        "compaction_units_per_day": units_per_day,
-        "compaction_unit_minutes": unit_minutes,
-        "compaction_unit_rows": round(unit_rows),
-        "compaction_unit_mb": round(unit_bytes / 1e6, 1),
-        "compaction_unit_seconds": round(unit_seconds, 1),
-        "compaction_unit_fits_lambda": unit_seconds < LAMBDA_TIMEOUT_SECONDS / 2
-        and unit_bytes < LAMBDA_MAX_TMP_MB * 1e6 / 2,
-        "workers_to_compact_the_day_in_one_hour": workers_day_in_hour,
-        "workers_to_compact_an_hour_in_10_minutes": workers_hour_in_10_minutes,
+        "data_files_per_day": round(data_files_per_day),
+        "commits_per_day": table_commits_per_day,
+        "committer_gb_seconds_per_day": round(committer_gb_seconds),
+        "glue_requests_per_day": glue_requests_per_day,
+        "s3_puts_per_day": round(s3_puts),
+        "s3_lists_per_day": round(lists_per_day),
+        "s3_gets_per_day": round(s3_gets),
+        "optimizer_dpu_hours_per_day": round(optimizer_dpu_hours, 2),
         "snapshot_read_units": round(snapshot_rru),
         "snapshot_minutes": round(snapshot_seconds / 60, 1),
         "snapshot_fits_lambda": snapshot_seconds < LAMBDA_TIMEOUT_SECONDS,
@@ -418,7 +457,9 @@ def measure_consumer(records: int, events: int) -> tuple[float, float]:
     generator = StreamGenerator(seed=3)
     batches = [generator.event(records)["Records"] for _ in range(events)]
     json_bytes = sum(len(json.dumps(record)) for record in batches[0]) / records
-    settings = Settings()
+    # The decode → Parquet → PUT loop without a catalog: the Iceberg landing encodes the same rows
+    # (plus a landing record of a few hundred bytes), so its CPU per record is this one's.
+    settings = Settings(lake_format="parquet")
     process_batch(batches[0], settings, s3_client=_CountingS3())  # type: ignore[arg-type]  # warm-up
     started = time.process_time()
     for batch in batches:
@@ -502,15 +543,15 @@ _ROWS: Final = (
     ("stream shards (at least)", "stream_shards_at_least", "{:,}"),
     ("records per Lambda batch", "records_per_batch", "{:,}"),
     ("batch wait (freshness), s", "batch_wait_seconds", "{:,.1f}"),
-    ("landing objects per hour", "landing_objects_per_hour", "{:,}"),
-    ("objects a query on today touches (max)", "today_objects_bound", "{:,}"),
-    ("compaction units per day", "compaction_units_per_day", "{:,}"),
-    ("compaction unit, minutes of landing data", "compaction_unit_minutes", "{:,}"),
-    ("compaction unit, rows", "compaction_unit_rows", "{:,}"),
-    ("compaction unit, MB", "compaction_unit_mb", "{:,.1f}"),
-    ("compaction unit, s on a 4 GB Lambda", "compaction_unit_seconds", "{:,.1f}"),
-    ("workers: the whole day in 1 h", "workers_to_compact_the_day_in_one_hour", "{:,}"),
-    ("workers: an hour in 10 min", "workers_to_compact_an_hour_in_10_minutes", "{:,}"),
+    ("landing records per hour", "landing_objects_per_hour", "{:,}"),
+    ("Iceberg data files landed per day", "data_files_per_day", "{:,}"),
+    ("table commits per day", "commits_per_day", "{:,}"),
+    ("committer GB-seconds per day", "committer_gb_seconds_per_day", "{:,}"),
+    ("Glue catalog requests per day (commits)", "glue_requests_per_day", "{:,}"),
+    ("S3 PUT per day", "s3_puts_per_day", "{:,}"),
+    ("S3 LIST per day", "s3_lists_per_day", "{:,}"),
+    ("S3 GET per day", "s3_gets_per_day", "{:,}"),
+    ("Glue optimizer DPU-hours per day (assumed rate)", "optimizer_dpu_hours_per_day", "{:,.2f}"),
     ("snapshot read units", "snapshot_read_units", "{:,}"),
     ("snapshot minutes at the pace", "snapshot_minutes", "{:,.1f}"),
     ("Athena bytes scanned per night", "athena_bytes_per_night", "{:,}"),
@@ -601,7 +642,10 @@ def readme_section(measured: Measured = PUBLISHED) -> str:
         )
         for load in loads
     ]
-    row("the lake: consumer, compaction, snapshot, Athena, S3, Step Functions", lake)
+    row(
+        "the lake: consumer, committer, Glue (catalog, optimizers), snapshot, Athena, S3, Step Functions",
+        lake,
+    )
     row("API: ECS Fargate fleet behind VPC Lattice (default)", item("api_fleet_lattice"))
     row("total", [load["monthly_total_micro_usd"] for load in loads], bold=True)
     row("API instead behind an internal ALB", [load["api_monthly_micro_usd"]["fleet_alb"] for load in loads])

@@ -342,7 +342,7 @@ def timed_reconciliation(root: Path) -> tuple[float, float, DayOutcome]:
     Returns wall seconds, CPU seconds of this process (DuckDB's threads included) and the outcome.
     """
     snapshot = SnapshotRef(day=SNAPSHOT_AT.date(), snapshot_at=SNAPSHOT_AT, keys=())
-    with DuckDBEngine(Settings(), location=str(root)) as engine:
+    with DuckDBEngine(Settings(lake_format="parquet"), location=str(root)) as engine:
         started, cpu = time.perf_counter(), time.process_time()
         outcome = reconcile_day(engine, DAY, snapshot, now=NOW, max_lag_seconds=DEFAULT_MAX_LAG_SECONDS)
         write(root, "daily_balances", DAY, "daily_balances.parquet", outcome.daily_balances)

@@ -58,3 +58,64 @@ def table_input(table: str, bucket: str, lake_prefix: str) -> dict[str, Any]:
 def all_table_inputs(bucket: str, lake_prefix: str) -> list[dict[str, Any]]:
     """``TableInput`` of every lake table."""
     return [table_input(name, bucket, lake_prefix) for name in TABLES]
+
+
+#: Glue's name for the Iceberg format version the stream's tables are created with.
+ICEBERG_TABLE_VERSION: Final = "2"
+#: Partition field ids start here (the Iceberg spec's convention, as pyiceberg assigns them).
+_PARTITION_FIELD_ID: Final = 1000
+
+
+def iceberg_table_input(table: str, location: str) -> dict[str, Any]:
+    """Glue's ``IcebergTableInput`` of one stream table (the CloudFormation ``AWS::Glue::Table``
+    ``OpenTableFormatInput.IcebergInput.IcebergTableInput``, in CloudFormation's property names).
+
+    The same table :func:`lake.iceberg_tables.ensure_tables` creates through the REST catalog:
+    field ids 1..n in the Arrow schema's order, ``identity(dt)`` as partition field 1000, the
+    compaction sort order as the write order, and :data:`lake.iceberg_tables.TABLE_PROPERTIES` plus
+    the default name mapping (data files are written by pyarrow without field ids). A committer
+    finding it at cold start checks its columns and leaves it as it is.
+    """
+    from lake.iceberg_tables import ICEBERG_TABLES, TABLE_PROPERTIES, iceberg_schema
+
+    spec = ICEBERG_TABLES[table]
+    schema = iceberg_schema(table)
+    fields = [
+        {
+            "Id": field.field_id,
+            "Name": field.name,
+            "Required": field.required,
+            "Type": str(field.field_type),
+        }
+        for field in schema.fields
+    ]
+    properties = {key: value for key, value in TABLE_PROPERTIES.items() if key != "format-version"}
+    properties["schema.name-mapping.default"] = schema.name_mapping.model_dump_json()
+    return {
+        "Location": location,
+        "Schema": {"SchemaId": 0, "Type": "struct", "Fields": fields},
+        "PartitionSpec": {
+            "SpecId": 0,
+            "Fields": [
+                {
+                    "Name": PARTITION_COLUMN,
+                    "SourceId": schema.find_field(PARTITION_COLUMN).field_id,
+                    "FieldId": _PARTITION_FIELD_ID,
+                    "Transform": "identity",
+                }
+            ],
+        },
+        "WriteOrder": {
+            "OrderId": 1,
+            "Fields": [
+                {
+                    "SourceId": schema.find_field(column).field_id,
+                    "Transform": "identity",
+                    "Direction": "asc",
+                    "NullOrder": "nulls-first",
+                }
+                for column in spec.sort
+            ],
+        },
+        "Properties": properties,
+    }

@@ -40,9 +40,13 @@ from lake.schemas import PARTITION_COLUMN, TABLES, TIMESTAMP_US
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
+    from pyiceberg.schema import Schema
     from pyiceberg.table import Table
 
 ICEBERG_FORMAT_VERSION: Final = 2
+#: Folder of the Iceberg tables under the lake prefix when the catalog places them in the lake
+#: bucket (Glue's Iceberg tables on AWS): ``s3://{bucket}/{lake_prefix}/iceberg/{table}``.
+ICEBERG_FOLDER: Final = "iceberg"
 
 #: Properties every walletlake Iceberg table is created with (see the module docstring).
 TABLE_PROPERTIES: Final[Mapping[str, str]] = {
@@ -114,6 +118,12 @@ def to_iceberg_rows(table: str, rows: pa.Table, day: str) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
+def table_location_root(bucket: str, lake_prefix: str) -> str:
+    """Where the lake's Iceberg tables are placed in the lake bucket (Glue's tables on AWS)."""
+    prefix = lake_prefix.strip("/")
+    return f"s3://{bucket}/{prefix}/{ICEBERG_FOLDER}" if prefix else f"s3://{bucket}/{ICEBERG_FOLDER}"
+
+
 def identifier(namespace: str, table: str) -> tuple[str, str]:
     """The catalog identifier of a lake table."""
     if table not in ICEBERG_TABLES:
@@ -147,7 +157,7 @@ def ensure_tables(catalog: Catalog, namespace: str, location_root: str | None = 
             _check_columns(existing, spec)
             done.append(f"iceberg table {namespace}.{spec.name}: exists")
             continue
-        schema = _iceberg_schema(spec.name)
+        schema = iceberg_schema(spec.name)
         partition = PartitionSpec(
             PartitionField(
                 source_id=schema.find_field(PARTITION_COLUMN).field_id,
@@ -179,7 +189,7 @@ def ensure_tables(catalog: Catalog, namespace: str, location_root: str | None = 
     return done
 
 
-def _iceberg_schema(table: str):  # type: ignore[no-untyped-def]
+def iceberg_schema(table: str) -> Schema:
     """The Iceberg schema with field ids 1..n in the Arrow schema's order."""
     from pyiceberg.io.pyarrow import pyarrow_to_schema
     from pyiceberg.table.name_mapping import MappedField, NameMapping

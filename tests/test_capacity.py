@@ -38,17 +38,28 @@ def test_the_seed_load_gives_the_issue_figures() -> None:
     # AND a transactional write costs 2 units per item: 3 items per transfer, 2 per deposit
     assert load["dynamodb_write_units_per_day"] == 9_331_200_000  # 20,000 * (0.7 * 6 + 0.3 * 4) * 86,400
     assert load["stream_shards_at_least"] == 108  # 108,000 write units/s at 1,000 per partition
-    # AND batches close on the 6 MB payload (6,000 records), before the 30 s window
+    # AND batches close on the 6 MB payload (6,000 records), before the 30 s window, with one batch
+    # per shard at a time (the Iceberg committer's per-shard progress)
     assert load["records_per_batch"] == 6_000
-    assert load["batch_wait_seconds"] == pytest.approx(6_000 / (74_000 / (108 * 2)), abs=0.1)
+    assert load["batch_wait_seconds"] == pytest.approx(6_000 / (74_000 / 108), abs=0.1)
     assert load["landing_objects_per_hour"] == round(74_000 * 86_400 / 6_000 / 24)
-    # AND an hour (122.4 M rows) is compacted in 5-minute units of 10.2 M rows: 288 units a day
-    assert load["compaction_unit_minutes"] == 5
-    assert load["compaction_units_per_day"] == 24 * 12
-    assert load["compaction_unit_rows"] == round(2_937_600_000 / 24 / 12)
-    assert load["compaction_unit_fits_lambda"] is True
-    # AND the whole day's compaction in one hour needs ceil(11,750.4 core-seconds / 3,600) workers
-    assert load["workers_to_compact_the_day_in_one_hour"] == math.ceil(2_937_600_000 / 250_000 / 3_600)
+    # AND each batch lands two data files (ledger, wallets) and one landing record
+    batches_per_day = 74_000 * 86_400 / 6_000
+    assert load["data_files_per_day"] == round(2 * batches_per_day)
+    # AND the committer runs once a minute (512 MB, billed ~55 s), committing 3 tables every 30 s,
+    # each commit a LoadTable and an UpdateTable on Glue
+    assert load["committer_gb_seconds_per_day"] == 1_440 * 55 // 2
+    assert load["commits_per_day"] == 3 * 2_880
+    assert load["glue_requests_per_day"] == 2 * 3 * 2_880
+    # AND every commit lists each shard's landing log per table; each batch lists its shard's once
+    assert load["s3_lists_per_day"] == round(batches_per_day + 3 * 2_880 * 108)
+    # AND Glue's optimizers rewrite the day once at the assumed rate, plus daily maintenance runs
+    day_bytes = 2_937_600_000 * 82
+    compaction = max(day_bytes * 2 / (20_000_000 * 4 * 3_600), 3 * 24 / 60)
+    assert load["optimizer_dpu_hours_per_day"] == pytest.approx(compaction + 3 * 10 / 60, abs=0.01)
+    assert load["daily_micro_usd"]["glue_table_optimizers"] == math.ceil((compaction + 3 * 10 / 60) * 440_000)
+    # AND no hourly compaction is modelled any more (the optimizers compact)
+    assert not [key for key in load if key.startswith("compaction_unit")]
 
 
 def test_costs_are_integer_micro_usd_and_add_up() -> None:

@@ -27,13 +27,16 @@ sys.path.insert(0, str(ROOT / "cdk"))
 from aws_cdk import assertions  # noqa: E402
 from cfnlint.api import lint_file  # noqa: E402
 
-from lake.glue import table_input  # noqa: E402
+from lake.glue import iceberg_table_input, table_input  # noqa: E402
+from lake.iceberg_tables import ICEBERG_TABLES  # noqa: E402
 from lake.schemas import TABLES  # noqa: E402
 from queries import list_queries  # noqa: E402
 from wallet.table import WALLETS_TABLE  # noqa: E402
 from walletlake.settings import Settings  # noqa: E402
 from walletlake_cdk.assembly import build_app, error_messages  # noqa: E402
+from walletlake_cdk.committer import COMMITTER_HANDLER  # noqa: E402
 from walletlake_cdk.monitoring import (  # noqa: E402
+    COMMIT_LAG_MINUTES,
     CONSUMER_METRICS,
     CONSUMER_METRICS_NAMESPACE,
     CONSUMER_SERVICE,
@@ -103,6 +106,12 @@ class Synthesized:
 @pytest.fixture(scope="module")
 def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     return Synthesized(tmp_path_factory.mktemp("cdk.out"))
+
+
+@pytest.fixture(scope="module")
+def parquet(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """The plain-Parquet lake (``-c lake_format=parquet``), kept deployable behind one switch."""
+    return Synthesized(tmp_path_factory.mktemp("cdk.out-parquet"), lake_format="parquet")
 
 
 @pytest.fixture(scope="module")
@@ -250,7 +259,9 @@ def test_event_source_mapping_is_bounded_ordered_and_reports_item_failures(synth
     assert properties["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert properties["BatchSize"] == 10_000  # Lambda's largest for DynamoDB Streams
     assert properties["MaximumBatchingWindowInSeconds"] == 30  # the freshness cost, docs/operations.md
-    assert properties["ParallelizationFactor"] == 2
+    # AND (the Iceberg lake) one batch per shard at a time, in a tumbling window that names the shard
+    assert properties["ParallelizationFactor"] == 1
+    assert properties["TumblingWindowInSeconds"] == 60
     assert properties["MaximumRetryAttempts"] == 10
     assert properties["MaximumRecordAgeInSeconds"] == 12 * 3600
     assert properties["MaximumRecordAgeInSeconds"] < 24 * 3600
@@ -265,11 +276,11 @@ def test_event_source_mapping_is_bounded_ordered_and_reports_item_failures(synth
     assert consumer["Properties"]["Handler"] == CONSUMER_HANDLER
 
 
-def test_consumer_role_may_only_put_objects_under_the_lake_prefix(synthesized: Synthesized) -> None:
+def test_parquet_lake_consumer_role_may_only_put_objects_under_the_lake_prefix(parquet: Synthesized) -> None:
     # GIVEN the consumer function's role
-    consumer = functions_by_handler(synthesized)[CONSUMER_HANDLER]
+    consumer = functions_by_handler(parquet)[CONSUMER_HANDLER]
     role_id = consumer["Role"]["Fn::GetAtt"][0]
-    statements = policy_statements(synthesized, role_id)
+    statements = policy_statements(parquet, role_id)
     # WHEN its S3 statements are collected
     s3_statements = [s for s in statements if any(a.startswith("s3:") for a in as_list(s["Action"]))]
     # THEN it can write objects, only under the lake prefix, and nothing else in S3
@@ -322,9 +333,11 @@ def test_api_role_holds_exactly_the_write_path_actions_on_the_table(
     assert not any(a.startswith("s3:") for s in statements for a in as_list(s["Action"]))
 
 
-def test_functions_ship_their_own_layers_and_name_the_deployed_resources(synthesized: Synthesized) -> None:
+def test_parquet_lake_functions_ship_their_own_layers_and_name_the_deployed_resources(
+    parquet: Synthesized,
+) -> None:
     # GIVEN the functions
-    functions = functions_by_handler(synthesized)
+    functions = functions_by_handler(parquet)
     # THEN their handlers are the modules' entry points on Python 3.11: the API, the consumer and
     # one function per kind of unit of the hourly and nightly jobs
     assert set(functions) == {CONSUMER_HANDLER, *UNIT_HANDLERS}
@@ -353,15 +366,17 @@ def test_functions_ship_their_own_layers_and_name_the_deployed_resources(synthes
         settings = Settings.from_env(
             {name: value for name, value in environment.items() if isinstance(value, str)}
         )
-        expected = SETTINGS.replace(bucket=BUCKET, query_engine="athena", **knobs.get(handler, {}))
+        expected = SETTINGS.replace(
+            bucket=BUCKET, query_engine="athena", lake_format="parquet", **knobs.get(handler, {})
+        )
         assert settings == expected, handler
         # AND each takes exactly one layer, the project's own (no AWS-published layer ARN): what
         # its handler imports beyond the runtime, derived at synth (lambda_code.function_packages)
         layer_refs = properties["Layers"]
         assert len(layer_refs) == 1, handler
         assert set(layer_refs[0]) == {"Ref"}, handler
-        assert synthesized.template["Resources"][layer_refs[0]["Ref"]]["Type"] == "AWS::Lambda::LayerVersion"
-    assert "Mappings" not in synthesized.template
+        assert parquet.template["Resources"][layer_refs[0]["Ref"]]["Type"] == "AWS::Lambda::LayerVersion"
+    assert "Mappings" not in parquet.template
     # AND functions needing the same packages share one layer: consumer, compaction, nightly, lease
     assert len({json.dumps(properties["Layers"]) for properties in functions.values()}) == 4
 
@@ -417,13 +432,13 @@ def test_bucket_policies_deny_plain_http_and_old_tls(synthesized: Synthesized) -
 # --- catalog --------------------------------------------------------------------------------
 
 
-def test_glue_tables_are_lake_glue_table_inputs_verbatim(synthesized: Synthesized) -> None:
+def test_parquet_lake_glue_tables_are_lake_glue_table_inputs_verbatim(parquet: Synthesized) -> None:
     # GIVEN the Glue tables of the template
     tables = {
         resource["Properties"]["TableInput"]["Name"]: resource["Properties"]
-        for resource in synthesized.resources("AWS::Glue::Table").values()
+        for resource in parquet.resources("AWS::Glue::Table").values()
     }
-    _, database = synthesized.only("AWS::Glue::Database")
+    _, database = parquet.only("AWS::Glue::Database")
     # THEN there is one per lake table, each exactly lake.glue.table_input (columns from
     # lake.schemas, partition projection on dt), in the settings' database
     assert set(tables) == set(TABLES)
@@ -470,16 +485,16 @@ def test_every_sql_file_is_a_named_query_in_the_workgroup(synthesized: Synthesiz
 # --- nightly job and alarms -----------------------------------------------------------------
 
 
-def test_nightly_schedule_starts_the_state_machine_that_runs_the_units_and_reports(
-    synthesized: Synthesized,
+def test_parquet_lake_nightly_schedule_starts_the_state_machine_that_runs_the_units_and_reports(
+    parquet: Synthesized,
 ) -> None:
     # GIVEN the nightly schedule and state machine
-    machine_id, definition = definition_of(synthesized, "NightlyStateMachine")
+    machine_id, definition = definition_of(parquet, "NightlyStateMachine")
     rules = {
         rule["Properties"]["Targets"][0]["Arn"]["Ref"]: rule["Properties"]
-        for rule in synthesized.resources("AWS::Events::Rule").values()
+        for rule in parquet.resources("AWS::Events::Rule").values()
     }
-    topic_id, _ = synthesized.only("AWS::SNS::Topic")
+    topic_id, _ = parquet.only("AWS::SNS::Topic")
     states = definition["States"]
     # THEN it runs daily at 01:30 UTC: plan → snapshot segments → plan and compact the units left →
     # plan the reconciliation → reconcile each day → report
@@ -519,7 +534,7 @@ def test_nightly_schedule_starts_the_state_machine_that_runs_the_units_and_repor
         assert states[name]["ItemsPath"] == items
         assert states[name]["MaxConcurrency"] == concurrency
     unit = states["NightlyCompactUnits"]["ItemProcessor"]["States"]["NightlyCompactUnit"]
-    assert unit["Resource"] == f"<ref {function_id(synthesized, COMPACTION_UNIT_HANDLER)}>"
+    assert unit["Resource"] == f"<ref {function_id(parquet, COMPACTION_UNIT_HANDLER)}>"
     assert "Parameters" not in unit  # the function gets the unit (the Map item) as it is
     retried = [error for retry in unit["Retry"] for error in retry["ErrorEquals"]]
     assert {"Lambda.ServiceException", "Lambda.TooManyRequestsException"} <= set(retried)
@@ -537,7 +552,7 @@ def test_nightly_schedule_starts_the_state_machine_that_runs_the_units_and_repor
     assert {task["Parameters"]["QueryString.$"] for task in athena} == {"$.wallets_sql", "$.transfers_sql"}
     assert {task["Parameters"]["WorkGroup"] for task in athena} == {SETTINGS.athena_workgroup}
     assert day_states["ReconcileQueries"]["Next"] == "ClassifyDay"
-    assert f"<ref {function_id(synthesized, RECONCILE_CLASSIFY_HANDLER)}>" in json.dumps(
+    assert f"<ref {function_id(parquet, RECONCILE_CLASSIFY_HANDLER)}>" in json.dumps(
         day_states["ClassifyDay"]
     )
     # AND findings and failures of any step go to the alerts topic
@@ -548,17 +563,19 @@ def test_nightly_schedule_starts_the_state_machine_that_runs_the_units_and_repor
         assert "ReportError" in [catch["Next"] for catch in states[step]["Catch"]], step
     for report in ("ReportSuccess", "ReportFindings", "ReportError"):
         assert states[report]["Parameters"]["TopicArn"] == f"<ref {topic_id}>"
-    machine = synthesized.resources("AWS::StepFunctions::StateMachine")[machine_id]
+    machine = parquet.resources("AWS::StepFunctions::StateMachine")[machine_id]
     assert machine["Properties"]["TracingConfiguration"] == {"Enabled": True}
     assert machine["Properties"]["LoggingConfiguration"]["Level"] == "ALL"
 
 
-def test_hourly_schedule_compacts_the_closed_hours_in_parallel_units(synthesized: Synthesized) -> None:
+def test_parquet_lake_hourly_schedule_compacts_the_closed_hours_in_parallel_units(
+    parquet: Synthesized,
+) -> None:
     # GIVEN the hourly schedule and state machine
-    machine_id, definition = definition_of(synthesized, "HourlyStateMachine")
+    machine_id, definition = definition_of(parquet, "HourlyStateMachine")
     rules = {
         rule["Properties"]["Targets"][0]["Arn"]["Ref"]: rule["Properties"]
-        for rule in synthesized.resources("AWS::Events::Rule").values()
+        for rule in parquet.resources("AWS::Events::Rule").values()
     }
     states = definition["States"]
     # THEN ten minutes past every hour it plans today's closed hours and runs their units
@@ -575,7 +592,7 @@ def test_hourly_schedule_compacts_the_closed_hours_in_parallel_units(synthesized
     )
     assert states["HourlyLeaseBusy"]["Type"] == "Succeed"
     plan = states["HourlyPlanUnits"]
-    assert plan["Resource"] == f"<ref {function_id(synthesized, COMPACTION_PLAN_HANDLER)}>"
+    assert plan["Resource"] == f"<ref {function_id(parquet, COMPACTION_PLAN_HANDLER)}>"
     assert plan["ResultPath"] == "$.compaction"
     assert plan["Next"] == "HourlyCompactUnits"
     units = states["HourlyCompactUnits"]
@@ -589,16 +606,16 @@ def test_hourly_schedule_compacts_the_closed_hours_in_parallel_units(synthesized
     assert states["ReportHourlyError"]["Next"] == "HourlyCompactionFailed"
 
 
-def test_each_unit_function_holds_only_what_its_unit_does(synthesized: Synthesized) -> None:
+def test_parquet_lake_each_unit_function_holds_only_what_its_unit_does(parquet: Synthesized) -> None:
     # GIVEN each unit function's role
     lake_objects = f"/{SETTINGS.lake_prefix}/*"
-    table_id, _ = wallets_table(synthesized)
+    table_id, _ = wallets_table(parquet)
 
     def grants(handler: str) -> list[tuple[frozenset[str], str]]:
         return [
             (actions, resource)
             for actions, resource in actions_by_resource(
-                policy_statements(synthesized, role_of(synthesized, handler))
+                policy_statements(parquet, role_of(parquet, handler))
             )
             if not any(action.startswith(("logs:", "kms:")) for action in actions)
         ]
@@ -614,7 +631,7 @@ def test_each_unit_function_holds_only_what_its_unit_does(synthesized: Synthesiz
                 "Fn::Join": [
                     "",
                     [
-                        {"Fn::GetAtt": [synthesized.logical_id("AWS::S3::Bucket", "LakeBucket"), "Arn"]},
+                        {"Fn::GetAtt": [parquet.logical_id("AWS::S3::Bucket", "LakeBucket"), "Arn"]},
                         lake_objects,
                     ],
                 ]
@@ -638,7 +655,7 @@ def test_each_unit_function_holds_only_what_its_unit_does(synthesized: Synthesiz
     assert f"workgroup/{SETTINGS.athena_workgroup}" in athena[0]
     assert not any("s3:DeleteObject" in actions for actions, _ in classify)
     # AND the lease function may only put and delete items of the lease table
-    lease_table = synthesized.logical_id("AWS::DynamoDB::Table", "LeaseTable")
+    lease_table = parquet.logical_id("AWS::DynamoDB::Table", "LeaseTable")
     assert grants(COMPACTION_LEASE_HANDLER) == [
         (
             frozenset({"dynamodb:PutItem", "dynamodb:DeleteItem"}),
@@ -647,7 +664,7 @@ def test_each_unit_function_holds_only_what_its_unit_does(synthesized: Synthesiz
     ]
     # AND every unit fits Lambda's limits: at most 15 minutes, 10,240 MB of memory and of /tmp
     for handler in UNIT_HANDLERS:
-        properties = functions_by_handler(synthesized)[handler]
+        properties = functions_by_handler(parquet)[handler]
         assert properties["Timeout"] <= 900
         assert properties["MemorySize"] <= 10_240
         assert properties["EphemeralStorage"]["Size"] <= 10_240
@@ -732,6 +749,166 @@ def test_outputs_give_the_cli_its_environment(synthesized: Synthesized) -> None:
     ):
         assert fragment in cli
     assert {"ApiUrl", "TableName", "LakeBucketName", "AlertsTopicArn", "AnalystPolicyArn"} <= set(outputs)
+
+
+# --- the Iceberg lake (the default) ------------------------------------------------------------
+
+
+def test_the_stream_tables_are_iceberg_tables_and_only_the_nightly_outputs_hive_tables(
+    synthesized: Synthesized,
+) -> None:
+    # GIVEN the Glue tables of the default (Iceberg) template
+    tables = {
+        resource["Properties"]["TableInput"]["Name"]: resource
+        for resource in synthesized.resources("AWS::Glue::Table").values()
+    }
+    # THEN the nightly outputs are lake.glue's projected Hive tables, as before
+    hive = {name for name, resource in tables.items() if "OpenTableFormatInput" not in resource["Properties"]}
+    assert hive == set(TABLES) - set(ICEBERG_TABLES)
+    for name in hive:
+        assert tables[name]["Properties"]["TableInput"] == table_input(name, BUCKET, SETTINGS.lake_prefix)
+    # AND ledger, wallets and quarantine are Iceberg tables Glue creates from lake.glue's input:
+    # the schema ensure_tables would create (field ids, identity(dt), write order, properties),
+    # in the lake bucket under lake/iceberg/, retained with the bucket
+    for name in ICEBERG_TABLES:
+        resource = tables[name]
+        iceberg = resource["Properties"]["OpenTableFormatInput"]["IcebergInput"]
+        assert iceberg["MetadataOperation"] == "CREATE"
+        assert iceberg["Version"] == "2"
+        location = f"s3://{BUCKET}/{SETTINGS.lake_prefix}/iceberg/{name}"
+        assert iceberg["IcebergTableInput"] == iceberg_table_input(name, location)
+        assert iceberg["IcebergTableInput"]["PartitionSpec"]["Fields"][0]["Transform"] == "identity"
+        assert resource["DeletionPolicy"] == "Retain"
+
+
+def test_glue_optimizers_compact_expire_and_remove_orphans_of_each_iceberg_table(
+    synthesized: Synthesized,
+) -> None:
+    # GIVEN the table optimizers
+    optimizers = synthesized.resources("AWS::Glue::TableOptimizer")
+    by_table: dict[str, dict[str, Any]] = {}
+    for resource in optimizers.values():
+        properties = resource["Properties"]
+        by_table.setdefault(properties["TableName"], {})[properties["Type"]] = properties
+    # THEN every Iceberg table has its compaction, snapshot retention and orphan file deletion
+    assert set(by_table) == set(ICEBERG_TABLES)
+    for kinds in by_table.values():
+        assert set(kinds) == {"compaction", "retention", "orphan_file_deletion"}
+        for kind in kinds.values():
+            assert kind["TableOptimizerConfiguration"]["Enabled"] is True
+    # AND orphans are removed only days after they were written (a landed file waits seconds)
+    orphans = by_table["ledger"]["orphan_file_deletion"]["TableOptimizerConfiguration"]
+    assert (
+        orphans["OrphanFileDeletionConfiguration"]["IcebergConfiguration"]["OrphanFileRetentionPeriodInDays"]
+        >= 1
+    )
+    retention = by_table["ledger"]["retention"]["TableOptimizerConfiguration"]["RetentionConfiguration"]
+    assert retention["IcebergConfiguration"]["SnapshotRetentionPeriodInDays"] >= 1
+    # AND they run as a role Glue assumes, allowed to rewrite only the tables' prefix
+    role_id = by_table["ledger"]["compaction"]["TableOptimizerConfiguration"]["RoleArn"]["Fn::GetAtt"][0]
+    role = synthesized.resources("AWS::IAM::Role")[role_id]
+    assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
+        "Service": "glue.amazonaws.com"
+    }
+    writes = [
+        resource
+        for actions, resource in actions_by_resource(policy_statements(synthesized, role_id))
+        if "s3:DeleteObject" in actions
+    ]
+    assert writes
+    assert all(f"/{SETTINGS.lake_prefix}/iceberg/*" in resource for resource in writes)
+    # AND no hourly compaction state machine, compaction unit or lease remains
+    machines = synthesized.resources("AWS::StepFunctions::StateMachine")
+    assert [logical_id for logical_id in machines if "Hourly" in logical_id] == []
+    handlers = set(functions_by_handler(synthesized))
+    assert not handlers & {COMPACTION_PLAN_HANDLER, COMPACTION_UNIT_HANDLER, COMPACTION_LEASE_HANDLER}
+
+
+def test_the_committer_runs_every_minute_alone_with_the_grants_of_a_commit(synthesized: Synthesized) -> None:
+    # GIVEN the committer function
+    functions = functions_by_handler(synthesized)
+    committer = functions[COMMITTER_HANDLER]
+    committer_id = function_id(synthesized, COMMITTER_HANDLER)
+    # THEN it is one at a time, sized for a minute of commits plus a cold start
+    assert committer["ReservedConcurrentExecutions"] == 1
+    assert committer["MemorySize"] == 512
+    assert 60 < committer["Timeout"] <= 90
+    environment = committer["Environment"]["Variables"]
+    assert environment["WALLETLAKE_LAKE_FORMAT"] == "iceberg"
+    assert environment["WALLETLAKE_ICEBERG_WAREHOUSE"] == {"Ref": "AWS::AccountId"}
+    assert environment["WALLETLAKE_COMMIT_INTERVAL_SECONDS"] == "30"
+    assert "WALLETLAKE_ICEBERG_CATALOG_URI" not in environment  # Glue's endpoint in its region
+    # AND an EventBridge rule invokes it every minute
+    rules = [
+        rule["Properties"]
+        for rule in synthesized.resources("AWS::Events::Rule").values()
+        if rule["Properties"]["Targets"][0]["Arn"] == {"Fn::GetAtt": [committer_id, "Arn"]}
+    ]
+    assert [rule["ScheduleExpression"] for rule in rules] == ["rate(1 minute)"]
+    # AND it may read and delete the landing log, read and write the tables' files, and commit
+    granted = actions_by_resource(policy_statements(synthesized, role_of(synthesized, COMMITTER_HANDLER)))
+    landing = [actions for actions, resource in granted if f"/{SETTINGS.lake_prefix}/_landed/*" in resource]
+    assert landing == [frozenset({"s3:GetObject", "s3:DeleteObject"})]
+    tables = [actions for actions, resource in granted if f"/{SETTINGS.lake_prefix}/iceberg/*" in resource]
+    assert tables == [frozenset({"s3:GetObject", "s3:PutObject"})]
+    glue_actions = {action for actions, _ in granted for action in actions if action.startswith("glue:")}
+    assert {"glue:GetCatalog", "glue:GetTable", "glue:UpdateTable", "glue:CreateTable"} <= glue_actions
+    assert not any(resource == '"*"' for _, resource in granted)
+    # AND every function names the lake's format (and the Iceberg functions the warehouse)
+    for handler, properties in functions.items():
+        assert properties["Environment"]["Variables"]["WALLETLAKE_LAKE_FORMAT"] == "iceberg", handler
+
+
+def test_the_consumer_writes_data_files_and_landing_records_and_reads_the_catalog(
+    synthesized: Synthesized,
+) -> None:
+    # GIVEN the consumer's role in the Iceberg lake
+    granted = actions_by_resource(policy_statements(synthesized, role_of(synthesized, CONSUMER_HANDLER)))
+    # THEN it puts objects only under the tables' data folders and the landing log
+    puts = sorted(resource for actions, resource in granted if "s3:PutObject" in actions)
+    assert len(puts) == 2
+    assert f"/{SETTINGS.lake_prefix}/_landed/*" in puts[0]
+    assert f"/{SETTINGS.lake_prefix}/iceberg/*/data/*" in puts[1]
+    assert not any("s3:DeleteObject" in actions for actions, _ in granted)
+    # AND lists only the landing log, and reads (never writes) the catalog
+    statements = policy_statements(synthesized, role_of(synthesized, CONSUMER_HANDLER))
+    lists = [statement for statement in statements if "s3:ListBucket" in as_list(statement["Action"])]
+    assert len(lists) == 1
+    assert lists[0]["Condition"] == {"StringLike": {"s3:prefix": [f"{SETTINGS.lake_prefix}/_landed/*"]}}
+    glue_actions = {action for actions, _ in granted for action in actions if action.startswith("glue:")}
+    assert glue_actions == {"glue:GetCatalog", "glue:GetDatabase", "glue:GetTable"}
+
+
+def test_the_nightly_machine_snapshots_and_reconciles_without_compacting(synthesized: Synthesized) -> None:
+    # GIVEN the nightly state machine of the Iceberg lake
+    _, definition = definition_of(synthesized, "NightlyStateMachine")
+    states = definition["States"]
+    order, state = [], definition["StartAt"]
+    while state in states and "Next" in states[state]:
+        order.append(state)
+        state = states[state]["Next"]
+    # THEN it snapshots and reconciles; the stream tables are compacted by Glue, not by the night
+    assert order == ["PlanNight", "SnapshotSegments", "PlanReconciliation", "ReconcileDays", "ReportSuccess"]
+    for step in order[:-1]:
+        assert "ReportError" in [catch["Next"] for catch in states[step]["Catch"]], step
+
+
+def test_committer_alarms_catch_errors_and_rows_landing_without_commits(synthesized: Synthesized) -> None:
+    # GIVEN the alarms
+    alarms = {
+        logical_id.split("Alarm")[0]: resource["Properties"]
+        for logical_id, resource in synthesized.resources("AWS::CloudWatch::Alarm").items()
+    }
+    # THEN the committer's errors and its lag (rows landing, none committed for 15 minutes) alarm
+    committer_id = function_id(synthesized, COMMITTER_HANDLER)
+    assert alarms["CommitterErrors"]["MetricName"] == "Errors"
+    assert alarms["CommitterErrors"]["Dimensions"] == [
+        {"Name": "FunctionName", "Value": {"Ref": committer_id}}
+    ]
+    lag = json.dumps(alarms["CommitLag"]["Metrics"])
+    assert "CommittedRows" in lag
+    assert "LedgerRows" in lag
+    assert alarms["CommitLag"]["EvaluationPeriods"] * 5 == COMMIT_LAG_MINUTES
 
 
 def test_cdk_app_py_synthesizes_as_the_cdk_cli_runs_it(tmp_path: Path) -> None:

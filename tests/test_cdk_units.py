@@ -65,6 +65,30 @@ def test_defaults_are_the_documented_ones() -> None:
     assert config.stream_max_record_age_hours < 24
     assert config.settings.table == Settings().table
     assert config.lambda_deps == "install"
+    # AND the lake is Iceberg, read one batch per shard at a time, committed every 30 s
+    assert config.lake_format == "iceberg"
+    assert config.settings.lake_format == "iceberg"
+    assert config.stream_parallelization == 1
+    assert config.commit_interval_seconds == 30
+    assert config.orphan_file_retention_days >= 1
+
+
+def test_the_plain_parquet_lake_stays_deployable_with_its_own_parallelization() -> None:
+    # GIVEN -c lake_format=parquet with two batches per shard
+    config = DeploymentConfig.from_context({"lake_format": "parquet", "stream_parallelization": "2"}.get)
+    # THEN it is accepted: only the Iceberg committer needs a shard's batches in order
+    assert config.lake_format == "parquet"
+    assert not config.iceberg
+    assert config.stream_parallelization == 2
+
+
+def test_iceberg_functions_name_the_format_and_the_accounts_catalog_as_warehouse() -> None:
+    # GIVEN the deployed (Iceberg) settings
+    environment = settings_environment(DeploymentConfig().settings, "b")
+    # THEN every function is told the format, and the warehouse is the account id (Glue's catalog)
+    assert environment["WALLETLAKE_LAKE_FORMAT"] == "iceberg"
+    assert environment["WALLETLAKE_ICEBERG_WAREHOUSE"].startswith("${Token[AWS.AccountId")
+    assert "WALLETLAKE_ICEBERG_CATALOG_URI" not in environment
 
 
 @pytest.mark.parametrize(
@@ -81,6 +105,10 @@ def test_defaults_are_the_documented_ones() -> None:
         ({"snapshot_read_units_per_second": "100"}, "at least one per segment"),
         ({"nightly_timeout_hours": "25"}, "nightly_timeout_hours"),
         ({"compaction_unit_minutes": "7"}, "compaction_unit_minutes must be one of"),
+        ({"lake_format": "delta"}, "lake_format must be iceberg or parquet"),
+        ({"stream_parallelization": "2"}, "must be 1 with lake_format=iceberg"),
+        ({"commit_interval_seconds": "60"}, "commit_interval_seconds must be 5..50"),
+        ({"orphan_file_retention_days": "0"}, "orphan_file_retention_days must be at least 1"),
     ],
 )
 def test_unusable_context_is_refused_naming_the_key(context: dict[str, str], message: str) -> None:
@@ -99,7 +127,11 @@ def test_function_environment_round_trips_through_settings() -> None:
     environment = settings_environment(settings, "b")
     # THEN the code sees exactly the deployed names, and only documented variables are used
     assert set(environment) <= set(ENVIRONMENT_VARIABLES)
-    assert Settings.from_env(environment) == settings.replace(bucket="b", query_engine="athena")
+    expected = settings.replace(bucket="b", query_engine="athena")
+    if "WALLETLAKE_ICEBERG_WAREHOUSE" in environment:  # the account id (a token at synth)
+        expected = expected.replace(iceberg_warehouse=environment["WALLETLAKE_ICEBERG_WAREHOUSE"])
+    assert Settings.from_env(environment) == expected
+    assert environment["WALLETLAKE_LAKE_FORMAT"] == settings.lake_format
 
 
 # --- layers ---------------------------------------------------------------------------------
@@ -112,6 +144,7 @@ def test_each_handler_gets_what_its_imports_need_beyond_the_runtime() -> None:
     unit = lambda_code.function_packages("walletlake.compaction_handlers.unit_handler")
     classify = lambda_code.function_packages("walletlake.nightly_steps.reconcile_classify_handler")
     consumer = lambda_code.function_packages("stream_processor.handler.lambda_handler")
+    committer = lambda_code.function_packages("walletlake.commit_handlers.handler")
     # THEN the API gets what wallet/dynamodb.py imports (the missing httptools and awscrt of the
     # hand-kept list), compaction gets DuckDB, and nothing ships boto3 (the runtime has it)
     assert api.dependencies is not None
@@ -120,10 +153,17 @@ def test_each_handler_gets_what_its_imports_need_beyond_the_runtime() -> None:
     assert {"duckdb", "pyarrow", "numpy", "aws-lambda-powertools"} <= set(unit.dependencies.distributions)
     assert classify.dependencies is not None
     assert {"pandas", "awswrangler", "pyarrow"} <= set(classify.dependencies.distributions)
-    # AND the DuckDB query engine, which deployed functions never select, is not shipped with them
+    # AND the DuckDB query engine, which deployed functions never select, is not shipped with them;
+    # sqlglot is: the second pass on Athena reads the Iceberg tables FOR VERSION AS OF the night's
+    # snapshots, which queries.time_travel writes into the SQL
     assert "duckdb" not in classify.dependencies.distributions
-    assert "sqlglot" not in classify.dependencies.distributions
-    for packages in (api, unit, classify, consumer):
+    assert "sqlglot" in classify.dependencies.distributions
+    # AND the committer and the consumer get pyiceberg (the catalog) and pyarrow (footers, files)
+    assert committer.dependencies is not None
+    assert {"pyiceberg", "pyarrow"} <= set(committer.dependencies.distributions)
+    assert consumer.dependencies is not None
+    assert {"pyiceberg", "pyarrow"} <= set(consumer.dependencies.distributions)
+    for packages in (api, unit, classify, consumer, committer):
         assert packages.dependencies is not None
         assert not set(packages.dependencies.distributions) & lambda_code.RUNTIME_DISTRIBUTIONS
 

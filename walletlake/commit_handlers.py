@@ -38,15 +38,8 @@ REQUIRED_VARIABLES: Final = (
 )
 SETTINGS: Final = HandlerSettings(REQUIRED_VARIABLES)
 
-#: Folder of the Iceberg tables under the lake prefix (Glue tables live in the lake bucket).
-ICEBERG_FOLDER: Final = "iceberg"
 #: Seconds kept free at the end of the minute, so the next invocation never overlaps this one.
 _MARGIN_SECONDS: Final = 5
-
-
-def table_location_root(settings: Settings) -> str:
-    """Where Glue's Iceberg tables are placed: ``s3://{bucket}/{lake_prefix}/iceberg``."""
-    return f"s3://{settings.bucket}/{settings.lake_prefix}/{ICEBERG_FOLDER}"
 
 
 @functools.cache
@@ -54,10 +47,14 @@ def _resources(settings: Settings) -> tuple[S3Client, RestCatalog]:
     import boto3
 
     from lake.iceberg_catalog import open_catalog
-    from lake.iceberg_tables import ensure_tables
+    from lake.iceberg_tables import ensure_tables, table_location_root
 
     catalog = open_catalog(settings)
-    ensure_tables(catalog, settings.glue_database, location_root=table_location_root(settings))
+    ensure_tables(
+        catalog,
+        settings.glue_database,
+        location_root=table_location_root(settings.bucket, settings.lake_prefix),
+    )
     return boto3.client("s3", region_name=settings.region), catalog
 
 

@@ -3,6 +3,15 @@
 Attach it to an analyst's role or SSO permission set: it allows running queries in the walletlake
 workgroup, reading the lake's Glue tables and objects (with the KMS key that encrypts them), and
 writing results to the workgroup's own prefix. It allows no write to the lake or the table.
+
+The Iceberg tables need nothing else: Athena reads an Iceberg table through the same Glue
+``GetTable`` (its ``metadata_location``) and the caller's S3 reads of its metadata and data files,
+all under the lake prefix (``lake/iceberg/``) this policy already covers. **Access is IAM only, no
+Lake Formation**: the stack registers no S3 location with Lake Formation and grants no Lake
+Formation permission, so the account's default (``IAMAllowedPrincipals`` on new databases and
+tables) applies. An account that manages the catalog with Lake Formation must register the lake
+location and grant ``SELECT``/``DESCRIBE`` on the database's tables to the analysts' roles (and
+``lakeformation:GetDataAccess`` in this policy): that is a change of governance, not of this app.
 """
 
 from __future__ import annotations

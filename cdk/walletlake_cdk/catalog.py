@@ -1,8 +1,25 @@
 """Glue catalog and Athena: how analysts (and the nightly reconciliation) read the lake.
 
-The Glue tables are :func:`lake.glue.table_input` verbatim (columns from ``lake.schemas``, partition
-projection on ``dt``), written into the template as a property override so nothing is re-typed
-through CDK's structs. The Athena workgroup enforces its settings (clients cannot turn off result
+The nightly outputs (balance snapshots, daily balances, reconciliation) are Hive tables:
+:func:`lake.glue.table_input` verbatim (columns from ``lake.schemas``, partition projection on
+``dt``), written into the template as a property override so nothing is re-typed through CDK's
+structs. So are the stream's tables (ledger, wallets, quarantine) with ``-c lake_format=parquet``.
+
+With the Iceberg lake (the default) the stream's tables are **Iceberg tables created by
+CloudFormation** (``AWS::Glue::Table`` with ``OpenTableFormatInput.IcebergInput``: schema with its
+field ids, ``identity(dt)`` partition spec, write order and properties, all from
+:func:`lake.glue.iceberg_table_input`, the same table :func:`lake.iceberg_tables.ensure_tables`
+would create), at ``s3://{bucket}/{lake_prefix}/iceberg/{table}``, where the committer's cold
+start (``walletlake.commit_handlers``) finds them and creates nothing. Made by the template, they
+exist before anything writes, and Glue's **table optimizers** can be declared next to them
+(``AWS::Glue::TableOptimizer`` needs its table to exist when it is created; tables made at run
+time would leave the optimizers to a second deployment or to the committer). They are retained
+when the stack is deleted, as the bucket is.
+
+Table maintenance is Glue's (:func:`_table_optimizers`): compaction, snapshot retention and
+orphan file deletion, per table, with their own role.
+
+The Athena workgroup enforces its settings (clients cannot turn off result
 encryption or the scan cutoff), and every ``queries/sql/*.sql`` file becomes a named query, read
 through the ``queries`` catalogue (the same names and descriptions as ``walletlake query --list``).
 """
@@ -12,18 +29,25 @@ from __future__ import annotations
 import dataclasses
 from typing import Final
 
-from aws_cdk import Aws, Stack
+from aws_cdk import ArnFormat, Aws, RemovalPolicy, Stack
 from aws_cdk import aws_athena as athena
 from aws_cdk import aws_glue as glue
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from lake.glue import table_input
+from lake.glue import ICEBERG_TABLE_VERSION, iceberg_table_input, table_input
+from lake.iceberg_tables import ICEBERG_FOLDER, ICEBERG_TABLES, table_location_root
 from lake.schemas import TABLES
 from queries import list_queries
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.storage import Storage
 
 _BYTES_PER_GB: Final = 1024**3
+Optimizer = glue.CfnTableOptimizer
+#: The three kinds of Glue table optimizer, each one ``AWS::Glue::TableOptimizer`` per table.
+OPTIMIZER_TYPES: Final = ("compaction", "retention", "orphan_file_deletion")
+#: Log groups the optimizers write (``/aws-glue/iceberg-compaction/logs`` and the like).
+OPTIMIZER_LOG_GROUPS: Final = "/aws-glue/iceberg-*"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +58,19 @@ class Catalog:
     tables: dict[str, glue.CfnTable]
     workgroup: athena.CfnWorkGroup
     named_queries: dict[str, athena.CfnNamedQuery]
+    #: The Iceberg tables' optimizers by ``{table}/{type}`` and the role they run as (Iceberg lake).
+    optimizers: dict[str, glue.CfnTableOptimizer] = dataclasses.field(default_factory=dict)
+    optimizer_role: iam.Role | None = None
+
+    @property
+    def hive_tables(self) -> tuple[str, ...]:
+        """The tables Glue holds as Hive tables (partition projection on ``dt``)."""
+        return tuple(name for name, table in self.tables.items() if table.open_table_format_input is None)
+
+
+def iceberg_location(bucket_name: str, lake_prefix: str, table: str) -> str:
+    """Where an Iceberg table of the deployed lake lives (:func:`lake.iceberg_tables.table_location_root`)."""
+    return f"{table_location_root(bucket_name, lake_prefix)}/{table}"
 
 
 #: Athena's limit on a named query's description.
@@ -55,6 +92,9 @@ def build_catalog(scope: Construct, config: DeploymentConfig, storage: Storage) 
     )
     tables: dict[str, glue.CfnTable] = {}
     for name in TABLES:
+        if config.iceberg and name in ICEBERG_TABLES:
+            tables[name] = _iceberg_table(scope, config, storage, database, name)
+            continue
         definition = table_input(name, storage.bucket_name, settings.lake_prefix)
         table = glue.CfnTable(
             scope,
@@ -102,7 +142,181 @@ def build_catalog(scope: Construct, config: DeploymentConfig, storage: Storage) 
         )
         named.node.add_dependency(database)
         named_queries[query.name] = named
-    return Catalog(database=database, tables=tables, workgroup=workgroup, named_queries=named_queries)
+    optimizers: dict[str, glue.CfnTableOptimizer] = {}
+    optimizer_role = None
+    if config.iceberg:
+        optimizer_role = _optimizer_role(scope, config, storage)
+        optimizers = _table_optimizers(scope, config, storage, tables, optimizer_role)
+    return Catalog(
+        database=database,
+        tables=tables,
+        workgroup=workgroup,
+        named_queries=named_queries,
+        optimizers=optimizers,
+        optimizer_role=optimizer_role,
+    )
+
+
+def _iceberg_table(
+    scope: Construct, config: DeploymentConfig, storage: Storage, database: glue.CfnDatabase, name: str
+) -> glue.CfnTable:
+    """One stream table as an Iceberg table Glue creates (its first metadata file included)."""
+    settings = config.settings
+    table = glue.CfnTable(
+        scope,
+        f"GlueIcebergTable{_pascal(name)}",
+        catalog_id=Stack.of(scope).account,
+        database_name=settings.glue_database,
+        table_input=glue.CfnTable.TableInputProperty(name=name, table_type="EXTERNAL_TABLE"),
+        open_table_format_input=glue.CfnTable.OpenTableFormatInputProperty(
+            iceberg_input=glue.CfnTable.IcebergInputProperty(
+                metadata_operation="CREATE", version=ICEBERG_TABLE_VERSION
+            )
+        ),
+    )
+    location = iceberg_location(storage.bucket_name, settings.lake_prefix, name)
+    table.add_property_override(
+        "OpenTableFormatInput.IcebergInput.IcebergTableInput", iceberg_table_input(name, location)
+    )
+    # The table's metadata and data live on in the retained bucket: so does its catalog entry.
+    table.apply_removal_policy(RemovalPolicy.RETAIN)
+    table.node.add_dependency(database)
+    table.node.add_dependency(storage.lake_bucket)
+    return table
+
+
+def _optimizer_role(scope: Construct, config: DeploymentConfig, storage: Storage) -> iam.Role:
+    """What Glue's optimizers need (Glue's "Table optimization prerequisites"): read and rewrite the
+    tables' files, update the tables, and write their logs."""
+    stack = Stack.of(scope)
+    settings = config.settings
+    role = iam.Role(
+        scope,
+        "TableOptimizerRole",
+        assumed_by=iam.ServicePrincipal("glue.amazonaws.com"),
+        description="walletlake: Glue table optimizers of the Iceberg tables",
+    )
+    prefix = f"{settings.lake_prefix}/{ICEBERG_FOLDER}/"
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+            resources=[storage.lake_bucket.arn_for_objects(f"{prefix}*")],
+        )
+    )
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["s3:ListBucket"],
+            resources=[storage.lake_bucket.bucket_arn],
+            conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}},
+        )
+    )
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["glue:GetTable", "glue:UpdateTable"],
+            resources=[
+                stack.format_arn(service="glue", resource="catalog"),
+                stack.format_arn(service="glue", resource="database", resource_name=settings.glue_database),
+                *(
+                    stack.format_arn(
+                        service="glue", resource="table", resource_name=f"{settings.glue_database}/{name}"
+                    )
+                    for name in ICEBERG_TABLES
+                ),
+            ],
+        )
+    )
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
+            resources=[
+                stack.format_arn(
+                    service="logs",
+                    resource="log-group",
+                    resource_name=f"{OPTIMIZER_LOG_GROUPS}:*",
+                    arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                )
+            ],
+        )
+    )
+    storage.data_key.grant_encrypt_decrypt(role)
+    return role
+
+
+def _table_optimizers(
+    scope: Construct,
+    config: DeploymentConfig,
+    storage: Storage,
+    tables: dict[str, glue.CfnTable],
+    role: iam.Role,
+) -> dict[str, glue.CfnTableOptimizer]:
+    """Compaction, snapshot retention and orphan file deletion for each Iceberg table.
+
+    Why none of them can lose a row the committer appended:
+
+    - The committer's commits are appends: they add data files and never remove one, so there is
+      nothing of the committer's for a concurrent rewrite to undo.
+    - Compaction is an Iceberg rewrite (``RewriteDataFiles``): it commits "replace these files by
+      those" against the table's current metadata, and the commit validates that every file it
+      replaces is still live; an append between its start and its commit is kept (the tables'
+      ``write.delete.isolation-level=snapshot`` lets the rewrite commit around it instead of
+      failing). It never touches the committer's progress property (``lake.committer``).
+    - Snapshot retention expires old snapshots and deletes only files no remaining snapshot
+      references: never a live file.
+    - Orphan file deletion removes files no snapshot references that are older than
+      ``orphan_file_retention_days`` (default 3 days, at least 1: ``config.py``). A batch's data
+      files are written before its landing record and committed within the commit interval
+      (30 s), so between landing and commit they are unreferenced for seconds, a retention about
+      ten thousand times shorter. Only a committer outage longer than the retention could let a
+      landed, uncommitted file be deleted, and the landing records would then point at missing
+      files: the ``CommitterErrors`` and ``CommitLag`` alarms (``monitoring.py``) fire within
+      minutes of such an outage, days before it could cost a row.
+    """
+    stack = Stack.of(scope)
+    settings = config.settings
+    optimizers: dict[str, glue.CfnTableOptimizer] = {}
+    for name in ICEBERG_TABLES:
+        for kind in OPTIMIZER_TYPES:
+            configuration: dict[str, object] = {"enabled": True, "role_arn": role.role_arn}
+            if kind == "compaction":
+                configuration["compaction_configuration"] = Optimizer.CompactionConfigurationProperty(
+                    iceberg_configuration=Optimizer.IcebergCompactionConfigurationProperty(strategy="binpack")
+                )
+            elif kind == "retention":
+                configuration["retention_configuration"] = Optimizer.RetentionConfigurationProperty(
+                    iceberg_configuration=Optimizer.IcebergRetentionConfigurationProperty(
+                        snapshot_retention_period_in_days=config.snapshot_retention_days,
+                        number_of_snapshots_to_retain=config.snapshots_to_retain,
+                        clean_expired_files=True,
+                    )
+                )
+            else:
+                configuration["orphan_file_deletion_configuration"] = (
+                    Optimizer.OrphanFileDeletionConfigurationProperty(
+                        iceberg_configuration=Optimizer.IcebergConfigurationProperty(
+                            orphan_file_retention_period_in_days=config.orphan_file_retention_days,
+                            location=iceberg_location(storage.bucket_name, settings.lake_prefix, name),
+                        )
+                    )
+                )
+            optimizer = glue.CfnTableOptimizer(
+                scope,
+                f"TableOptimizer{_pascal(name)}{_pascal(kind)}",
+                catalog_id=stack.account,
+                database_name=settings.glue_database,
+                table_name=name,
+                type=kind,
+                table_optimizer_configuration=glue.CfnTableOptimizer.TableOptimizerConfigurationProperty(
+                    **configuration  # type: ignore[arg-type]
+                ),
+            )
+            optimizer.node.add_dependency(tables[name])
+            # The role's policy must exist before Glue checks it (CreateTableOptimizer assumes it);
+            # the role itself is already a dependency, through its ARN.
+            policy = role.node.try_find_child("DefaultPolicy")
+            if policy is not None:
+                optimizer.node.add_dependency(policy)
+            optimizers[f"{name}/{kind}"] = optimizer
+    return optimizers
 
 
 def _pascal(name: str) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, Final, Literal
 
 from lake.compaction_units import UNIT_MINUTES_CHOICES
-from walletlake.settings import Settings
+from walletlake.settings import DEFAULT_COMMIT_INTERVAL_SECONDS, LakeFormat, Settings
 
 BillingMode = Literal["on_demand", "provisioned"]
 ApiAuth = Literal["iam", "jwt"]
@@ -25,6 +25,12 @@ LambdaDeps = Literal["install", "skip"]
 
 #: DynamoDB Streams keep records for 24 hours; the consumer must give up on a record before that.
 STREAM_RETENTION_HOURS: Final = 24
+#: How the deployed lake keeps the stream's tables unless ``-c lake_format=parquet``.
+DEFAULT_DEPLOYED_LAKE_FORMAT: Final[LakeFormat] = "iceberg"
+
+
+def _deployed_settings() -> Settings:
+    return Settings(lake_format=DEFAULT_DEPLOYED_LAKE_FORMAT, query_engine="athena")
 
 
 class DeploymentConfigError(ValueError):
@@ -38,7 +44,11 @@ class DeploymentConfig:
     Attributes
     ----------
     settings:
-        Resource names (table, lake prefix, Glue database, Athena workgroup, hot TTL).
+        Resource names (table, lake prefix, Glue database, Athena workgroup, hot TTL) and the
+        lake's format (``-c lake_format=iceberg|parquet``, default ``iceberg``): Iceberg tables
+        committed by the committer function and maintained by Glue's table optimizers, or the
+        older plain Parquet under ``dt=`` prefixes with the hourly compaction state machine
+        (kept deployable: it is the same code paths behind one switch).
     bucket_name:
         Lake bucket name, or None for ``{settings.bucket}-{account}-{region}``: S3 names are
         global, so the bare default ``walletlake-lake`` would collide across accounts.
@@ -77,6 +87,19 @@ class DeploymentConfig:
         units/s from the first minute, which warm throughput provides (a one-time charge).
     stream_parallelization:
         Concurrent batches per shard; Lambda keeps records of one item key in order across them.
+        The Iceberg lake needs 1 (``walletlake_cdk.stream_consumer`` says why).
+    stream_tumbling_window_seconds:
+        The Iceberg lake's tumbling window: how Lambda tells the consumer which shard a batch
+        comes from (``shardId``). It does not delay batches (they still close on size or the
+        batching window); its length only bounds the window's (unused) state.
+    committer_memory_mb, commit_interval_seconds:
+        The Iceberg committer (``walletlake.commit_handlers``), invoked every minute: its size and
+        the seconds between its commits (the lake's freshness bound).
+    orphan_file_retention_days, snapshot_retention_days, snapshots_to_retain:
+        Glue's table optimizers of the Iceberg tables (``walletlake_cdk.catalog``): an
+        unreferenced file younger than ``orphan_file_retention_days`` is never deleted (far above
+        the commit interval: see ``catalog.py``); snapshots older than ``snapshot_retention_days``
+        expire, the last ``snapshots_to_retain`` always kept (time travel, audits).
     nightly_schedule, nightly_timeout_hours:
         The nightly state machine (snapshot → compaction of what is left → reconciliation) and
         the bound on one execution.
@@ -98,7 +121,7 @@ class DeploymentConfig:
         on-failure queue while the records are still in the stream (24 h) for a replay.
     """
 
-    settings: Settings = dataclasses.field(default_factory=Settings)
+    settings: Settings = dataclasses.field(default_factory=_deployed_settings)
     bucket_name: str | None = None
     billing_mode: BillingMode = "on_demand"
     read_capacity: int = 2_000
@@ -124,7 +147,13 @@ class DeploymentConfig:
     api_memory_mb: int = 1_024
     stream_batch_size: int = 10_000
     stream_batching_window_seconds: int = 30
-    stream_parallelization: int = 2
+    stream_parallelization: int = 1
+    stream_tumbling_window_seconds: int = 60
+    committer_memory_mb: int = 512
+    commit_interval_seconds: int = DEFAULT_COMMIT_INTERVAL_SECONDS
+    orphan_file_retention_days: int = 3
+    snapshot_retention_days: int = 5
+    snapshots_to_retain: int = 10
     stream_retry_attempts: int = 10
     stream_max_record_age_hours: int = 12
     consumer_memory_mb: int = 1_024
@@ -181,6 +210,10 @@ class DeploymentConfig:
             raise DeploymentConfigError("stream_batching_window_seconds must be 0..300")
         if not 1 <= self.stream_parallelization <= 10:
             raise DeploymentConfigError("stream_parallelization must be 1..10")
+        if self.lake_format not in ("iceberg", "parquet"):
+            raise DeploymentConfigError(f"lake_format must be iceberg or parquet, not {self.lake_format!r}")
+        if self.lake_format == "iceberg":
+            self._check_iceberg()
         if not 1 <= self.compaction_max_concurrency <= 10_000:
             raise DeploymentConfigError("compaction_max_concurrency must be 1..10000 (Distributed Map)")
         if self.compaction_unit_minutes not in UNIT_MINUTES_CHOICES:
@@ -195,6 +228,38 @@ class DeploymentConfig:
             raise DeploymentConfigError("stream_retry_attempts must be 0..10000")
         if self.read_capacity > self.max_read_capacity or self.write_capacity > self.max_write_capacity:
             raise DeploymentConfigError("provisioned capacity must not exceed its maximum")
+
+    def _check_iceberg(self) -> None:
+        """The Iceberg lake's knobs (``lake_format=iceberg``)."""
+        if self.stream_parallelization != 1:
+            raise DeploymentConfigError(
+                "stream_parallelization must be 1 with lake_format=iceberg: the committer's progress "
+                "per shard needs a shard's batches landed in order (walletlake_cdk.stream_consumer)"
+            )
+        if not 1 <= self.stream_tumbling_window_seconds <= 900:
+            raise DeploymentConfigError(
+                "stream_tumbling_window_seconds must be 1..900 with lake_format=iceberg"
+            )
+        if not 5 <= self.commit_interval_seconds <= 50:
+            raise DeploymentConfigError(
+                "commit_interval_seconds must be 5..50: the committer commits within one scheduled minute"
+            )
+        if self.orphan_file_retention_days < 1:
+            raise DeploymentConfigError(
+                "orphan_file_retention_days must be at least 1 (a landed file waits for its commit)"
+            )
+        if self.snapshot_retention_days < 1 or self.snapshots_to_retain < 1:
+            raise DeploymentConfigError("snapshot_retention_days and snapshots_to_retain must be at least 1")
+
+    @property
+    def lake_format(self) -> LakeFormat:
+        """``iceberg`` or ``parquet``: how the stream's tables are kept (from the settings)."""
+        return self.settings.lake_format
+
+    @property
+    def iceberg(self) -> bool:
+        """Whether the stream's tables are Iceberg tables."""
+        return self.settings.lake_format == "iceberg"
 
     @property
     def stream_max_record_age_seconds(self) -> int:
@@ -216,6 +281,7 @@ class DeploymentConfig:
             "lake_prefix": (get("lake_prefix") or defaults.settings.lake_prefix).strip("/"),
             "glue_database": get("glue_database") or defaults.settings.glue_database,
             "athena_workgroup": get("athena_workgroup") or defaults.settings.athena_workgroup,
+            "lake_format": str(get("lake_format") or defaults.settings.lake_format).strip().lower(),
         }
         values: dict[str, Any] = {"settings": defaults.settings.replace(query_engine="athena", **names)}
         for field in dataclasses.fields(cls):

@@ -12,13 +12,18 @@ import dataclasses
 import re
 from typing import Final
 
-from aws_cdk import Duration, RemovalPolicy, Size
+from aws_cdk import Aws, Duration, RemovalPolicy, Size
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from walletlake.settings import DEPLOYED_VARIABLES, Settings
+from walletlake.settings import (
+    DEPLOYED_VARIABLES,
+    ICEBERG_WAREHOUSE_VARIABLE,
+    LAKE_FORMAT_VARIABLE,
+    Settings,
+)
 from walletlake_cdk import lambda_code
 from walletlake_cdk.config import DeploymentConfig
 
@@ -78,12 +83,20 @@ def _dependency_layer(
 
 
 def settings_environment(settings: Settings, bucket_name: str) -> dict[str, str]:
-    """The variables every function gets (:data:`~walletlake.settings.DEPLOYED_VARIABLES`).
+    """The variables every function gets (:data:`~walletlake.settings.DEPLOYED_VARIABLES`), plus
+    the lake's format and, for the Iceberg lake, the catalog's warehouse.
 
     Written by :meth:`Settings.to_env`, so ``Settings.from_env()`` in the function reads back the
-    deployed resources, on Athena; the handler modules require exactly these at cold start.
+    deployed resources, on Athena; the handler modules require these at cold start. The Iceberg
+    catalog is Glue's Iceberg REST endpoint in the function's region (the settings' default URI,
+    so no variable), whose warehouse is the account's own catalog: its id, ``Aws.ACCOUNT_ID``.
     """
-    return settings.replace(bucket=bucket_name, query_engine="athena").to_env(DEPLOYED_VARIABLES)
+    names = [*DEPLOYED_VARIABLES, LAKE_FORMAT_VARIABLE]
+    if settings.lake_format == "iceberg":
+        names.append(ICEBERG_WAREHOUSE_VARIABLE)
+    return settings.replace(
+        bucket=bucket_name, query_engine="athena", iceberg_warehouse=Aws.ACCOUNT_ID
+    ).to_env(names)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,6 +122,7 @@ def python_function(
     service: str,
     application_log_level: lambda_.ApplicationLogLevel = lambda_.ApplicationLogLevel.INFO,
     ephemeral_storage_mb: int = 512,
+    reserved_concurrency: int | None = None,
 ) -> PythonFunction:
     """A Python 3.11 x86_64 function on the project's code with its own least-privilege role."""
     log_group = logs.LogGroup(
@@ -134,6 +148,7 @@ def python_function(
         description=description,
         layers=assets.layers_for(handler),
         memory_size=memory_mb,
+        reserved_concurrent_executions=reserved_concurrency,
         ephemeral_storage_size=Size.mebibytes(ephemeral_storage_mb),
         timeout=timeout,
         role=role,

@@ -52,6 +52,12 @@ CONSUMER_METRICS: Final = (
     "FilesWritten",
     "BatchWriteFailures",
 )
+#: The committer's Powertools metrics (``walletlake/commit_handlers.py``: service ``committer``).
+COMMITTER_SERVICE: Final = "committer"
+#: Minutes of rows landing with none committed before the commit-lag alarm fires: the committer
+#: runs every minute and commits every interval, so 15 minutes is a dozen missed commits, and
+#: days under the orphan-file retention (``catalog.py``) after which landed files could be lost.
+COMMIT_LAG_MINUTES: Final = 15
 
 
 def build_alerts_topic(scope: Construct, config: DeploymentConfig) -> sns.Topic:
@@ -192,6 +198,8 @@ class Monitored:
     nightly_function: lambda_.Function
     nightly: sfn.StateMachine
     athena_workgroup: str
+    #: The Iceberg committer (None with the plain-Parquet lake).
+    committer: lambda_.Function | None = None
 
 
 def build_alarms(
@@ -263,6 +271,8 @@ def build_alarms(
         ),
     }
     specs.update(watched.api.alarms)
+    if watched.committer is not None:
+        specs.update(committer_alarms(watched.committer))
     alarms: dict[str, cloudwatch.Alarm] = {}
     for name, (metric, threshold, periods, description) in specs.items():
         alarm = cloudwatch.Alarm(
@@ -279,6 +289,67 @@ def build_alarms(
         alarm.add_alarm_action(actions.SnsAction(topic))
         alarms[name] = alarm
     return alarms
+
+
+def committer_metric(name: str) -> cloudwatch.Metric:
+    """One of the committer's own metrics (``CommittedRows``, ``CommitSeconds``), five-minute sums."""
+    return cloudwatch.Metric(
+        namespace=CONSUMER_METRICS_NAMESPACE,
+        metric_name=name,
+        dimensions_map={"service": COMMITTER_SERVICE},
+        statistic="Sum",
+        period=FIVE_MINUTES,
+    )
+
+
+def committer_alarms(committer: lambda_.Function) -> dict[str, AlarmSpec]:
+    """The committer failing, not running, or running without committing what the consumer lands.
+
+    Landed rows wait in the landing log until a commit appends them; a committer outage loses
+    nothing until it outlasts the orphan-file retention (days), so these alarms are what stands
+    between an outage and that loss.
+    """
+    landed = cloudwatch.MathExpression(
+        expression="FILL(ledger, 0) + FILL(wallets, 0)",
+        using_metrics={
+            "ledger": _consumer_metric("LedgerRows"),
+            "wallets": _consumer_metric("WalletRows"),
+        },
+        label="rows landed",
+        period=FIVE_MINUTES,
+    )
+    lag = cloudwatch.MathExpression(
+        expression="IF(FILL(landed, 0) > 0 AND FILL(committed, 0) == 0, 1, 0)",
+        using_metrics={"landed": landed, "committed": committer_metric("CommittedRows")},
+        label="rows landed, none committed",
+        period=FIVE_MINUTES,
+    )
+    periods = COMMIT_LAG_MINUTES // 5
+    return {
+        "CommitterErrors": (
+            committer.metric_errors(period=FIVE_MINUTES, statistic="Sum"),
+            1,
+            2,
+            "The Iceberg committer has failed for 10 minutes: landed batches are not reaching the tables.",
+        ),
+        "CommitLag": (
+            lag,
+            1,
+            periods,
+            f"Rows have landed for {COMMIT_LAG_MINUTES} minutes and the committer committed none: the lake "
+            "is falling behind (schedule disabled, throttled, or failing).",
+        ),
+    }
+
+
+def _consumer_metric(name: str) -> cloudwatch.Metric:
+    return cloudwatch.Metric(
+        namespace=CONSUMER_METRICS_NAMESPACE,
+        metric_name=name,
+        dimensions_map={"service": CONSUMER_SERVICE},
+        statistic="Sum",
+        period=FIVE_MINUTES,
+    )
 
 
 def build_dashboard(
@@ -326,6 +397,19 @@ def build_dashboard(
             ],
         ),
     )
+    if watched.committer is not None:
+        dashboard.add_widgets(
+            graph(
+                "Iceberg committer",
+                [
+                    committer_metric("CommittedRows"),
+                    watched.committer.metric_errors(statistic="Sum"),
+                    watched.committer.metric_duration(statistic="Maximum"),
+                ],
+                width=12,
+            ),
+            graph("Commit seconds", [committer_metric("CommitSeconds")], width=12),
+        )
     dashboard.add_widgets(
         graph(
             "Stream records (Powertools metrics)",

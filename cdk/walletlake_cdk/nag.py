@@ -34,6 +34,11 @@ _ATHENA_RESULTS_REASON = (
     "Athena writes one result object per query under the workgroup's own results prefix; the wildcard "
     "is limited to that prefix."
 )
+_ICEBERG_OBJECTS_REASON = (
+    "The Iceberg tables' files and the landing log are named per batch, commit and day at run time "
+    "(lake/iceberg/{table}/data|metadata/…, lake/_landed/{stream}/{shard}/…); each wildcard is limited "
+    "to one of those prefixes of this one bucket."
+)
 #: A Distributed Map's child executions, with the partition, region and account as tokens or literals.
 _CHILD_EXECUTIONS = "/^Resource::arn:.+:states:.+:execution:.*\\*$/"
 _PYTHON_RUNTIME_REASON = (
@@ -54,6 +59,8 @@ class ReviewedConstructs:
     analyst_policy: iam.ManagedPolicy
     failure_queue: sqs.Queue
     functions: tuple[lambda_.Function, ...]
+    committer_role: iam.IRole | None = None
+    optimizer_role: iam.IRole | None = None
 
 
 def suppress_reviewed_findings(reviewed: ReviewedConstructs) -> None:
@@ -65,6 +72,22 @@ def suppress_reviewed_findings(reviewed: ReviewedConstructs) -> None:
     _iam5(reviewed.api_role, _KMS_FAMILY_REASON, kms_families)
     _iam5(reviewed.consumer_role, _KMS_FAMILY_REASON, kms_families)
     _iam5(reviewed.consumer_role, _LAKE_OBJECTS_REASON, [lake_objects])
+    iceberg_objects = _bucket_objects_regex(
+        re.escape(reviewed.lake_prefix).replace("/", "\\/") + "\\/(iceberg|_landed)\\/.*"
+    )
+    _iam5(reviewed.consumer_role, _ICEBERG_OBJECTS_REASON, [iceberg_objects])
+    for role in (reviewed.committer_role, reviewed.optimizer_role):
+        if role is not None:
+            _iam5(role, _KMS_FAMILY_REASON, kms_families)
+            _iam5(role, _ICEBERG_OBJECTS_REASON, [iceberg_objects])
+    if reviewed.optimizer_role is not None:
+        _iam5(
+            reviewed.optimizer_role,
+            "Glue's table optimizers write their run logs to log groups named /aws-glue/iceberg-<kind>/… "
+            'that Glue creates (Glue\'s "Table optimization prerequisites"); the wildcard is limited to '
+            "those log groups of this account and region.",
+            [{"regex": "/^Resource::arn:.+:logs:.+:log-group:\\/aws-glue\\/iceberg-\\*:\\*$/"}],
+        )
     _iam5(
         reviewed.consumer_role,
         "dynamodb:ListStreams, which the DynamoDB event source mapping needs, supports no resource-level "
@@ -142,6 +165,11 @@ def _bucket_objects(prefix: str) -> dict[str, str]:
     """``appliesTo`` matcher for ``<LakeBucket….Arn>/{prefix}*`` (the bucket's logical id has a hash)."""
     escaped = re.escape(prefix).replace("/", "\\/")
     return {"regex": f"/^Resource::<LakeBucket[0-9A-F]+\\.Arn>\\/{escaped}\\*$/"}
+
+
+def _bucket_objects_regex(pattern: str) -> dict[str, str]:
+    """``appliesTo`` matcher for any object pattern of the lake bucket matching ``pattern``."""
+    return {"regex": f"/^Resource::<LakeBucket[0-9A-F]+\\.Arn>\\/{pattern}\\*$/"}
 
 
 def _iam5(construct: IConstruct, reason: str, applies_to: Sequence[str | dict[str, str]]) -> None:

@@ -1,4 +1,10 @@
-"""The lake's scheduled work: hourly compaction of closed hours, and the nightly job, as units.
+"""The lake's scheduled work: the nightly job and (plain-Parquet lake only) hourly compaction, as units.
+
+With the Iceberg lake (the default) the stream's tables are compacted by Glue's table optimizers
+(``walletlake_cdk.catalog``): no hourly state machine, no compaction units, no compaction lease,
+and the nightly job is the snapshot and the reconciliation (Iceberg readers never see a
+half-compacted table, so nothing has to be compacted before the night reconciles). What follows
+describes the ``-c lake_format=parquet`` deployment, whose nightly job also compacts.
 
 At the seed's load (20,000 transactions/s) a day is about 2.9 billion ledger rows and 240 GB of
 Parquet; no single function can snapshot, compact and reconcile it (15 minutes, 10 GB of memory
@@ -113,8 +119,14 @@ class NightlyJob:
     functions: dict[str, PythonFunction]
     state_machine: sfn.StateMachine
     schedule: events.Rule
-    hourly: sfn.StateMachine
-    hourly_schedule: events.Rule
+    #: The hourly compaction (plain-Parquet lake only).
+    hourly: sfn.StateMachine | None = None
+    hourly_schedule: events.Rule | None = None
+
+    @property
+    def state_machines(self) -> tuple[sfn.StateMachine, ...]:
+        """Every state machine of the job."""
+        return (self.state_machine, *((self.hourly,) if self.hourly is not None else ()))
 
     @property
     def roles(self) -> tuple[iam.IRole, ...]:
@@ -143,11 +155,24 @@ def build_nightly_job(
     """The unit functions with their grants, the hourly and nightly state machines and schedules."""
     grants = _Grants(config, table, storage, catalog)
     functions = _unit_functions(scope, config, assets, environment)
-    _grant_compaction_plan(functions["compaction_plan"].role, grants)
-    _grant_compaction_unit(functions["compaction_unit"].role, grants)
     _grant_snapshot_segment(functions["snapshot_segment"].role, grants)
     _grant_reconcile_plan(functions["reconcile_plan"].role, grants)
     _grant_reconcile_classify(functions["reconcile_classify"].role, grants)
+    if config.iceberg:
+        nightly = _state_machine(
+            scope, "Nightly", config, _nightly_definition(scope, config, functions, topic)
+        )
+        _grant_athena_queries(nightly, grants)
+        schedule = events.Rule(
+            scope,
+            "NightlySchedule",
+            description="walletlake nightly job for the previous UTC day",
+            schedule=events.Schedule.expression(config.nightly_schedule),
+            targets=[targets.SfnStateMachine(nightly, retry_attempts=4, max_event_age=Duration.hours(2))],
+        )
+        return NightlyJob(functions=functions, state_machine=nightly, schedule=schedule)
+    _grant_compaction_plan(functions["compaction_plan"].role, grants)
+    _grant_compaction_unit(functions["compaction_unit"].role, grants)
     lease_table = _lease_table(scope, config)
     lease_table.grant(functions["compaction_lease"].role, "dynamodb:PutItem", "dynamodb:DeleteItem")
 
@@ -279,6 +304,9 @@ def _unit_functions(
             ),
         ),
     }
+    if config.iceberg:  # Glue's optimizers compact: no compaction units, no lease
+        for name in ("compaction_plan", "compaction_unit", "compaction_lease"):
+            del specs[name]
     return {
         name: python_function(
             scope,
@@ -428,14 +456,6 @@ def _nightly_definition(
         result_path=sfn.JsonPath.DISCARD,
     )
     snapshot.item_processor(_invoke(scope, "ScanSegment", functions["snapshot_segment"], None, "$"))
-    plan_units = _invoke(
-        scope,
-        "NightlyPlanUnits",
-        functions["compaction_plan"],
-        sfn.TaskInput.from_object({"date": sfn.JsonPath.string_at("$.night.date")}),
-        "$.compaction",
-    )
-    units = _units_map(scope, "Nightly", config, functions)
     plan_reconciliation = _invoke(
         scope,
         "PlanReconciliation",
@@ -445,6 +465,54 @@ def _nightly_definition(
         ),
         "$.reconciliation",
     )
+    days, report_ok, crashed = _reconcile_days(scope, config, functions, topic)
+    if config.iceberg:
+        for step in (plan_night, snapshot, plan_reconciliation, days):
+            step.add_catch(crashed, errors=[sfn.Errors.ALL], result_path="$.error")
+        return (
+            plan_night.next(snapshot)
+            .next(plan_reconciliation)
+            .next(days)
+            .next(report_ok)
+            .next(sfn.Succeed(scope, "Reconciled"))
+        )
+    plan_units = _invoke(
+        scope,
+        "NightlyPlanUnits",
+        functions["compaction_plan"],
+        sfn.TaskInput.from_object({"date": sfn.JsonPath.string_at("$.night.date")}),
+        "$.compaction",
+    )
+    units = _units_map(scope, "Nightly", config, functions)
+    acquire = _lease(
+        scope, "NightlyTakeLease", functions, "acquire", ttl_seconds=config.nightly_timeout_hours * 3600
+    )
+    # An hourly run is compacting: wait for it (it ends within its one-hour timeout).
+    acquire.add_retry(
+        errors=[LEASE_BUSY], interval=Duration.seconds(LEASE_RETRY_SECONDS), max_attempts=60, backoff_rate=1
+    )
+    compaction_failed = _lease(scope, "NightlyReleaseLeaseOnError", functions, "release").next(crashed)
+    for step in (plan_night, snapshot, acquire, plan_reconciliation, days):
+        step.add_catch(crashed, errors=[sfn.Errors.ALL], result_path="$.error")
+    for step in (plan_units, units):
+        step.add_catch(compaction_failed, errors=[sfn.Errors.ALL], result_path="$.error")
+    return (
+        plan_night.next(snapshot)
+        .next(acquire)
+        .next(plan_units)
+        .next(units)
+        .next(_lease(scope, "NightlyReleaseLease", functions, "release"))
+        .next(plan_reconciliation)
+        .next(days)
+        .next(report_ok)
+        .next(sfn.Succeed(scope, "Reconciled"))
+    )
+
+
+def _reconcile_days(
+    scope: Construct, config: DeploymentConfig, functions: dict[str, PythonFunction], topic: sns.ITopic
+) -> tuple[sfn.Map, tasks.SnsPublish, sfn.Chain]:
+    """The reconciliation of the planned days, the success report, and the error path."""
     queries = sfn.Parallel(scope, "ReconcileQueries", result_path=sfn.JsonPath.DISCARD)
     for name, path in (("Wallets", "$.wallets_sql"), ("Transfers", "$.transfers_sql")):
         queries.branch(_athena_unload(scope, f"Unload{name}", path, config))
@@ -482,29 +550,7 @@ def _nightly_definition(
         errors=["ReconciliationFindings"],
         result_path="$.error",
     )
-    acquire = _lease(
-        scope, "NightlyTakeLease", functions, "acquire", ttl_seconds=config.nightly_timeout_hours * 3600
-    )
-    # An hourly run is compacting: wait for it (it ends within its one-hour timeout).
-    acquire.add_retry(
-        errors=[LEASE_BUSY], interval=Duration.seconds(LEASE_RETRY_SECONDS), max_attempts=60, backoff_rate=1
-    )
-    compaction_failed = _lease(scope, "NightlyReleaseLeaseOnError", functions, "release").next(crashed)
-    for step in (plan_night, snapshot, acquire, plan_reconciliation, days):
-        step.add_catch(crashed, errors=[sfn.Errors.ALL], result_path="$.error")
-    for step in (plan_units, units):
-        step.add_catch(compaction_failed, errors=[sfn.Errors.ALL], result_path="$.error")
-    return (
-        plan_night.next(snapshot)
-        .next(acquire)
-        .next(plan_units)
-        .next(units)
-        .next(_lease(scope, "NightlyReleaseLease", functions, "release"))
-        .next(plan_reconciliation)
-        .next(days)
-        .next(report_ok)
-        .next(sfn.Succeed(scope, "Reconciled"))
-    )
+    return days, report_ok, crashed
 
 
 def _athena_unload(

@@ -1,4 +1,5 @@
-"""The whole pipeline in one stack: table → API → stream consumer → lake → catalog → nightly job.
+"""The whole pipeline in one stack: table → API → stream consumer → lake (→ committer) → catalog →
+nightly job.
 
 One stack because every part references the others (the table's stream, the lake bucket, the
 key, the topic) and they are deployed and versioned together; each part lives in its own module.
@@ -13,6 +14,7 @@ from constructs import Construct
 from walletlake_cdk.analyst_access import build_analyst_policy
 from walletlake_cdk.api_service import build_api_service
 from walletlake_cdk.catalog import build_catalog
+from walletlake_cdk.committer import build_committer
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import build_function_assets, settings_environment
 from walletlake_cdk.ledger_table import build_ledger_table
@@ -73,6 +75,14 @@ class WalletLakeStack(Stack):
             api_role, api_url, api_functions = fleet.task_role, fleet.endpoint, []
         consumer = build_stream_consumer(self, config, assets, table, storage, environment)
         catalog = build_catalog(self, config, storage)
+        if config.iceberg:
+            # The consumer asks the catalog where the tables are at its cold start.
+            for glue_table in catalog.tables.values():
+                if glue_table.open_table_format_input is not None:
+                    consumer.handler.function.node.add_dependency(glue_table)
+        committer = (
+            build_committer(self, config, assets, storage, catalog, environment) if config.iceberg else None
+        )
         topic = build_alerts_topic(self, config)
         nightly = build_nightly_job(self, config, assets, table, storage, catalog, topic, environment)
         analyst_policy = build_analyst_policy(self, config, storage)
@@ -81,9 +91,12 @@ class WalletLakeStack(Stack):
             table=table,
             consumer=consumer.handler.function,
             failures=consumer.failures,
-            nightly_function=nightly.functions["compaction_unit"].function,
+            nightly_function=nightly.functions[
+                "snapshot_segment" if config.iceberg else "compaction_unit"
+            ].function,
             nightly=nightly.state_machine,
             athena_workgroup=config.settings.athena_workgroup,
+            committer=committer.handler.function if committer else None,
         )
         alarms = build_alarms(self, config, watched, topic)
         build_dashboard(self, watched, alarms)
@@ -93,14 +106,17 @@ class WalletLakeStack(Stack):
                 api_role=api_role,
                 consumer_role=consumer.handler.role,
                 nightly_roles=nightly.roles,
-                state_machines=(nightly.state_machine, nightly.hourly),
+                state_machines=nightly.state_machines,
                 analyst_policy=analyst_policy,
                 failure_queue=consumer.failures,
                 functions=(
                     *api_functions,
                     consumer.handler.function,
+                    *((committer.handler.function,) if committer else ()),
                     *(unit.function for unit in nightly.functions.values()),
                 ),
+                committer_role=committer.handler.role if committer else None,
+                optimizer_role=catalog.optimizer_role,
             )
         )
 
@@ -109,6 +125,7 @@ class WalletLakeStack(Stack):
         self.consumer = consumer
         self.catalog = catalog
         self.nightly = nightly
+        self.committer = committer
         self.topic = topic
         self.alarms = alarms
 
@@ -120,7 +137,12 @@ class WalletLakeStack(Stack):
             "AthenaWorkgroupName": config.settings.athena_workgroup,
             "AlertsTopicArn": topic.topic_arn,
             "NightlyStateMachineArn": nightly.state_machine.state_machine_arn,
-            "HourlyCompactionStateMachineArn": nightly.hourly.state_machine_arn,
+            **(
+                {"HourlyCompactionStateMachineArn": nightly.hourly.state_machine_arn}
+                if nightly.hourly is not None
+                else {}
+            ),
+            **({"CommitterFunctionName": committer.handler.function.function_name} if committer else {}),
             "StreamFailureQueueUrl": consumer.failures.queue_url,
             "AnalystPolicyArn": analyst_policy.managed_policy_arn,
         }

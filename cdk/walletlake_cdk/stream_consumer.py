@@ -1,4 +1,5 @@
-"""The stream consumer: DynamoDB Streams → Lambda → Parquet landing files in the lake.
+"""The stream consumer: DynamoDB Streams → Lambda → the lake (Iceberg data files + landing records,
+or, with ``-c lake_format=parquet``, Parquet landing files).
 
 Event source mapping choices (defaults in :class:`~walletlake_cdk.config.DeploymentConfig`):
 
@@ -17,6 +18,19 @@ Event source mapping choices (defaults in :class:`~walletlake_cdk.config.Deploym
   them counted (``ttl_expired``), and a filtered-out record is never seen by the handler.
 - **TRIM_HORIZON**: a new mapping starts at the oldest record still in the stream, so nothing
   written before the consumer existed is skipped.
+- **Iceberg lake: a tumbling window, and ParallelizationFactor 1.** Lambda names a batch's shard
+  (``shardId``) only in tumbling-window events, and the committer keeps its exactly-once progress
+  per shard (``lake.committer``). That progress is one high-water mark per shard: the last
+  sequence number committed. With ParallelizationFactor above 1, Lambda runs several batches of
+  one shard at once (in order per item key only), so a later batch's landing record can exist
+  before an earlier one's; a commit between the two moves the shard's mark past the earlier
+  batch, whose record, landing after, is then taken for a redelivery and skipped (its rows never
+  committed) or, straddling the mark, stops the committer (``OverlapError``). Hence one batch per
+  shard at a time. What it costs is small: at the seed's load a shard carries ~690 records/s
+  (74,000 stream records/s over at least 108 shards) and a batch of ~5,400 records (Lambda's 6 MB
+  payload) takes 17 ms of CPU plus its PUTs (measured, ``docs/operations.md``, "Batching"), so
+  one batch at a time per shard keeps up many times over; what factor 2 bought was a faster
+  drain of a backlog after an outage.
 """
 
 from __future__ import annotations
@@ -24,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Final
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -32,12 +46,19 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from lake.iceberg_tables import ICEBERG_FOLDER, ICEBERG_TABLES
+from lake.landing_log import LOG_FOLDER as LANDING_LOG_FOLDER
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import FunctionAssets, PythonFunction, python_function
 from walletlake_cdk.storage import Storage
 
 #: The handler other modules export for Lambda (``stream_processor/handler.py``).
 CONSUMER_HANDLER: Final = "stream_processor.handler.lambda_handler"
+#: What reaching the Iceberg REST catalog to read a table takes (Glue's "AWS Glue REST APIs for
+#: Apache Iceberg specifications": GetConfig → glue:GetCatalog, LoadNamespaceMetadata →
+#: glue:GetDatabase, LoadTable → glue:GetTable). ``lakeformation:GetDataAccess`` is needed only
+#: for tables whose location is registered with Lake Formation, which this stack's are not.
+ICEBERG_READ_ACTIONS: Final = ("glue:GetCatalog", "glue:GetDatabase", "glue:GetTable")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,16 +94,19 @@ def build_stream_consumer(
         config=config,
         assets=assets,
         handler=CONSUMER_HANDLER,
-        description="walletlake stream consumer: DynamoDB stream records to Parquet landing files",
+        description="walletlake stream consumer: DynamoDB stream records to the lake's landing files",
         environment=environment,
         memory_mb=config.consumer_memory_mb,
         timeout=Duration.minutes(2),
         service="stream_processor",
     )
-    # Landing files and quarantined records: writes under the lake prefix only.
-    handler.role.add_to_principal_policy(
-        iam.PolicyStatement(actions=["s3:PutObject"], resources=[storage.lake_objects_arn])
-    )
+    if config.iceberg:
+        grant_iceberg_landing(handler.role, config, storage)
+    else:
+        # Landing files and quarantined records: writes under the lake prefix only.
+        handler.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["s3:PutObject"], resources=[storage.lake_objects_arn])
+        )
     storage.data_key.grant(handler.role, "kms:GenerateDataKey", "kms:Decrypt")
     source = sources.DynamoEventSource(
         table,
@@ -90,6 +114,7 @@ def build_stream_consumer(
         batch_size=config.stream_batch_size,
         max_batching_window=Duration.seconds(config.stream_batching_window_seconds),
         parallelization_factor=config.stream_parallelization,
+        tumbling_window=Duration.seconds(config.stream_tumbling_window_seconds) if config.iceberg else None,
         report_batch_item_failures=True,
         retry_attempts=config.stream_retry_attempts,
         max_record_age=Duration.seconds(config.stream_max_record_age_seconds),
@@ -98,3 +123,42 @@ def build_stream_consumer(
     )
     handler.function.add_event_source(source)
     return StreamConsumer(handler=handler, source=source, failures=failures)
+
+
+def grant_iceberg_landing(role: iam.IRole, config: DeploymentConfig, storage: Storage) -> None:
+    """Write the tables' data files and the landing records, list the landing log, and learn the
+    tables' locations from the catalog (once per cold start)."""
+    prefix = config.settings.lake_prefix
+    stack = Stack.of(role)
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["s3:PutObject"],
+            resources=[
+                storage.lake_bucket.arn_for_objects(f"{prefix}/{ICEBERG_FOLDER}/*/data/*"),
+                storage.lake_bucket.arn_for_objects(f"{prefix}/{LANDING_LOG_FOLDER}/*"),
+            ],
+        )
+    )
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["s3:ListBucket"],
+            resources=[storage.lake_bucket.bucket_arn],
+            conditions={"StringLike": {"s3:prefix": [f"{prefix}/{LANDING_LOG_FOLDER}/*"]}},
+        )
+    )
+    role.add_to_principal_policy(
+        iam.PolicyStatement(actions=list(ICEBERG_READ_ACTIONS), resources=iceberg_glue_arns(stack, config))
+    )
+
+
+def iceberg_glue_arns(stack: Stack, config: DeploymentConfig) -> list[str]:
+    """The account's catalog, the lake's database and its Iceberg tables."""
+    database = config.settings.glue_database
+    return [
+        stack.format_arn(service="glue", resource="catalog"),
+        stack.format_arn(service="glue", resource="database", resource_name=database),
+        *(
+            stack.format_arn(service="glue", resource="table", resource_name=f"{database}/{name}")
+            for name in ICEBERG_TABLES
+        ),
+    ]

@@ -196,8 +196,10 @@ class EmbeddedStack:
             }
             for name, server in servers.items():
                 wait_until(self._readiness[name], timeout=60, what=name, process=server.process)
+            # The stack's settings name its own catalog, as Settings.from_env() does under environment().
+            self.settings = self.settings.replace(iceberg_catalog_uri=endpoints.iceberg)
             with patched_environ(self.environment()):
-                self.provisioned = provision(self.settings.replace(iceberg_catalog_uri=endpoints.iceberg))
+                self.provisioned = provision(self.settings)
                 if f"s3 bucket {self.settings.bucket}: created" in self.provisioned:
                     self.provisioned.append(forget_checkpoints(self.settings))
         except BaseException:

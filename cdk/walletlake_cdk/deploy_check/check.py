@@ -4,9 +4,13 @@ On the embedded stack, in the order production runs them:
 
 1. the **API** function gets API Gateway HTTP API (payload 2.0) events that create wallets, make
    deposits and a transfer, and read a balance, and writes them to DynamoDB Local;
-2. the **stream consumer** gets those writes as a DynamoDB Streams event, read from DynamoDB
-   Local's stream and shaped as Lambda delivers it, and lands the batch in the lake;
-3. the **hourly** and **nightly** state machines run from their synthesized definitions
+2. the **stream consumer** gets those writes as DynamoDB Streams events, read from DynamoDB
+   Local's stream and shaped as Lambda delivers them (one per shard; for the Iceberg lake a
+   tumbling-window event, with ``shardId`` and ``window``), and lands the batch in the lake;
+3. the **committer** (Iceberg lake) is invoked as an operator would, with ``{"cycles": 1}``, and
+   must commit every row the consumer landed;
+4. the **hourly** (plain-Parquet lake only) and **nightly** state machines run from their
+   synthesized definitions
    (:mod:`~walletlake_cdk.deploy_check.state_machines`); every Lambda task among them is an
    invocation of the deployed function with the payload the definition builds.
 
@@ -29,7 +33,15 @@ from typing import Any, Final
 
 import boto3
 
-from walletlake.settings import BUCKET_VARIABLE, GLUE_DATABASE_VARIABLE, LAKE_PREFIX_VARIABLE, TABLE_VARIABLE
+from walletlake.settings import (
+    BUCKET_VARIABLE,
+    GLUE_DATABASE_VARIABLE,
+    ICEBERG_CATALOG_URI_VARIABLE,
+    ICEBERG_WAREHOUSE_VARIABLE,
+    LAKE_FORMAT_VARIABLE,
+    LAKE_PREFIX_VARIABLE,
+    TABLE_VARIABLE,
+)
 from walletlake_cdk.deploy_check.assembly import CloudAssembly, DeployedFunction
 from walletlake_cdk.deploy_check.athena_api import AthenaApiServer
 from walletlake_cdk.deploy_check.container import ContainerProcess, build_image_root, missing_arm64_wheels
@@ -55,11 +67,20 @@ _STACK_VARIABLES: Final = (
     "AWS_DEFAULT_REGION",
     "AWS_ACCESS_KEY_ID",
     "AWS_SECRET_ACCESS_KEY",
+    # The embedded stack's Iceberg REST catalog (SeaweedFS) stands in for Glue's endpoint, whose
+    # URI the deployed functions derive from their region (no variable in the template).
+    ICEBERG_CATALOG_URI_VARIABLE,
 )
 
 
 #: The variables naming resources every function must agree on.
-_NAME_VARIABLES: Final = (TABLE_VARIABLE, BUCKET_VARIABLE, LAKE_PREFIX_VARIABLE, GLUE_DATABASE_VARIABLE)
+_NAME_VARIABLES: Final = (
+    TABLE_VARIABLE,
+    BUCKET_VARIABLE,
+    LAKE_PREFIX_VARIABLE,
+    GLUE_DATABASE_VARIABLE,
+    LAKE_FORMAT_VARIABLE,
+)
 
 
 class DeployCheckError(AssertionError):
@@ -202,11 +223,12 @@ class DeployCheck:
                     )
                 layers.append(layer.folder)
             filesystem = assemble(function, layers, runtime_folder(), self.work)
-            environment = lambda_environment(
-                function,
-                filesystem,
-                {**self.stack_environment, "AWS_ENDPOINT_URL_ATHENA": self.athena_api.url},
-            )
+            overrides = {**self.stack_environment, "AWS_ENDPOINT_URL_ATHENA": self.athena_api.url}
+            if ICEBERG_WAREHOUSE_VARIABLE in function.environment:
+                # The template's warehouse is the account id (Glue's catalog); the embedded stack's
+                # catalog is its table bucket, as its endpoints stand in for AWS's.
+                overrides[ICEBERG_WAREHOUSE_VARIABLE] = self.local_settings().iceberg_warehouse
+            environment = lambda_environment(function, filesystem, overrides)
             environment["DEPLOY_CHECK_ALSO_IMPORT"] = ",".join(reachable_modules(function.handler))
             self._runners[function.logical_id] = FunctionRunner(
                 function,
@@ -237,6 +259,15 @@ class DeployCheck:
         return Settings.from_env({**self.settings_environment(), **self.stack_environment}).replace(
             query_engine="duckdb"
         )
+
+    @property
+    def iceberg(self) -> bool:
+        """Whether the template deploys the Iceberg lake."""
+        return bool(self.local_settings().lake_format == "iceberg")
+
+    def has_handler(self, handler: str) -> bool:
+        """Whether the template deploys a function on ``handler``."""
+        return any(function.handler == handler for function in self.functions)
 
     def provision(self) -> list[str]:
         """The table, bucket and Glue tables the template names, created fresh on the embedded stack."""
@@ -361,31 +392,50 @@ class DeployCheck:
         return code
 
     def stream_step(self, handler: str) -> dict[str, Any]:
-        """What the table's stream holds beyond the last delivery, as one Lambda batch, to the consumer."""
-        from stream_processor.lambda_records import lambda_record
-
+        """What the stream holds beyond the last delivery, one Lambda batch per shard, to the consumer."""
         settings = self.local_settings()
-        stream_arn, records = self._stream_records(settings.table)
-        if not records:
+        stream_arn, shards = self._stream_records(settings.table)
+        if not any(shards.values()):
             raise DeployCheckError("the table's stream holds no record after the API step")
-        event = {"Records": [lambda_record(record, stream_arn) for record in records]}
-        invocation = self.invoke(handler, json.loads(json.dumps(event, default=str)))
-        if not invocation.ok or invocation.payload.get("batchItemFailures"):
-            raise DeployCheckError(f"the stream consumer did not land the batch: {invocation.payload}")
+        answers = []
+        for shard_id, records in shards.items():
+            if not records:
+                continue
+            event = stream_event(stream_arn, shard_id, records, windowed=self.iceberg)
+            invocation = self.invoke(handler, json.loads(json.dumps(event, default=str)))
+            if not invocation.ok or invocation.payload.get("batchItemFailures"):
+                raise DeployCheckError(f"the stream consumer did not land the batch: {invocation.payload}")
+            if self.iceberg and "state" not in invocation.payload:
+                raise DeployCheckError(f"a tumbling window's answer needs its state: {invocation.payload}")
+            answers.append(invocation.payload)
         landed = [
             item["Key"]
             for item in self.client("s3")
             .list_objects_v2(Bucket=settings.bucket, Prefix=settings.lake_prefix + "/")
             .get("Contents", [])
         ]
-        return {"records": len(records), "landed": landed}
+        return {
+            "records": sum(len(records) for records in shards.values()),
+            "shards": [shard for shard, records in shards.items() if records],
+            "landed": landed,
+            "answers": answers,
+        }
 
-    def _stream_records(self, table: str) -> tuple[str, list[dict[str, Any]]]:
+    def commit_step(self, handler: str) -> dict[str, Any]:
+        """One committer cycle (``{"cycles": 1}``), as an operator runs it; what it committed."""
+        invocation = self.invoke(handler, {"cycles": 1})
+        if not invocation.ok:
+            raise DeployCheckError(f"the committer failed: {invocation.payload}")
+        answer: dict[str, Any] = invocation.payload
+        return answer
+
+    def _stream_records(self, table: str) -> tuple[str, dict[str, list[dict[str, Any]]]]:
         streams = self.client("dynamodbstreams")
         stream_arn = self.client("dynamodb").describe_table(TableName=table)["Table"]["LatestStreamArn"]
-        records: list[dict[str, Any]] = []
+        by_shard: dict[str, list[dict[str, Any]]] = {}
         for shard in streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]:
             shard_id = shard["ShardId"]
+            records = by_shard.setdefault(shard_id, [])
             iterator = streams.get_shard_iterator(
                 StreamArn=stream_arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
             ).get("ShardIterator")
@@ -399,7 +449,7 @@ class DeployCheck:
                         self._delivered[shard_id] = sequence
                 empty = 0 if page["Records"] else empty + 1
                 iterator = page.get("NextShardIterator")
-        return stream_arn, records
+        return stream_arn, by_shard
 
     @contextlib.contextmanager
     def step_functions(self) -> Iterator[LocalStepFunctions]:
@@ -476,6 +526,35 @@ def reachable_modules(handler: str) -> list[str]:
     return sorted(closure.modules) + sorted(closure.third_party)
 
 
+def stream_event(
+    stream_arn: str, shard_id: str, records: list[dict[str, Any]], *, windowed: bool
+) -> dict[str, Any]:
+    """A DynamoDB Streams event of one shard's records, as Lambda sends it.
+
+    ``windowed``: the mapping has a tumbling window, so the event also names the shard, the
+    stream, the window and its state (Lambda's "Time windows" of DynamoDB event sources).
+    """
+    from stream_processor.lambda_records import lambda_record
+
+    event: dict[str, Any] = {"Records": [lambda_record(record, stream_arn) for record in records]}
+    if windowed:
+        start = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
+        event.update(
+            {
+                "window": {
+                    "start": start.isoformat().replace("+00:00", "Z"),
+                    "end": (start + dt.timedelta(minutes=1)).isoformat().replace("+00:00", "Z"),
+                },
+                "state": {},
+                "shardId": shard_id,
+                "eventSourceARN": stream_arn,
+                "isFinalInvokeForWindow": False,
+                "isWindowTerminatedEarly": False,
+            }
+        )
+    return event
+
+
 def _describe(invocation: Invocation) -> str:
     payload = invocation.payload if isinstance(invocation.payload, dict) else {}
     return f"{invocation.error}: {str(payload.get('errorMessage', ''))[:160]}"
@@ -529,10 +608,12 @@ def http_api_event(method: str, path: str, body: Mapping[str, Any] | None) -> di
 #: The handlers of the deployed functions, by the step that calls them.
 API_HANDLER: Final = "wallet.aws_lambda.handler"
 CONSUMER_HANDLER: Final = "stream_processor.handler.lambda_handler"
+COMMITTER_HANDLER: Final = "walletlake.commit_handlers.handler"
 
 
 def run_scenario(check: DeployCheck, *, today: dt.date | None = None) -> dict[str, Any]:
-    """Provision, then the API, the consumer, the hourly and the nightly state machine, in order.
+    """Provision, then the API, the consumer, the committer (Iceberg lake), the hourly (plain-Parquet
+    lake) and the nightly state machine, in order.
 
     Raises :class:`DeployCheckError` at the first step that does not do its job; the function
     reports say which function failed and why.
@@ -541,13 +622,22 @@ def run_scenario(check: DeployCheck, *, today: dt.date | None = None) -> dict[st
     outcome: dict[str, Any] = {"provisioned": check.provision()}
     outcome["api"] = check.api_step()
     outcome["stream"] = check.stream_step(CONSUMER_HANDLER)
-    with check.step_functions() as machines:
-        hourly = check.run_machine(machines, "Hourly", {"closed_hours_of": "today"})
-        outcome["hourly"] = hourly
-        if hourly.status != "SUCCEEDED":
+    if check.has_handler(COMMITTER_HANDLER):
+        outcome["commit"] = check.commit_step(COMMITTER_HANDLER)
+        landed = _landed_rows(check, outcome["stream"])
+        outcome["landed_rows"] = landed
+        if outcome["commit"].get("rows", 0) < landed:
             raise DeployCheckError(
-                f"the hourly state machine ended {hourly.status}: {hourly.error} {hourly.cause}"
+                f"the committer committed {outcome['commit'].get('rows')} rows of the {landed} landed"
             )
+    with check.step_functions() as machines:
+        if any(logical_id.startswith("Hourly") for logical_id in check.assembly.state_machines()):
+            hourly = check.run_machine(machines, "Hourly", {"closed_hours_of": "today"})
+            outcome["hourly"] = hourly
+            if hourly.status != "SUCCEEDED":
+                raise DeployCheckError(
+                    f"the hourly state machine ended {hourly.status}: {hourly.error} {hourly.cause}"
+                )
         nightly = check.run_machine(machines, "Nightly", {"date": day.isoformat()})
         outcome["nightly"] = nightly
         if nightly.status != "SUCCEEDED":
@@ -557,3 +647,16 @@ def run_scenario(check: DeployCheck, *, today: dt.date | None = None) -> dict[st
             )
         outcome["athena_statements"] = list(machines.athena.statements)
     return outcome
+
+
+def _landed_rows(check: DeployCheck, stream: dict[str, Any]) -> int:
+    """Rows the consumer's landing records of this run name (ledger, wallets and quarantine)."""
+    from lake.landing_log import log_prefix, read_record
+
+    settings = check.local_settings()
+    s3 = check.client("s3")
+    rows = 0
+    for key in stream["landed"]:
+        if key.startswith(log_prefix(settings.lake_prefix)):
+            rows += sum(file.rows for file in read_record(s3, settings.bucket, key).files)
+    return rows

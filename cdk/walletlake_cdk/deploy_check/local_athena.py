@@ -72,6 +72,17 @@ class LocalAthena:
         self._lock = threading.Lock()
         self.statements: list[str] = []
 
+    def _engine(self) -> DuckDBEngine:
+        """DuckDB with the stack's session, and for the Iceberg lake a catalog signed with it too:
+        the state machines run under moto, whose mock replaces the process's default credentials,
+        so nothing here may fall back to them."""
+        catalog = None
+        if self.settings.lake_format == "iceberg":
+            from lake.iceberg_catalog import open_catalog
+
+            catalog = open_catalog(self.settings, self._session)
+        return DuckDBEngine(self.settings, session=self._session, catalog=catalog)
+
     def start_query_execution(self, parameters: dict[str, Any]) -> dict[str, Any]:
         """Run the statement to its end (the caller polls :meth:`get_query_execution`)."""
         statement = str(parameters["QueryString"])
@@ -135,7 +146,7 @@ class LocalAthena:
     def _select(self, statement: str, query_id: str, output: str | None) -> int:
         if not output:
             raise AthenaQueryError("no output location: the workgroup names none")
-        with DuckDBEngine(self.settings, session=self._session) as engine:
+        with self._engine() as engine:
             table = engine.arrow(statement, {})
         sink = io.BytesIO()
         pa_csv.write_csv(table, sink, pa_csv.WriteOptions(quoting_style="all_valid"))
@@ -157,7 +168,7 @@ class LocalAthena:
             raise AthenaQueryError(
                 f"HIVE_PATH_ALREADY_EXISTS: Target directory for table already exists: {unload.location}"
             )
-        with DuckDBEngine(self.settings, session=self._session) as engine:
+        with self._engine() as engine:
             table = engine.arrow(unload.query, {})
         if table.num_rows == 0:
             return 0  # Athena writes no file for an empty result
