@@ -60,6 +60,13 @@ PROGRESS_PROPERTY: Final = "walletlake.committed-through"
 RECORD_RETENTION_SECONDS: Final = 25 * 3600
 #: A shard's progress is forgotten once it has no record left and committed nothing this long.
 PROGRESS_RETENTION_SECONDS: Final = 48 * 3600
+#: A shard that committed nothing for this long is *quiet* (closed, usually: DynamoDB rolls a
+#: stream's shards every few hours); its records are listed only by the full listing below.
+QUIET_AFTER_SECONDS: Final = 3600
+#: Every this many seconds a cycle lists every shard's records, quiet ones too: a late record of a
+#: quiet shard (a retried batch) waits at most this long. Other cycles list active shards only, so
+#: a cycle's LISTs follow the shards in use, not the day's shard history.
+FULL_LISTING_EVERY_SECONDS: Final = 300
 _FOOTER_READERS: Final = 16
 _ATTEMPTS: Final = 5
 
@@ -155,26 +162,54 @@ def commit_landed(
     tidy: bool = False,
 ) -> CommitReport:
     """One committer cycle: append every newly landed batch to every table (``tidy``: then delete
-    landing records past retention, :func:`tidy_log`, which lists the whole log: hourly is enough)."""
+    landing records past retention, :func:`tidy_log`, which lists the whole log: hourly is enough).
+
+    The log is listed once for all tables, per shard past the lowest position any table holds
+    (one LIST per shard, quiet shards only every :data:`FULL_LISTING_EVERY_SECONDS`).
+    """
+    from lake.iceberg_tables import identifier
+
     started = time.monotonic()
-    results: list[TableCommit] = []
-    cache: dict[str, LandingRecord] = {}
-    sources = list_sources(client, settings.bucket, settings.lake_prefix)
-    for name in tables:
-        results.append(_commit_table(settings, client, catalog, name, sources, cache, clock))
-    deleted = tidy_log(settings, client, catalog, tables=tables, clock=clock) if tidy else 0
+    names = tuple(tables)
+    now = clock()
+    positions = [
+        read_progress(catalog.load_table(identifier(settings.glue_database, name))) for name in names
+    ]
+    full = now % FULL_LISTING_EVERY_SECONDS < 2 * settings.commit_interval_seconds
+    sources = [
+        source
+        for source in list_sources(client, settings.bucket, settings.lake_prefix)
+        if full or not _quiet(source, positions, now)
+    ]
+    records = _new_records(settings, client, sources, _floor(sources, positions))
+    results = [_commit_table(settings, catalog, name, records, clock) for name in names]
+    deleted = tidy_log(settings, client, catalog, tables=names, clock=clock) if tidy else 0
     report = CommitReport(tables=tuple(results), records_deleted=deleted, seconds=time.monotonic() - started)
     _logger.info("commit %s", json.dumps(report.as_dict()))
     return report
 
 
+def _quiet(source: str, positions: list[Progress], now: float) -> bool:
+    """True when every table holds the shard and none committed from it for an hour."""
+    return all(
+        source in progress and now - progress[source][1] > QUIET_AFTER_SECONDS for progress in positions
+    )
+
+
+def _floor(sources: list[str], positions: list[Progress]) -> dict[str, int | None]:
+    """Per shard, the lowest position any table holds (None: some table has none: list it all)."""
+    floor: dict[str, int | None] = {}
+    for source in sources:
+        held = [int(progress[source][0]) if source in progress else None for progress in positions]
+        floor[source] = None if None in held else min(position for position in held if position is not None)
+    return floor
+
+
 def _commit_table(
     settings: Settings,
-    client: S3Client,
     catalog: Catalog,
     name: str,
-    sources: list[str],
-    cache: dict[str, LandingRecord],
+    listed: list[LandingRecord],
     clock: Callable[[], float],
 ) -> TableCommit:
     from pyiceberg.exceptions import CommitFailedException
@@ -185,7 +220,9 @@ def _commit_table(
     for attempt in range(1, _ATTEMPTS + 1):
         table = catalog.load_table(identifier(settings.glue_database, name))
         progress = read_progress(table)
-        records = _new_records(settings, client, sources, progress, cache)
+        # What a listing past this table's own positions would have found: records starting past
+        # them (the shared listing starts at the lowest position of all tables).
+        records = [r for r in listed if r.source not in progress or r.first > int(progress[r.source][0])]
         chosen, skipped, through = choose(records, progress)
         files = [file for record in chosen for file in record.files_of(name)]
         if not chosen:
@@ -248,21 +285,15 @@ def _commit_once(table: Table, *, files_paths: list[str], progress_text: str) ->
 
 
 def _new_records(
-    settings: Settings,
-    client: S3Client,
-    sources: list[str],
-    progress: Mapping[str, list[float]],
-    cache: dict[str, LandingRecord],
+    settings: Settings, client: S3Client, sources: list[str], floor: Mapping[str, int | None]
 ) -> list[LandingRecord]:
-    keys: list[str] = []
-    for source in sources:
-        after = int(progress[source][0]) if source in progress else None
-        keys.extend(key for key in keys_after(client, settings.bucket, settings.lake_prefix, source, after))
-    missing = [key for key in keys if key not in cache]
+    keys = [
+        key
+        for source in sources
+        for key in keys_after(client, settings.bucket, settings.lake_prefix, source, floor[source])
+    ]
     with ThreadPoolExecutor(max_workers=_FOOTER_READERS) as pool:
-        for record in pool.map(lambda key: read_record(client, settings.bucket, key), missing):
-            cache[record.key] = record
-    return [cache[key] for key in keys]
+        return list(pool.map(lambda key: read_record(client, settings.bucket, key), keys))
 
 
 def tidy_log(

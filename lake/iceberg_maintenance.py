@@ -2,9 +2,9 @@
 
 The committer appends the landed files of every interval as they are (:mod:`lake.committer`), so a
 day of a busy table is thousands of small files in arrival order: every reader opens them all, and
-a one-wallet question reads every one. :func:`compact_day` rewrites a day's small files into a few
-sorted ones in **one** snapshot that removes exactly its inputs and adds its outputs, while the
-committer keeps appending. Why that is safe:
+a one-wallet question reads every one. :func:`compact_day` rewrites such a day into a few files
+sorted across the whole day (each holds a range of wallets) in **one** snapshot that removes
+exactly its inputs and adds its outputs, while the committer keeps appending. Why that is safe:
 
 - Appends never remove a file, and the compaction removes only the files it read, so a row is in
   the table once before and once after, whatever commits in between. The tables' isolation level
@@ -17,8 +17,8 @@ committer keeps appending. Why that is safe:
 - A commit whose outcome is unknown (a lost response) is recognised on the next attempt: the
   output is already live, and nothing is committed twice.
 - Rows are not deduplicated: the committer appends every landed batch once, so a copy of a row is
-  a defect that reconciliation must see, not one that a rewrite may hide. A rewrite keeps the
-  table's rows exactly; only their files and order change.
+  a defect that reconciliation must see, not one that a rewrite may hide: a day holding copies is
+  not compacted. A rewrite keeps the table's rows exactly; only their files and order change.
 - The committer's progress (table property ``walletlake.committed-through``) is never set here:
   pyiceberg carries properties forward, so a compaction leaves the stream positions as they were.
 
@@ -40,17 +40,20 @@ import dataclasses
 import datetime as dt
 import json
 import logging
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import boto3
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-from lake import parquet
-from lake.compaction import DEFAULT_ROW_GROUP_ROWS, DEFAULT_TARGET_FILE_BYTES, LAYOUTS
-from lake.iceberg_tables import ICEBERG_TABLES, iceberg_arrow_schema, identifier
+from lake.compaction import DEFAULT_TARGET_FILE_BYTES
+from lake.iceberg_tables import identifier
 from lake.landing_log import log_prefix, read_record
 from lake.objects import delete_keys
 from lake.schemas import PARTITION_COLUMN
@@ -167,30 +170,28 @@ def compact_day(
     client: S3Client | None = None,
     before_commit: BeforeCommit | None = None,
 ) -> CompactionResult:
-    """Rewrite one ``dt`` partition's small files into sorted files of at most ``target_file_bytes``.
+    """Rewrite one ``dt`` partition into files of at most ``target_file_bytes``, sorted across the day.
 
-    Inputs are packed into groups of at most the target, each rewritten as one file (so memory is
-    bounded by a group, not by the day); all groups are committed in one snapshot. See the module
-    docstring for why a concurrent append can neither lose nor double a row.
+    The whole day is sorted as one (``lake.compaction.compact_files``, the DuckDB kernel the plain
+    lake's compaction uses, spilling to disk past its memory limit), so each output file holds a
+    range of wallets and a one-wallet read opens one or two row groups of the day, not one of
+    every file. A day is rewritten when it has two files or more and one of them is small. Copies
+    of an entry (which exactly-once commits never make) are not silently dropped: the compaction
+    refuses, so reconciliation reports them. See the module docstring for why a concurrent append
+    can neither lose nor double a row.
     """
     from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
-    from pyiceberg.io.pyarrow import parquet_file_to_data_file
 
     day_text = day.isoformat() if isinstance(day, dt.date) else day
     ident = identifier(settings.glue_database, table)
     client = client or boto3.client("s3", region_name=settings.region)
     current = catalog.load_table(ident)
-    groups = plan_groups(_day_tasks(current, day_text), target_file_bytes)
-    if not groups:
+    tasks = plan_day(_day_tasks(current, day_text), target_file_bytes)
+    if not tasks:
         return _logged(CompactionResult(table, day_text, "nothing to compact"))
-    inputs = [task.file for group in groups for task in group]
-    paths_out = tuple(
-        _write_group(client, current, table, day_text, group, target_file_bytes) for group in groups
-    )
-    with ThreadPoolExecutor(max_workers=_READERS) as pool:
-        outputs = list(
-            pool.map(lambda path: parquet_file_to_data_file(current.io, current.metadata, path), paths_out)
-        )
+    inputs = [task.file for task in tasks]
+    outputs = _rewrite_day(client, current, table, day_text, inputs, target_file_bytes)
+    paths_out = tuple(file.file_path for file in outputs)
     result = CompactionResult(
         table,
         day_text,
@@ -249,42 +250,17 @@ def compact_day(
     raise RuntimeError(f"compaction of {table} dt={day_text} refused {attempts} times; giving up")
 
 
-def plan_groups(tasks: Sequence[FileScanTask], target_file_bytes: int) -> list[list[FileScanTask]]:
-    """The small files of a partition packed in path order into groups of at most the target.
+def plan_day(tasks: Sequence[FileScanTask], target_file_bytes: int) -> list[FileScanTask]:
+    """The day's files to rewrite: all of them, when there are two or more and one is small.
 
-    Only groups of two files or more: a lone small file is already as compact as it gets. A file
-    with delete files attached is left out (rewriting it would have to apply them; the lake
-    writes none, so this only guards a table changed by another engine).
+    A file with delete files attached leaves the day alone (rewriting it would have to apply them;
+    the lake writes none, so this only guards a table changed by another engine).
     """
-    small = sorted(
-        (
-            task
-            for task in tasks
-            if not task.delete_files and task.file.file_size_in_bytes < target_file_bytes * SMALL_FILE_SHARE
-        ),
-        key=lambda task: task.file.file_path,
-    )
-    groups: list[list[FileScanTask]] = []
-    size = 0
-    for task in small:
-        if not groups or size + task.file.file_size_in_bytes > target_file_bytes:
-            groups.append([])
-            size = 0
-        groups[-1].append(task)
-        size += task.file.file_size_in_bytes
-    return [group for group in groups if len(group) >= 2]
-
-
-def sort_columns(table: Table, name: str) -> list[str]:
-    """The table's sort order, then the rest of the old compaction's order as a tie-break.
-
-    The tie-break makes a rewrite of the same rows the same bytes (the ledger's sort order stops at
-    ``wallet_version``; ``entry_id`` settles the debit and credit of a self-transfer).
-    """
-    schema = table.schema()
-    columns = [schema.find_column_name(field.source_id) or "" for field in table.sort_order().fields]
-    columns = [column for column in columns if column] or list(ICEBERG_TABLES[name].sort)
-    return [*columns, *(column for column in LAYOUTS[name].order if column not in columns)]
+    if len(tasks) < 2 or any(task.delete_files for task in tasks):
+        return []
+    if all(task.file.file_size_in_bytes >= target_file_bytes * SMALL_FILE_SHARE for task in tasks):
+        return []
+    return sorted(tasks, key=lambda task: task.file.file_path)
 
 
 def _day_tasks(table: Table, day: str) -> list[FileScanTask]:
@@ -308,38 +284,68 @@ def _live_files(table: Table, day: str) -> dict[str, DataFile]:
     return {task.file.file_path: task.file for task in _day_tasks(table, day)}
 
 
-def _write_group(
+def _rewrite_day(
     client: S3Client,
     table: Table,
     name: str,
     day: str,
-    group: Sequence[FileScanTask],
+    inputs: Sequence[DataFile],
     target_file_bytes: int,
-) -> str:
-    """Read a group's rows through pyiceberg (which projects ``dt`` for files without it and
-    reads millisecond files as microseconds), sort them, and write one file with the lake's
-    Parquet encoding; returns its path."""
-    from pyiceberg.expressions import AlwaysTrue
-    from pyiceberg.io.pyarrow import ArrowScan
-
+) -> list[DataFile]:
+    """Download the day's files, sort and cut them with the DuckDB kernel, upload the outputs into
+    the table's ``data/dt=day/`` and describe them (partition from the day: the kernel writes the
+    lake schema, without ``dt``)."""
+    from lake.compaction import compact_files
+    from lake.iceberg_files import partitioned_data_file
     from lake.iceberg_landing import split_bucket_key
 
-    rows = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table(group)
-    schema = iceberg_arrow_schema(name)
-    rows = rows.select(schema.names).cast(schema)
-    rows = rows.sort_by([(column, "ascending") for column in sort_columns(table, name)])
-    # Min/max of every column, as landing files have: Iceberg keeps them per file in the
-    # manifests, where engines prune files before opening any (and pyiceberg warns of each
-    # column without them); the footer of a 256 MB file holds them for a few dozen row groups.
-    body = parquet.encode(rows, row_group_size=DEFAULT_ROW_GROUP_ROWS)
-    if len(body) > target_file_bytes:
-        _logger.info("%s dt=%s: compacted file of %d bytes is over the target", name, day, len(body))
-    path = (
-        f"{table.location().rstrip('/')}/data/{PARTITION_COLUMN}={day}/compacted-{uuid.uuid4().hex}.parquet"
-    )
-    bucket, key = split_bucket_key(path)
-    client.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/vnd.apache.parquet")
-    return path
+    folder = f"{table.location().rstrip('/')}/data/{PARTITION_COLUMN}={day}/"
+    generation = uuid.uuid4().hex
+    described: list[DataFile] = []
+
+    def put(file_name: str, body: bytes) -> None:
+        path = folder + file_name
+        bucket, key = split_bucket_key(path)
+        client.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/vnd.apache.parquet")
+        metadata = pq.read_metadata(pa.BufferReader(body))
+        described.append(partitioned_data_file(table, path, day, len(body), metadata))
+
+    with tempfile.TemporaryDirectory(prefix="walletlake-iceberg-compaction-") as scratch:
+        local = _download(client, [file.file_path for file in inputs], Path(scratch))
+        try:
+            done = compact_files(
+                name,
+                local,
+                put,
+                name=generation,
+                target_file_bytes=target_file_bytes,
+                row_group_rows=None,
+                scratch=Path(scratch),
+            )
+        except Exception:
+            _delete_paths(client, [file.file_path for file in described])
+            raise
+    if done.duplicates_dropped:
+        _delete_paths(client, [file.file_path for file in described])
+        raise RuntimeError(
+            f"{name} dt={day} holds {done.duplicates_dropped} copies of entries: not compacted, so that "
+            "reconciliation reports them (docs/operations.md, section 3)"
+        )
+    return described
+
+
+def _download(client: S3Client, paths: Sequence[str], folder: Path) -> list[str]:
+    from lake.iceberg_landing import split_bucket_key
+
+    def fetch(indexed: tuple[int, str]) -> str:
+        index, path = indexed
+        bucket, key = split_bucket_key(path)
+        target = folder / f"input-{index:06d}.parquet"
+        client.download_file(bucket, key, str(target))
+        return str(target)
+
+    with ThreadPoolExecutor(max_workers=_READERS) as pool:
+        return list(pool.map(fetch, enumerate(paths)))
 
 
 def _commit_rewrite(

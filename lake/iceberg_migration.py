@@ -44,12 +44,11 @@ Commits
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as dt
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -58,6 +57,7 @@ import pyarrow.parquet as pq
 
 from lake import objects
 from lake.compaction import is_compacted, read_footer
+from lake.iceberg_files import partitioned_data_file
 from lake.iceberg_tables import ICEBERG_TABLES, iceberg_arrow_schema, identifier
 from lake.layout import PARQUET_SUFFIX, SLOT_MINUTES, partition_day, partition_prefix, table_prefix
 from lake.schemas import PARTITION_COLUMN
@@ -435,55 +435,8 @@ def _data_files(
         if problem:
             problems.append(f"{name} {day}: {path} cannot join the table as it is: {problem}")
             continue
-        files[path] = _data_file(table, path, day, found[path.removeprefix(prefix)], metadata)
+        files[path] = partitioned_data_file(table, path, day, found[path.removeprefix(prefix)], metadata)
     return files, problems
-
-
-def _data_file(table: Table, path: str, day: dt.date, size: int, metadata: pq.FileMetaData) -> DataFile:
-    """A DataFile whose partition comes from the key, not the columns (the file has no ``dt``).
-
-    pyiceberg's ``add_files`` derives the partition from column statistics, which a file without
-    the partition column does not have: it would register the file under a null partition.
-    """
-    from pyiceberg.io.pyarrow import (
-        compute_statistics_plan,
-        data_file_statistics_from_parquet_metadata,
-        parquet_path_to_id_mapping,
-    )
-    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
-    from pyiceberg.typedef import Record
-
-    schema = table.schema()
-    # Compacted files keep min/max only for the columns that prune (lake.compaction): pyiceberg
-    # would warn once per other column and file, thousands of lines that say nothing wrong.
-    with _quiet(logging.getLogger("pyiceberg.io.pyarrow")):
-        statistics = data_file_statistics_from_parquet_metadata(
-            parquet_metadata=metadata,
-            stats_columns=compute_statistics_plan(schema, table.metadata.properties),
-            parquet_column_mapping=parquet_path_to_id_mapping(schema),
-        )
-    return DataFile.from_args(
-        content=DataFileContent.DATA,
-        file_path=path,
-        file_format=FileFormat.PARQUET,
-        partition=Record(day.isoformat()),
-        file_size_in_bytes=size,
-        sort_order_id=None,
-        spec_id=table.metadata.default_spec_id,
-        equality_ids=None,
-        key_metadata=None,
-        **statistics.to_serialized_dict(),
-    )
-
-
-@contextlib.contextmanager
-def _quiet(logger: logging.Logger) -> Iterator[None]:
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
 
 
 def _commit(plan: _TablePlan, files_per_commit: int, say: Callable[[str], None], name: str) -> list[int]:

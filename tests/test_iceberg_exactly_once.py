@@ -220,3 +220,28 @@ def test_landing_log_is_kept_until_retention_then_tidied(iceberg: Settings) -> N
     later = tidy_log(iceberg, client, catalog, clock=lambda: time.time() + RECORD_RETENTION_SECONDS + 60)
     assert later == len(records)
     assert list_keys(client, iceberg.bucket, log_prefix(iceberg.lake_prefix)) == []
+
+
+def test_quiet_shards_are_listed_only_by_the_periodic_full_listing(iceberg: Settings) -> None:
+    from lake.committer import FULL_LISTING_EVERY_SECONDS, QUIET_AFTER_SECONDS
+
+    # GIVEN a shard committed once, then silent for more than an hour, then one late batch
+    writer = TableWriter(iceberg.table)
+    writer.workload(wallets=2, deposits=2, transfers=0)
+    drain(iceberg, batch_size=50)
+    commit(iceberg)
+    writer.workload(wallets=1, deposits=1, transfers=0, seed=8)
+    drain(iceberg, batch_size=50)
+    client = boto3.client("s3", region_name=iceberg.region)
+    catalog = open_catalog(iceberg)
+    later = time.time() + QUIET_AFTER_SECONDS + 600
+    between = later - later % FULL_LISTING_EVERY_SECONDS + FULL_LISTING_EVERY_SECONDS / 2
+
+    # WHEN a cycle that is not a full listing runs: the quiet shard is not listed, nothing commits
+    quiet = commit_landed(iceberg, client, catalog, clock=lambda: between)
+    assert [table.batches for table in quiet.tables] == [0, 0, 0]
+
+    # THEN the next full listing takes the late batch, once
+    full = commit_landed(iceberg, client, catalog, clock=lambda: between + FULL_LISTING_EVERY_SECONDS / 2)
+    assert next(table for table in full.tables if table.table == "ledger").rows == 1
+    assert_exact_ledger(scan(iceberg, "ledger"), writer.model.entries)
