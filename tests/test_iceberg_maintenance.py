@@ -4,6 +4,7 @@ snapshot expiry that keeps tagged snapshots, orphan removal that keeps landed an
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -383,4 +384,4 @@ def test_compaction_sorts_across_the_day_so_each_file_holds_a_range_of_wallets(l
         wallets = rows["wallet_id"].to_pylist()
         ranges.append((min(wallets), max(wallets)))
     ranges.sort()
-    assert all(earlier[1] <= later[0] for earlier, later in zip(ranges, ranges[1:], strict=False))
+    assert all(earlier[1] <= later[0] for earlier, later in itertools.pairwise(ranges))
