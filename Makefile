@@ -9,6 +9,9 @@ export JSII_RUNTIME_PACKAGE_CACHE_ROOT := $(CURDIR)/.cache/jsii
 export npm_config_cache := $(CURDIR)/.cache/npm
 export MPLCONFIGDIR := $(CURDIR)/.cache/matplotlib
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# Test processes (pytest-xdist); each runs its own embedded stack on free loopback ports.
+PYTEST_WORKERS ?= 2
+PYTEST_ARGS ?= -n $(PYTEST_WORKERS)
 
 .PHONY: demo test lint typecheck fmt pytest tools install install-dev clean bench deploy-check
 
