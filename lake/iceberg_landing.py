@@ -88,8 +88,39 @@ def land_batch(
     pending = uncovered_from(records, ranges)
     if not pending:
         return Landed(record=None, skipped_records=len(records))
-    tables = decode(pending)
-    first, last = sequence_number(pending[0]), sequence_number(pending[-1])
+    record = land_rows(
+        client,
+        settings,
+        decode(pending),
+        event_source_arn=event_source_arn,
+        shard=shard,
+        first=sequence_number(pending[0]),
+        last=sequence_number(pending[-1]),
+        locations=locations,
+        clock=clock,
+    )
+    return Landed(record=record, skipped_records=len(records) - len(pending))
+
+
+def land_rows(
+    client: S3Client,
+    settings: Settings,
+    tables: Mapping[str, pa.Table],
+    *,
+    event_source_arn: str,
+    shard: str,
+    first: int,
+    last: int,
+    locations: Mapping[str, str] | None = None,
+    clock: Callable[[], float] = time.time,
+) -> LandingRecord:
+    """Write rows as data files plus their landing record, for the source ``shard`` and the range
+    ``first..last`` (the caller makes sure no landed record covers it: :func:`land_batch` for the
+    stream, a replay by naming its own source).
+
+    If a file or the record cannot be written, the files written are deleted (best effort) and
+    :class:`lake.writer.LandingWriteError` is raised: the committer never sees a partial landing.
+    """
     where = locations or table_locations(settings)
     written: list[LandedFile] = []
     label = f"{stream_label(event_source_arn)}-{shard}-{first}"
@@ -120,7 +151,7 @@ def land_batch(
     except Exception as error:
         _remove(client, written)
         raise LandingWriteError(f"could not write the landing record of {label}: {error}") from error
-    return Landed(record=record, skipped_records=len(records) - len(pending))
+    return record
 
 
 def _by_day(rows: pa.Table, column: str) -> dict[tuple[str, int], pa.Table]:

@@ -189,15 +189,18 @@ def process_batch(
     *,
     s3_client: S3Client | None = None,
     clock: Callable[[], float] = time.time,
+    shard: str | None = None,
 ) -> BatchOutcome:
     """Decode one batch and land it in the lake; raises :class:`LandingWriteError` if S3 fails.
+
+    ``shard`` is the stream shard of the records (the Iceberg lake needs it).
 
     Examples
     --------
     >>> outcome = process_batch(event["Records"], Settings.from_env())  # doctest: +SKIP
     >>> outcome.ledger_rows, outcome.keys  # doctest: +SKIP
     """
-    return BatchProcessor(settings, s3_client=s3_client, clock=clock).process(records)
+    return BatchProcessor(settings, s3_client=s3_client, clock=clock).process(records, shard=shard)
 
 
 def _outcome(

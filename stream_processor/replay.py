@@ -1,5 +1,12 @@
 """Bring records that never reached the lake back into it, once their cause is fixed.
 
+On the Iceberg lake (the default) the same three sources land through the landing log
+(:func:`lake.iceberg_landing.land_rows`): a dead-lettered batch under its own shard, so the log
+drops what was landed before; a quarantine replay and an export chunk as sources of their own
+(``replay/quarantine-{digest}``, ``export/{export id}-{file}`` at position n), so a rerun finds
+them landed; the committer appends each once. Recovered quarantine rows are deleted from the
+quarantine table after the commit. What follows describes the plain-Parquet lake.
+
 Three sources, one rule: every record goes through the stream processor's own decoding
 (:func:`stream_processor.decoder.decode_records`) and landing writer
 (:func:`lake.writer.write_landing`), and every object written is named after what was replayed,
@@ -47,6 +54,7 @@ import boto3
 import pyarrow as pa
 from botocore.exceptions import ClientError
 
+from lake.landing_log import LandingRecord
 from lake.layout import PARQUET_SUFFIX, partition_day, table_prefix
 from lake.objects import delete_keys, get_table, iter_objects, list_keys, put_table
 from lake.schemas import QUARANTINE
@@ -121,6 +129,13 @@ class ReplayReport:
             if written.table == "ledger":
                 self.days.add(written.day)
 
+    def add_landed(self, record: LandingRecord | None) -> None:
+        """Count an Iceberg landing's data files and the lake days they touched."""
+        for file in record.files if record is not None else ():
+            self.files_written += 1
+            if file.table == "ledger" and (day := partition_day(file.path)) is not None:
+                self.days.add(day)
+
     def as_dict(self) -> dict[str, Any]:
         """Plain values, for logs and JSON."""
         values = dataclasses.asdict(self)
@@ -149,6 +164,8 @@ def replay_quarantine(
         Decode and count, write and delete nothing.
     """
     s3 = s3_client or _client("s3", settings)
+    if settings.lake_format == "iceberg":
+        return _replay_iceberg_quarantine(settings, s3, days=days, dry_run=dry_run, clock=clock)
     report = ReplayReport(source="quarantine", dry_run=dry_run)
     for key in _quarantine_keys(s3, settings, days):
         report.sources_read += 1
@@ -184,6 +201,62 @@ def replay_quarantine(
         else:
             delete_keys(s3, settings.bucket, [key])
             report.sources_cleared += 1
+    return report
+
+
+def _replay_iceberg_quarantine(
+    settings: Settings,
+    s3: S3Client,
+    *,
+    days: Sequence[dt.date] | None,
+    dry_run: bool,
+    clock: Callable[[], float],
+) -> ReplayReport:
+    """The Iceberg lake: the quarantine table's rows decoded again; what now decodes is landed as
+    one replay source (named after the records it holds, so a rerun finds it landed and lands
+    nothing), committed, and only then deleted from the quarantine table. A crash anywhere repeats
+    the same steps: the landing is skipped as covered, the deletion is done."""
+    from pyiceberg.expressions import In, Reference
+    from pyiceberg.expressions.literals import literal
+
+    from lake.committer import commit_landed
+    from lake.iceberg_catalog import open_catalog
+    from lake.iceberg_landing import land_rows
+    from lake.iceberg_tables import identifier
+    from lake.landing_log import landed_ranges
+
+    report = ReplayReport(source="quarantine", dry_run=dry_run)
+    catalog = open_catalog(settings)
+    table = catalog.load_table(identifier(settings.glue_database, "quarantine"))
+    rows = table.scan().to_arrow().to_pylist() if table.current_snapshot() is not None else []
+    if days is not None:
+        wanted = set(days)
+        rows = [row for row in rows if row["quarantined_at"].date() in wanted]
+    report.sources_read = 1 if rows else 0
+    records, unreadable = _parse_raw(rows)
+    report.unreadable += len(unreadable)
+    outcomes = [decode_records([record], ingested_at_ms=int(clock() * 1000)) for _, record in records]
+    for decoded in outcomes:
+        report.add_decoded(decoded)
+    recovered = [
+        (row, record)
+        for (row, record), decoded in zip(records, outcomes, strict=True)
+        if decoded.quarantined == 0
+    ]
+    if dry_run or not recovered:
+        return report
+    batch = _concat(outcomes, recovered_only=True)
+    source = f"quarantine-{_digest([record for _, record in recovered])}"
+    if not landed_ranges(s3, settings.bucket, settings.lake_prefix, "replay", source):
+        report.add_landed(
+            land_rows(s3, settings, batch, event_source_arn="replay", shard=source, first=1, last=1)
+        )
+    commit_landed(settings, s3, catalog)
+    table = catalog.load_table(identifier(settings.glue_database, "quarantine"))
+    table.delete(
+        delete_filter=In(term=Reference("raw"), values={literal(row["raw"]) for row, _ in recovered})
+    )
+    report.sources_cleared = 1
     return report
 
 
@@ -276,7 +349,7 @@ def replay_dead_letters(
         if dry_run:
             report.add_decoded(decode_records(records, ingested_at_ms=int(clock() * 1000)))
             continue
-        outcome = process_batch(records, settings, s3_client=s3_client, clock=clock)
+        outcome = process_batch(records, settings, s3_client=s3_client, clock=clock, shard=info.shard_id)
         report.records += outcome.records
         report.ledger_rows += outcome.ledger_rows
         report.wallets += outcome.wallets
@@ -286,7 +359,9 @@ def replay_dead_letters(
         report.files_written += outcome.files_written
         ledger_prefix = table_prefix(settings.lake_prefix, "ledger")
         report.days.update(
-            d for key in outcome.keys if key.startswith(ledger_prefix) and (d := partition_day(key))
+            d
+            for key in outcome.keys
+            if (key.startswith(ledger_prefix) or "/ledger/data/" in key) and (d := partition_day(key))
         )
         sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
         report.sources_cleared += 1
@@ -425,6 +500,11 @@ def replay_export(
             report.add_decoded(decoded)
             if dry_run:
                 continue
+            if settings.lake_format == "iceberg":
+                _land_export_chunk(
+                    s3, settings, decoded, f"{export_id}-{name}", start // _RECORDS_PER_EXPORT_BATCH, report
+                )
+                continue
             objects = write_landing(
                 s3,
                 settings.bucket,
@@ -457,6 +537,28 @@ def replay_export(
         report.still_failing += len(numbered.problems)
         land([_modify_record(old, new, export_id) for old, new in numbered.images], "entries")
     return report
+
+
+def _land_export_chunk(
+    s3: S3Client, settings: Settings, decoded: DecodedBatch, source: str, chunk: int, report: ReplayReport
+) -> None:
+    """The Iceberg lake: one chunk of an export landed as the source ``export/{export}-{name}``,
+    sequence ``chunk + 1``; a rerun finds it landed (the committer takes it once)."""
+    from lake.iceberg_landing import land_rows
+    from lake.landing_log import landed_ranges
+
+    position = chunk + 1
+    if any(
+        first <= position <= last
+        for first, last in landed_ranges(s3, settings.bucket, settings.lake_prefix, "export", source)
+    ):
+        return
+    tables = {table: rows for table, rows in decoded.tables().items() if table in REPLAYED_TABLES}
+    report.add_landed(
+        land_rows(
+            s3, settings, tables, event_source_arn="export", shard=source, first=position, last=position
+        )
+    )
 
 
 def export_items(lines: Iterable[str]) -> list[dict[str, Any]]:

@@ -66,7 +66,7 @@ def _run(args: argparse.Namespace) -> int:
     if settings.lake_format == "iceberg" and not args.follow:
         # A drain ends with the commit that makes what it landed queryable (with --follow, the
         # committer runs beside it: `walletlake commit --follow`).
-        values["commit"] = _commit(settings)
+        values["commit"] = commit_now(settings)
     if args.json:
         print(json.dumps(values, sort_keys=True))
     else:
@@ -75,7 +75,8 @@ def _run(args: argparse.Namespace) -> int:
     return 1 if values["trimmed_shards"] else 0
 
 
-def _commit(settings: Settings) -> dict[str, Any]:
+def commit_now(settings: Settings) -> dict[str, Any]:
+    """One committer cycle, for a command whose landing should be queryable when it returns."""
     import boto3
 
     from lake.committer import commit_landed

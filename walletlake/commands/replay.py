@@ -78,6 +78,11 @@ def _run(args: argparse.Namespace) -> int:
     else:
         report = replay.replay_export(settings, args.export, dry_run=args.dry_run)
     values = report.as_dict()
+    if settings.lake_format == "iceberg" and not args.dry_run and values["files_written"]:
+        # What was replayed becomes queryable now, not at the committer's next interval.
+        from walletlake.commands.consume import commit_now
+
+        values["commit"] = commit_now(settings)
     print(json.dumps(values, sort_keys=True) if args.json else readable(values))
     return 1 if values["still_failing"] or values["expired"] or values["unreadable"] else 0
 
