@@ -253,17 +253,10 @@ def _commit_table(
 def _commit_once(table: Table, *, files_paths: list[str], progress_text: str) -> int | None:
     """Append the files and set the progress in one commit, refused (never rebased) on a conflict."""
     from pyiceberg.io.pyarrow import parquet_file_to_data_file
-    from pyiceberg.table import Table as IcebergTable
 
-    strict = IcebergTable(
-        table.name(),
-        table.metadata.model_copy(
-            update={"properties": {**table.metadata.properties, "commit.retry.num-retries": "0"}}
-        ),
-        table.metadata_location,
-        table.io,
-        table.catalog,
-    )
+    from lake.iceberg_catalog import strict_commits
+
+    strict = strict_commits(table)
     with ThreadPoolExecutor(max_workers=_FOOTER_READERS) as pool:
         data_files = list(
             pool.map(lambda path: parquet_file_to_data_file(table.io, table.metadata, path), files_paths)

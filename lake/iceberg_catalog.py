@@ -89,3 +89,24 @@ def load_table(settings: Settings, table: str, catalog: RestCatalog | None = Non
     from lake.iceberg_tables import identifier
 
     return (catalog or cached_catalog(settings)).load_table(identifier(settings.glue_database, table))
+
+
+def strict_commits(table: Table) -> Table:
+    """The same table with pyiceberg's commit retry off, so a refused commit comes back to the caller.
+
+    pyiceberg retries a refused commit by rebasing the same changes onto the new head. For an
+    append of landed files that may already be committed (by another committer), or a rewrite
+    whose inputs another rewrite took, that rebase is wrong: walletlake's writers decide again
+    from the refreshed table instead (:mod:`lake.committer`, :mod:`lake.iceberg_maintenance`).
+    """
+    from pyiceberg.table import Table as IcebergTable
+
+    return IcebergTable(
+        table.name(),
+        table.metadata.model_copy(
+            update={"properties": {**table.metadata.properties, "commit.retry.num-retries": "0"}}
+        ),
+        table.metadata_location,
+        table.io,
+        table.catalog,
+    )

@@ -53,6 +53,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lake.compaction import DEFAULT_TARGET_FILE_BYTES
+from lake.iceberg_catalog import strict_commits
 from lake.iceberg_tables import identifier
 from lake.landing_log import log_prefix, read_record
 from lake.objects import delete_keys
@@ -353,28 +354,13 @@ def _commit_rewrite(
 ) -> Table:
     """One overwrite snapshot removing ``inputs`` and adding ``outputs``, refused (never rebased)
     when the table moved since ``table`` was loaded."""
-    transaction = _strict(table).transaction()
+    transaction = strict_commits(table).transaction()
     with transaction.update_snapshot(snapshot_properties=summary).overwrite() as rewrite:
         for data_file in inputs:
             rewrite.delete_data_file(data_file)
         for data_file in outputs:
             rewrite.append_data_file(data_file)
     return transaction.commit_transaction()
-
-
-def _strict(table: Table) -> Table:
-    """The same table with pyiceberg's commit retry off: a refusal comes back to the caller."""
-    from pyiceberg.table import Table as IcebergTable
-
-    return IcebergTable(
-        table.name(),
-        table.metadata.model_copy(
-            update={"properties": {**table.metadata.properties, "commit.retry.num-retries": "0"}}
-        ),
-        table.metadata_location,
-        table.io,
-        table.catalog,
-    )
 
 
 def _snapshot_id(table: Table) -> int | None:

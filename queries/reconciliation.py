@@ -294,15 +294,10 @@ def replay(settings: Settings, day: dt.date, *, session: boto3.Session | None = 
         )
     finally:
         engine.close()
-    report = ReconciliationReport(
-        day=day,
-        counts=outcome.counts,
-        findings=outcome.findings,
-        checks=outcome.checks,
-        wallets=outcome.wallets,
-        ledger_rows=outcome.ledger_rows,
-        totals=outcome.totals,
-        snapshot_at=snapshot.snapshot_at,
+    report = _report(
+        day,
+        outcome,
+        snapshot,
         run_at=run_at,
         max_lag_seconds=int(recorded["max_lag_seconds"]),
         seconds=time.perf_counter() - started,
@@ -609,8 +604,6 @@ def _run_day(
 ) -> ReconciliationReport:
     started = time.perf_counter()
     outcome = reconcile_day(engine, day, snapshot, now=now, max_lag_seconds=max_lag_seconds)
-    if versions:
-        tag_versions(settings, versions, f"reconciled-{day.isoformat()}")
     return record_day(
         client,
         settings,
@@ -645,7 +638,43 @@ def record_day(
     """
     run_at = now.astimezone(dt.UTC).replace(microsecond=now.microsecond // 1000 * 1000)
     keys = _store(client, settings, day, outcome, run_at)
-    report = ReconciliationReport(
+    report = _report(
+        day,
+        outcome,
+        snapshot,
+        run_at=run_at,
+        max_lag_seconds=max_lag_seconds,
+        seconds=seconds,
+        keys=keys,
+        earlier=earlier,
+        lake_snapshots=dict(lake_snapshots or {}),
+    )
+    if lake_snapshots:
+        # Kept through snapshot expiry for audits: what :func:`replay` reads again.
+        tag_versions(settings, lake_snapshots, f"reconciled-{day.isoformat()}")
+    client.put_object(
+        Bucket=settings.bucket,
+        Key=summary_key(settings.lake_prefix, day),
+        Body=json.dumps({**report.to_dict(), "earlier": [r.day.isoformat() for r in earlier]}).encode(),
+        ContentType="application/json",
+    )
+    _logger.info("reconciled %s: %s", day, {k: v for k, v in report.counts.items() if v})
+    return report
+
+
+def _report(
+    day: dt.date,
+    outcome: DayOutcome,
+    snapshot: SnapshotRef,
+    *,
+    run_at: dt.datetime,
+    max_lag_seconds: int,
+    seconds: float,
+    keys: tuple[str, ...] = (),
+    earlier: tuple[ReconciliationReport, ...] = (),
+    lake_snapshots: Mapping[str, int | None] | None = None,
+) -> ReconciliationReport:
+    return ReconciliationReport(
         day=day,
         counts=outcome.counts,
         findings=outcome.findings,
@@ -661,14 +690,6 @@ def record_day(
         earlier=earlier,
         lake_snapshots=dict(lake_snapshots or {}),
     )
-    client.put_object(
-        Bucket=settings.bucket,
-        Key=summary_key(settings.lake_prefix, day),
-        Body=json.dumps({**report.to_dict(), "earlier": [r.day.isoformat() for r in earlier]}).encode(),
-        ContentType="application/json",
-    )
-    _logger.info("reconciled %s: %s", day, {k: v for k, v in report.counts.items() if v})
-    return report
 
 
 def _store(

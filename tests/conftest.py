@@ -81,3 +81,13 @@ def _remove(settings: Settings) -> None:
 def project_root() -> Path:
     """The repository root (for .sql files, notebooks and scripts)."""
     return Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def queue_url(stack: EmbeddedStack) -> Iterator[str]:
+    """A fresh SQS queue on the stack's moto server (a dead-letter queue for the replay tests)."""
+    assert stack.endpoints is not None
+    sqs = boto3.client("sqs", endpoint_url=stack.endpoints.aws)
+    url = sqs.create_queue(QueueName=f"dlq-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    yield url
+    sqs.delete_queue(QueueUrl=url)

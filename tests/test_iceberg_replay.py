@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import boto3
@@ -47,15 +46,6 @@ def stream_records(settings: Settings, writer: TableWriter) -> tuple[BatchInfo, 
     first, last = raw[0]["dynamodb"]["SequenceNumber"], raw[-1]["dynamodb"]["SequenceNumber"]
     info = BatchInfo(stream_arn=arn, shard_id=shard, start_sequence_number=first, end_sequence_number=last)
     return info, read_batch(streams, info)
-
-
-@pytest.fixture
-def queue_url(stack: EmbeddedStack) -> Iterator[str]:
-    assert stack.endpoints is not None
-    sqs = boto3.client("sqs", endpoint_url=stack.endpoints.aws)
-    url = sqs.create_queue(QueueName=f"dlq-{uuid.uuid4().hex[:8]}")["QueueUrl"]
-    yield url
-    sqs.delete_queue(QueueUrl=url)
 
 
 def test_a_dead_lettered_batch_replayed_twice_lands_once(

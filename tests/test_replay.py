@@ -12,7 +12,6 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
@@ -223,15 +222,6 @@ def test_unparseable_raw_stays_quarantined(settings: Settings) -> None:
 
 
 # ------------------------------------------------------------------------------ dead-letter queue
-
-
-@pytest.fixture
-def queue_url(stack: EmbeddedStack) -> Iterator[str]:
-    assert stack.endpoints is not None
-    sqs = boto3.client("sqs", endpoint_url=stack.endpoints.aws)
-    url = sqs.create_queue(QueueName=f"dlq-{uuid.uuid4().hex[:8]}")["QueueUrl"]
-    yield url
-    sqs.delete_queue(QueueUrl=url)
 
 
 def _sqs(stack: EmbeddedStack) -> Any:

@@ -154,6 +154,8 @@ def _pipeline(
         "requests/s": round(workload.requests_per_second),
     }
 
+    from walletlake.commands.consume import commit_now
+
     iceberg = settings.lake_format == "iceberg"
     with stages.stage("stream → lake (consume)", workload.ledger_entries_expected) as advance:
         first = drain(settings, on_progress=lambda n: advance(n, None))
@@ -161,14 +163,14 @@ def _pipeline(
     commits: list[dict[str, Any]] = []
     if iceberg:
         with stages.stage("commit landed batches (Iceberg)"):
-            commits.append(_commit(settings))
+            commits.append(commit_now(settings))
 
     with stages.stage("TTL expiry of hot items", committed) as advance:
         remaining = _wait_for_ttl(settings, committed, config.ttl_wait_seconds, advance)
     with stages.stage("stream → lake (after TTL)"):
         second = drain(settings)
         if iceberg:
-            commits.append(_commit(settings))
+            commits.append(commit_now(settings))
     if iceberg:
         ledger_commits = [
             table for commit in commits for table in commit["tables"] if table["table"] == "ledger"
@@ -340,17 +342,6 @@ def _nightly(
         counts["nightly"]["replay as of those snapshots"] = "identical" if replayed.identical else "DIFFERENT"
 
     return report, rows_after_compaction, replayed_identical
-
-
-def _commit(settings: Settings) -> dict[str, Any]:
-    """One committer cycle (what `walletlake commit` and the AWS committer run every interval)."""
-    import boto3
-
-    from lake.committer import commit_landed
-    from lake.iceberg_catalog import open_catalog
-
-    client = boto3.client("s3", region_name=settings.region)
-    return commit_landed(settings, client, open_catalog(settings)).as_dict()
 
 
 def _maintain(settings: Settings, day: dt.date) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from queries.reconciliation import (
     record_day,
     rendered_sql,
 )
-from queries.time_travel import current_versions, pin_versions, tag_versions
+from queries.time_travel import current_versions, pin_versions
 from walletlake.settings import (
     DEPLOYED_VARIABLES,
     SNAPSHOT_READ_UNITS_VARIABLE,
@@ -203,8 +203,6 @@ def classify_unloaded(
         cutoff=now - dt.timedelta(seconds=max_lag_seconds),
         max_lag_seconds=max_lag_seconds,
     )
-    if versions:
-        tag_versions(settings, versions, f"reconciled-{day.isoformat()}")
     report = record_day(
         client,
         settings,
