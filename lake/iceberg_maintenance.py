@@ -52,7 +52,6 @@ import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lake.compaction import DEFAULT_TARGET_FILE_BYTES
 from lake.iceberg_catalog import strict_commits
 from lake.iceberg_tables import identifier
 from lake.landing_log import log_prefix, read_record
@@ -73,6 +72,14 @@ _logger = logging.getLogger(__name__)
 OPERATION_PROPERTY: Final = "walletlake.operation"
 COMPACTION: Final = "compaction"
 #: A file at or above this share of the target is left alone: rewriting it gains nothing.
+#: Largest compacted file. The DuckDB kernel sorts the whole day (spilling past
+#: :data:`COMPACTION_MEMORY_LIMIT`) and holds one output file's rows in Arrow while it encodes it:
+#: at 128 MB a busy day's compaction stays within a 4 GB machine beside the embedded stack
+#: (``bench/nightly_scale.py``); at 256 MB it did not (5.9 GiB peak). A one-wallet read is the
+#: same either way: it opens one or two row groups of the day.
+DEFAULT_TARGET_FILE_BYTES: Final = 128 * 2**20
+#: DuckDB's memory for the day's sort; past it, the sort spills to the scratch folder.
+COMPACTION_MEMORY_LIMIT: Final = "1GB"
 SMALL_FILE_SHARE: Final = 0.75
 #: Commit attempts of one compaction: each refusal means another commit won the race.
 DEFAULT_ATTEMPTS: Final = 5
@@ -321,6 +328,7 @@ def _rewrite_day(
                 name=generation,
                 target_file_bytes=target_file_bytes,
                 row_group_rows=None,
+                memory_limit=COMPACTION_MEMORY_LIMIT,
                 scratch=Path(scratch),
             )
         except Exception:

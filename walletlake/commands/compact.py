@@ -10,6 +10,7 @@ from typing import Any
 
 from lake.compaction import DEFAULT_TARGET_FILE_BYTES, compact_day
 from lake.compaction_units import UNIT_MINUTES_CHOICES, closed_units, run_units
+from lake.iceberg_maintenance import DEFAULT_TARGET_FILE_BYTES as ICEBERG_TARGET_FILE_BYTES
 from walletlake.nightly import day_argument, yesterday
 from walletlake.settings import Settings
 
@@ -46,8 +47,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--target-file-mb",
         type=int,
-        default=DEFAULT_TARGET_FILE_BYTES // 2**20,
-        help="largest output file (MB)",
+        default=None,
+        help=f"largest output file (MB; default {DEFAULT_TARGET_FILE_BYTES // 2**20}, on the Iceberg lake "
+        f"{ICEBERG_TARGET_FILE_BYTES // 2**20})",
     )
     parser.add_argument(
         "--row-group-rows",
@@ -84,7 +86,8 @@ def _run(args: argparse.Namespace) -> int:
             settings, day, target_file_bytes=args.target_file_mb * 2**20, as_json=args.json
         )
     unit_minutes = args.unit_minutes or settings.compaction_unit_minutes
-    options = {"target_file_bytes": args.target_file_mb * 2**20, "row_group_rows": args.row_group_rows}
+    target = args.target_file_mb * 2**20 if args.target_file_mb else DEFAULT_TARGET_FILE_BYTES
+    options = {"target_file_bytes": target, "row_group_rows": args.row_group_rows}
     on_unit = None if args.json else _progress
     if args.closed_hours:
         units = closed_units(settings, dt.datetime.now(dt.UTC), unit_minutes=unit_minutes)
