@@ -1,7 +1,7 @@
 """Where lake objects live in S3: ``s3://{bucket}/{prefix}/{table}/dt=YYYY-MM-DD/{name}.parquet``.
 
 Object names are derived from what wrote them, never random, so a retried write replaces its own
-object instead of adding a copy (ARCHITECTURE.md, "The lake").
+object instead of adding a copy (docs/architecture.md, "The lake").
 
 Inside a day, every landing object and every compacted file starts with its *slot*: the five
 minutes of the day its rows belong to, ``hHHmMM`` (``h07m05`` holds 07:05:00.000-07:09:59.999

@@ -1,6 +1,6 @@
 """Arrow schemas of every lake table: the one source for Parquet files, Glue tables and DuckDB views.
 
-Money columns are ``int64`` micro-USD (ARCHITECTURE.md, "Money"); timestamps are UTC. The ``dt``
+Money columns are ``int64`` micro-USD (docs/architecture.md, "Money"); timestamps are UTC. The ``dt``
 partition column is not part of the file schemas: it lives in the object key
 (``{table}/dt=YYYY-MM-DD/``) and Glue declares it as a projected partition key.
 """

@@ -2,7 +2,7 @@
 
 Objects are named after the batch that wrote them (:func:`lake.layout.landing_key`: the stream's
 label and the batch's first sequence number), never at random, so a retried batch overwrites its own
-objects instead of adding copies (ARCHITECTURE.md, "The lake"; awswrangler's dataset mode names
+objects instead of adding copies (docs/architecture.md, "The lake"; awswrangler's dataset mode names
 files at random, which is why it is not used here). Each table's ``dt`` and slot (its five
 minutes of the day, :mod:`lake.layout`) come from one of its columns (:data:`DAY_COLUMNS`):
 ``created_at`` for ledger and wallets rows, the ingestion time for quarantine entries. A batch

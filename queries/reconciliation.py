@@ -93,7 +93,7 @@ TRANSFER_UNBALANCED: Final = "transfer_unbalanced"
 NOT_CONSERVED: Final = "not_conserved"
 #: Every status, worst first.
 STATUSES: Final = (MISMATCH, CHAIN_BREAK, DUPLICATE, MISSING, TRANSFER_UNBALANCED, NOT_CONSERVED, LAGGING, OK)
-#: Statuses that do not fail the run (ARCHITECTURE.md, invariant 4).
+#: Statuses that do not fail the run (docs/architecture.md, invariant 4).
 PASSING_STATUSES: Final = frozenset({OK, LAGGING})
 
 _REPORTS_FOLDER: Final = "_reports/reconciliation"

@@ -1,7 +1,7 @@
 """Decode a batch of DynamoDB Streams records (as Lambda delivers them) into lake rows.
 
 Pure: records in, Arrow tables and counts out; no I/O. Every record is exactly one of these kinds,
-chosen by :data:`RECORD_KINDS` from its ``eventName`` and the item's ``entity`` (ARCHITECTURE.md,
+chosen by :data:`RECORD_KINDS` from its ``eventName`` and the item's ``entity`` (docs/architecture.md,
 "Stream records → ledger"):
 
 ============================  ======================================================
@@ -93,7 +93,7 @@ class DecodedBatch:
     """One batch, decoded: the lake tables it becomes and what was counted on the way.
 
     ``event_source_arn`` and ``first_sequence_number`` name the batch's landing objects, so a
-    retried batch overwrites its own files (ARCHITECTURE.md, "The lake").
+    retried batch overwrites its own files (docs/architecture.md, "The lake").
     """
 
     ledger: pa.Table

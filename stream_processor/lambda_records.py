@@ -7,7 +7,7 @@ deletions). The local poller reads the ``dynamodbstreams`` API through boto3 ins
 differ in a few ways; :func:`lambda_record` absorbs them here, in one place, so the decoder has no
 "local mode".
 
-Differences absorbed (ARCHITECTURE.md, "The system in one picture"):
+Differences absorbed (docs/architecture.md, "The system in one picture"):
 
 - DynamoDB Local sends TTL deletions with ``eventName`` ``UNKNOWN_TO_SDK_VERSION``, an ``OldImage``
   and no ``userIdentity``; AWS sends ``REMOVE`` with ``userIdentity`` of the DynamoDB service.

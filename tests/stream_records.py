@@ -73,7 +73,7 @@ def transaction_image(
     to_wallet_balance_after: int | None = None,
     ttl_seconds: int = HOT_TTL_SECONDS,
 ) -> dict[str, Any]:
-    """A transaction item exactly as the write path stores it (ARCHITECTURE.md).
+    """A transaction item exactly as the write path stores it (docs/architecture.md).
 
     With ``wallet_version`` (and the other versions and balances), an item of the earlier
     compare-and-swap write path, whose INSERT carried the ledger entries.

@@ -47,7 +47,7 @@ INTENDED = (
 )
 
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-#: The key shapes of wallet/table.py, as the contract (ARCHITECTURE.md) writes them.
+#: The key shapes of wallet/table.py, as the contract (docs/architecture.md) writes them.
 KEY_SHAPES = {
     ENTITY_WALLET: re.compile(rf"^{_UUID}#wallet$"),
     ENTITY_USER: re.compile(rf"^{_UUID}#user$"),

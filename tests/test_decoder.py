@@ -423,7 +423,7 @@ def test_garbage_only_batch_is_named_by_its_content() -> None:
 
 
 def test_every_expected_kind_has_a_decoder() -> None:
-    # THEN the dispatch table covers exactly the five kinds ARCHITECTURE.md expects
+    # THEN the dispatch table covers exactly the five kinds docs/architecture.md expects
     assert sorted(RECORD_KINDS) == [
         ("INSERT", "transaction"),
         ("INSERT", "user"),

@@ -1,4 +1,4 @@
-"""Settings come from WALLETLAKE_* variables with ARCHITECTURE.md's defaults, checked at cold start."""
+"""Settings come from WALLETLAKE_* variables with docs/architecture.md's defaults, checked at cold start."""
 
 from __future__ import annotations
 

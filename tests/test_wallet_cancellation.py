@@ -1,4 +1,4 @@
-"""Reading a cancelled movement: DynamoDB's per-item reasons give ARCHITECTURE.md's precedence.
+"""Reading a cancelled movement: DynamoDB's per-item reasons give docs/architecture.md's precedence.
 
 Pure. An oracle evaluates each item's condition the way DynamoDB does for the write path's
 TransactWriteItems (the wallet updates, then the transaction item) over generated wallet states,

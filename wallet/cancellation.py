@@ -6,7 +6,7 @@ Pure. A movement's TransactWriteItems lists its wallet updates (one per leg, in
 condition held, ``ConditionalCheckFailed`` with the item as it was (``ReturnValuesOnConditionCheckFailure
 =ALL_OLD``; no ``Item`` when there was none), or a service reason (``TransactionConflict``,
 ``ThrottlingError``...). DynamoDB evaluates every item's condition and reports each, so one answer
-tells every case apart without a read, in ARCHITECTURE.md's precedence:
+tells every case apart without a read, in docs/architecture.md's precedence:
 
 1. a wallet with no item: 404 ``wallet_not_found`` (the addressed wallet first);
 2. the transaction item exists: the nonce was used (a replay if its ``request_hash`` matches);

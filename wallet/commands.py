@@ -51,7 +51,7 @@ Movement = Deposit | Transfer
 
 
 def request_hash(command: Movement) -> str:
-    """Fingerprint of what makes a request "the same" for idempotency (ARCHITECTURE.md).
+    """Fingerprint of what makes a request "the same" for idempotency (docs/architecture.md).
 
     The operation, the addressed wallet, the target wallet, the amount as an integer and the
     nonce: ``"100"`` and ``100`` give one hash, a different target or amount another. The hash is

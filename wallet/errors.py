@@ -4,7 +4,7 @@ Each error carries a stable machine-readable ``code`` (the ``error`` field of th
 human ``detail``. Which HTTP status each one becomes is decided in exactly one place,
 :data:`wallet.http_errors.ERROR_STATUS`, so the domain and the store never speak HTTP.
 
-The order in which the write path checks them is the precedence of ARCHITECTURE.md:
+The order in which the write path checks them is the precedence of docs/architecture.md:
 malformed input (:class:`InvalidRequestError`) before unknown wallets (:class:`WalletNotFoundError`) before a
 reused nonce (:class:`IdempotencyKeyReusedError`) before money (:class:`InsufficientFundsError`,
 :class:`BalanceLimitExceededError`). A refused request stores nothing, so repeating it is judged afresh.
@@ -71,7 +71,7 @@ class InsufficientFundsError(WalletError):
 
 
 class BalanceLimitExceededError(WalletError):
-    """The credit would lift a balance above the int64-safe ceiling of ARCHITECTURE.md (9 x 10^18)."""
+    """The credit would lift a balance above the int64-safe ceiling of docs/architecture.md (9 x 10^18)."""
 
     code = "balance_limit_exceeded"
 

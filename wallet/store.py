@@ -1,4 +1,4 @@
-"""The write path's DynamoDB access: every TransactWriteItems of ARCHITECTURE.md.
+"""The write path's DynamoDB access: every TransactWriteItems of docs/architecture.md.
 
 One request is one transaction, and one DynamoDB round trip: no read before the write. The pure
 :func:`wallet.posting.post` says what each touched wallet adds (its legs), and one
@@ -294,7 +294,7 @@ class WalletStore:
         Raises
         ------
         WalletNotFoundError, IdempotencyKeyReusedError, InsufficientFundsError, BalanceLimitExceededError
-            Refusals, in ARCHITECTURE.md's precedence; nothing was written.
+            Refusals, in docs/architecture.md's precedence; nothing was written.
         ContentionError
             A busy wallet: every attempt met another transaction on it; nothing was written (a
             :class:`ThrottledError`, answered 429 ``throttled`` with ``Retry-After``).

@@ -1,6 +1,6 @@
 """The DynamoDB table ``wallets``: its key, stream and TTL, and the shape of every item in it.
 
-This module is the single definition of the table contract in ARCHITECTURE.md. The write path
+This module is the single definition of the table contract in docs/architecture.md. The write path
 builds items from it, the stream decoder reads them with it, and the local stack and the CDK app
 create the table from :data:`WALLETS_TABLE`.
 """

@@ -4,7 +4,7 @@ Pure functions: no I/O, so the rules are property-tested directly (tests/test_wa
 The patterns below are also what the OpenAPI document publishes (:data:`AMOUNT_SCHEMA` and
 friends), so the documentation cannot drift from the checks.
 
-The rules (issue 2, ARCHITECTURE.md "Money"):
+The rules (issue 2, docs/architecture.md "Money"):
 
 - an **amount** is micro-USD, a positive integer 1..10^15 given as a JSON number whose exact value
   is an integer (``100``, and, as JSON Schema's ``integer`` reads them, ``100.0`` and ``1e2``), or a
@@ -35,7 +35,7 @@ from wallet.errors import InvalidRequestError, SameWalletTransferError
 
 MIN_AMOUNT: Final = 1
 MAX_AMOUNT: Final = 10**15
-#: ARCHITECTURE.md: a balance never goes above 9 x 10^18 (int64 with headroom).
+#: docs/architecture.md: a balance never goes above 9 x 10^18 (int64 with headroom).
 MAX_BALANCE: Final = 9 * 10**18
 MAX_NONCE_LENGTH: Final = 64
 

@@ -28,11 +28,11 @@ from matplotlib.figure import Figure
 
 _logger = logging.getLogger(__name__)
 
-#: micro-USD per USD (ARCHITECTURE.md, "Money").
+#: micro-USD per USD (docs/architecture.md, "Money").
 MICRO_USD: Final = 1_000_000
 #: Rows shown per table; the rest is counted, not shown, so a large result cannot bloat the file.
 MAX_TABLE_ROWS: Final = 50
-#: Statuses reconciliation accepts; anything else fails the nightly job (ARCHITECTURE.md, invariant 4).
+#: Statuses reconciliation accepts; anything else fails the nightly job (docs/architecture.md, invariant 4).
 PASSING_STATUSES: Final = frozenset({"ok", "lagging"})
 
 PlotKind = Literal["bar", "barh", "line", "pie"]

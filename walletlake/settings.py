@@ -229,7 +229,7 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, *, require: Iterable[str] = ()) -> Settings:
-        """Build settings from ``WALLETLAKE_*`` variables, with the defaults of ARCHITECTURE.md.
+        """Build settings from ``WALLETLAKE_*`` variables, with the defaults of docs/architecture.md.
 
         An unset or empty variable means the field's default, unless it is named in ``require``.
 

@@ -12,9 +12,9 @@ Event source mapping choices (defaults in :class:`~walletlake_cdk.config.Deploym
 - **BisectBatchOnFunctionError off**: with item-level failure reporting the retry already starts
   exactly at the failed record, in shard order. Bisecting would split batches into halves with
   new first sequence numbers, which breaks the "a retried batch overwrites its own landing file"
-  naming (ARCHITECTURE.md) and multiplies small files; and records that cannot be decoded never
+  naming (docs/architecture.md) and multiplies small files; and records that cannot be decoded never
   fail a batch in the first place, they go to the quarantine prefix (a code path).
-- **TTL deletions are handled by the code path, not an event filter**: ARCHITECTURE.md wants
+- **TTL deletions are handled by the code path, not an event filter**: docs/architecture.md wants
   them counted (``ttl_expired``), and a filtered-out record is never seen by the handler.
 - **TRIM_HORIZON**: a new mapping starts at the oldest record still in the stream, so nothing
   written before the consumer existed is skipped.
