@@ -50,6 +50,7 @@ fmt: install-dev
 
 # pytest exits 5 when it collects no test; that is not a failure of the suite.
 pytest: install-dev tools
+	@command -v chromium >/dev/null 2>&1 || echo "NOTE: no chromium on PATH: the report render check will be skipped (Debian: apt-get install chromium; .ci/run installs it)"
 	$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
 
 test: lint typecheck pytest
