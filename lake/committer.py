@@ -40,7 +40,7 @@ from lake.landing_log import (
     list_sources,
     log_prefix,
     range_of_key,
-    read_record,
+    read_records,
 )
 from lake.objects import delete_keys
 
@@ -285,8 +285,7 @@ def _new_records(
         for source in sources
         for key in keys_after(client, settings.bucket, settings.lake_prefix, source, floor[source])
     ]
-    with ThreadPoolExecutor(max_workers=_FOOTER_READERS) as pool:
-        return list(pool.map(lambda key: read_record(client, settings.bucket, key), keys))
+    return read_records(client, settings.bucket, keys)
 
 
 def tidy_log(

@@ -54,7 +54,7 @@ import pyarrow.parquet as pq
 
 from lake.iceberg_catalog import strict_commits
 from lake.iceberg_tables import identifier
-from lake.landing_log import log_prefix, read_record
+from lake.landing_log import all_keys, read_records
 from lake.objects import delete_keys
 from lake.schemas import PARTITION_COLUMN
 
@@ -498,15 +498,7 @@ def referenced_paths(table: Table) -> set[str]:
 
 def landed_paths(client: S3Client, settings: Settings) -> set[str]:
     """Every file a landing record in the log names (of any table): landed, maybe not committed."""
-    prefix = log_prefix(settings.lake_prefix)
-    keys = [
-        item["Key"]
-        for page in client.get_paginator("list_objects_v2").paginate(Bucket=settings.bucket, Prefix=prefix)
-        for item in page.get("Contents", [])
-        if item["Key"].endswith(".json")
-    ]
-    with ThreadPoolExecutor(max_workers=_READERS) as pool:
-        records = list(pool.map(lambda key: read_record(client, settings.bucket, key), keys))
+    records = read_records(client, settings.bucket, all_keys(client, settings.bucket, settings.lake_prefix))
     return {file.path for record in records for file in record.files}
 
 

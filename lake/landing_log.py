@@ -212,6 +212,19 @@ def read_record(client: S3Client, bucket: str, key: str) -> LandingRecord:
     return LandingRecord.from_json(client.get_object(Bucket=bucket, Key=key)["Body"].read(), key)
 
 
+def read_records(client: S3Client, bucket: str, keys: Sequence[str]) -> list[LandingRecord]:
+    """Landing records, read in parallel (one GET each; records are a few hundred bytes)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        return list(pool.map(lambda key: read_record(client, bucket, key), keys))
+
+
+def all_keys(client: S3Client, bucket: str, lake_prefix: str) -> list[str]:
+    """Every landing record's key (the whole log: for hourly and nightly tidying, not per commit)."""
+    return [key for key, _ in iter_objects(client, bucket, log_prefix(lake_prefix)) if key.endswith(".json")]
+
+
 def _folders(client: S3Client, bucket: str, prefix: str) -> list[str]:
     folders: list[str] = []
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, Delimiter="/"):

@@ -170,11 +170,7 @@ def replay_quarantine(
     for key in _quarantine_keys(s3, settings, days):
         report.sources_read += 1
         rows = get_table(s3, settings.bucket, key, QUARANTINE).to_pylist()
-        records, unreadable = _parse_raw(rows)
-        report.unreadable += len(unreadable)
-        outcomes = [decode_records([record], ingested_at_ms=int(clock() * 1000)) for _, record in records]
-        for decoded in outcomes:
-            report.add_decoded(decoded)
+        records, unreadable, outcomes = _decode_quarantined(rows, report, clock)
         recovered = [
             record for (_, record), decoded in zip(records, outcomes, strict=True) if decoded.quarantined == 0
         ]
@@ -233,11 +229,7 @@ def _replay_iceberg_quarantine(
         wanted = set(days)
         rows = [row for row in rows if row["quarantined_at"].date() in wanted]
     report.sources_read = 1 if rows else 0
-    records, unreadable = _parse_raw(rows)
-    report.unreadable += len(unreadable)
-    outcomes = [decode_records([record], ingested_at_ms=int(clock() * 1000)) for _, record in records]
-    for decoded in outcomes:
-        report.add_decoded(decoded)
+    records, _unreadable, outcomes = _decode_quarantined(rows, report, clock)
     recovered = [
         (row, record)
         for (row, record), decoded in zip(records, outcomes, strict=True)
@@ -267,6 +259,19 @@ def _quarantine_keys(s3: S3Client, settings: Settings, days: Sequence[dt.date] |
         return keys
     wanted = set(days)
     return [key for key in keys if partition_day(key) in wanted]
+
+
+def _decode_quarantined(
+    rows: list[dict[str, Any]], report: ReplayReport, clock: Callable[[], float]
+) -> tuple[list[tuple[dict[str, Any], Any]], list[dict[str, Any]], list[DecodedBatch]]:
+    """Quarantined rows decoded again, one record each, counted in ``report``: the parsed
+    ``(row, record)`` pairs, the rows whose ``raw`` is not JSON, and each record's outcome."""
+    records, unreadable = _parse_raw(rows)
+    report.unreadable += len(unreadable)
+    outcomes = [decode_records([record], ingested_at_ms=int(clock() * 1000)) for _, record in records]
+    for decoded in outcomes:
+        report.add_decoded(decoded)
+    return records, unreadable, outcomes
 
 
 def _parse_raw(rows: list[dict[str, Any]]) -> tuple[list[tuple[dict[str, Any], Any]], list[dict[str, Any]]]:
