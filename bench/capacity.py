@@ -48,11 +48,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reconcile import DAY, SNAPSHOT_AT, build_lake, timed_reconciliation
 from stream_to_parquet import StreamGenerator
 
+from contracts.settings import Settings
 from lake.compaction import compact_files, generation
 from lake.snapshots import SnapshotRef
 from queries.reconciliation import TRANSFERS_QUERY, WALLETS_QUERY, day_parameters, rendered_sql
 from stream_processor.batch import process_batch
-from walletlake.settings import Settings
 
 # --- the seed's load -------------------------------------------------------------------------
 SEED_TRANSACTIONS_PER_SECOND: Final = 20_000

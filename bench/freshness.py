@@ -35,12 +35,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import capacity
 from reconcile import STREAM_ARN, WalletState, ledger_chunk, uuid_strings
 
+from contracts.settings import Settings
 from lake.committer import commit_landed
 from lake.iceberg_catalog import open_catalog
 from lake.iceberg_landing import land_batch, table_locations
 from lake.iceberg_tables import identifier
 from walletlake.local import EmbeddedStack, patched_environ
-from walletlake.settings import Settings
 
 LEVELS = (1, 10, 100)
 WALLETS = 100_000

@@ -49,15 +49,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from write_path import Phase, _default_stack_parent, _listening, fund, run_phase
 
+from contracts.settings import Settings
 from walletlake.api_server import ApiFleet, ApiServer
 from walletlake.local import EmbeddedStack, free_port, patched_environ
-from walletlake.settings import Settings
 
 
 def reference_app(table: str, region: str) -> Any:
     """Seed 000's write pattern as a bare ASGI app: one TransactWriteItems, no read, no versions."""
+    from contracts.wallets_table import transaction_key, wallet_key
     from wallet.dynamodb import DynamoDBClient, DynamoDBError
-    from wallet.table import transaction_key, wallet_key
 
     client: DynamoDBClient | None = None
 

@@ -74,19 +74,20 @@ from reconcile import (
     uuid_strings,
 )
 
+from contracts.lake_layout import partition_prefix, stream_label
+from contracts.lake_tables import STREAM_TABLES
+from contracts.settings import Settings
 from lake import parquet
 from lake.committer import commit_landed
 from lake.compaction import read_footer
 from lake.iceberg_catalog import load_table, open_catalog
 from lake.iceberg_landing import split_bucket_key, table_locations
 from lake.iceberg_maintenance import compact_day, expire_snapshots, maintain, remove_orphan_files
-from lake.iceberg_tables import ICEBERG_TABLES, to_iceberg_rows
+from lake.iceberg_tables import to_iceberg_rows
 from lake.landing_log import LandedFile, LandingRecord, put_record
-from lake.layout import partition_prefix, stream_label
 from lake.objects import put_table
 from queries.reconciliation import reconcile
 from walletlake.local import EmbeddedStack, patched_environ
-from walletlake.settings import Settings
 
 DAY = dt.date(2026, 11, 22)
 SNAPSHOT_AT = dt.datetime(2026, 11, 23, 0, 30, tzinfo=dt.UTC)
@@ -178,7 +179,7 @@ def run(settings: Settings, fraction: float, commit_seconds: int, memory: Memory
         expiry = expire_snapshots(settings, catalog, "ledger")
         orphans = remove_orphan_files(settings, catalog, "ledger", client=client)
     with product.step("nightly: maintain the other Iceberg tables (wallets, quarantine)", memory):
-        for name in ICEBERG_TABLES:
+        for name in STREAM_TABLES:
             if name != "ledger":
                 maintain(settings, catalog, name, DAY, client=client)
     with product.step("nightly: reconcile the day (DuckDB over iceberg_scan)", memory):

@@ -46,18 +46,18 @@ import pyarrow.parquet as pq
 import sqlglot
 from sqlglot import exp
 
+from contracts.lake_layout import landing_object_name
+from contracts.lake_tables import BALANCE_SNAPSHOTS, DAILY_BALANCES, LEDGER
+from contracts.settings import DEFAULT_COMPACTION_UNIT_MINUTES, Settings
 from lake import parquet
 from lake.compaction import compact_files, generation
-from lake.compaction_units import DEFAULT_UNIT_MINUTES, group_into_units
-from lake.layout import landing_object_name
-from lake.schemas import BALANCE_SNAPSHOTS, DAILY_BALANCES, LEDGER
+from lake.compaction_units import group_into_units
 from lake.snapshots import SnapshotRef
 from lake.writer import split_by_slot
 from queries import get_query
 from queries._duckdb import DuckDBEngine
 from queries._parameters import render
 from queries.reconciliation import DEFAULT_MAX_LAG_SECONDS, OK, DayOutcome, findings_table, reconcile_day
-from walletlake.settings import Settings
 
 DAY = dt.date(2026, 11, 22)
 SNAPSHOT_AT = dt.datetime(2026, 11, 23, 0, 30, tzinfo=dt.UTC)
@@ -109,7 +109,7 @@ def run(root: Path, rows: int, wallets: int) -> int:
     out_dir = root / "compacting"
     out_dir.mkdir()
     # As the product compacts: one unit per hour (lake.compaction_units), row groups sized per unit.
-    units = group_into_units("ledger", DAY, [path.name for path in inputs], DEFAULT_UNIT_MINUTES)
+    units = group_into_units("ledger", DAY, [path.name for path in inputs], DEFAULT_COMPACTION_UNIT_MINUTES)
     outputs = rows_out = 0
     for unit, names in sorted(units.items(), key=lambda item: item[0].first_slot):
         paths = [day_dir / name for name in names]

@@ -38,8 +38,9 @@ from typing import Any
 import pandas as pd
 from boto3.dynamodb.types import TypeDeserializer
 
+from contracts.lake_tables import STREAM_TABLES
 from lake import parquet
-from lake.writer import DAY_COLUMNS, split_by_slot
+from lake.writer import split_by_slot
 from stream_processor.decoder import decode_records
 
 TARGET_RECORDS_PER_SECOND = 200_000
@@ -185,7 +186,7 @@ def walletlake_path(records: list[dict[str, Any]]) -> tuple[int, int]:
     decoded = decode_records(records, ingested_at_ms=int(time.time() * 1000))
     size = 0
     for name, table in decoded.tables().items():
-        for part in split_by_slot(table, DAY_COLUMNS[name]).values():
+        for part in split_by_slot(table, STREAM_TABLES[name].day_column).values():
             size += len(parquet.encode(part, text_statistics=False))  # as the landing writer
     return decoded.ledger_rows, size
 

@@ -14,6 +14,7 @@ WORKDIR /app
 COPY docker/api-requirements.txt /app/docker/api-requirements.txt
 RUN pip install --no-deps --only-binary=:all: -r /app/docker/api-requirements.txt
 
+COPY contracts /app/contracts
 COPY wallet /app/wallet
 COPY stream_processor /app/stream_processor
 COPY lake /app/lake

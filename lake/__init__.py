@@ -1,6 +1,6 @@
 """The lake: table schemas, S3 layout, Parquet encoding, and (later) compaction and snapshots."""
 
-from lake.layout import (
+from contracts.lake_layout import (
     landing_key,
     partition_day,
     partition_prefix,
@@ -8,7 +8,7 @@ from lake.layout import (
     table_location,
     table_prefix,
 )
-from lake.schemas import PARTITION_COLUMN, TABLES
+from contracts.lake_tables import PARTITION_COLUMN, TABLES
 
 __all__ = [
     "PARTITION_COLUMN",

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final
 
-from lake.iceberg_tables import ICEBERG_TABLES
+from contracts.lake_tables import STREAM_TABLES
 from lake.landing_log import (
     LandingRecord,
     OverlapError,
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
-    from walletlake.settings import Settings
+    from contracts.settings import Settings
 
 _logger = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ def commit_landed(
     client: S3Client,
     catalog: Catalog,
     *,
-    tables: Iterable[str] = tuple(ICEBERG_TABLES),
+    tables: Iterable[str] = tuple(STREAM_TABLES),
     clock: Callable[[], float] = time.time,
     tidy: bool = False,
 ) -> CommitReport:
@@ -293,7 +293,7 @@ def tidy_log(
     client: S3Client,
     catalog: Catalog,
     *,
-    tables: Iterable[str] = tuple(ICEBERG_TABLES),
+    tables: Iterable[str] = tuple(STREAM_TABLES),
     clock: Callable[[], float] = time.time,
 ) -> int:
     """Delete landing records past retention that every table has committed past; returns how many.

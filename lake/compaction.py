@@ -66,10 +66,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from contracts.lake_layout import PARQUET_SUFFIX, partition_prefix
+from contracts.lake_tables import STREAM_TABLES, TABLES
+from contracts.settings import DEFAULT_COMPACTION_UNIT_MINUTES, Settings
 from lake import objects, parquet
-from lake.layout import PARQUET_SUFFIX, partition_prefix
-from lake.schemas import TABLES
-from walletlake.settings import Settings
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -89,43 +89,10 @@ _PARQUET_TYPE: Final = "application/vnd.apache.parquet"
 #: DuckDB's memory for the sort; beyond it, it spills to the scratch folder.
 DEFAULT_MEMORY_LIMIT: Final = "2GB"
 
-#: Time columns whose row-group min/max is kept in compacted files (time-range queries prune on them).
-PRUNING_TIME_COLUMNS: Final = ("created_at", "quarantined_at")
+#: Time columns whose row-group min/max compacted files keep (time-range queries prune on them).
+_PRUNING_TIME_COLUMNS: Final = tuple(dict.fromkeys(table.day_column for table in STREAM_TABLES.values()))
 
 _COMPACTED: Final = re.compile(r"compacted-([0-9a-f]{16})-(\d{4})\.parquet$")
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class TableLayout:
-    """How one landing table is compacted.
-
-    Rows are sorted by ``order`` then ``prefer`` (the copy kept is the first: earliest ingested);
-    ``key`` identifies a row and is determined by ``order``, so the sort makes copies neighbours;
-    ``volatile`` columns may differ between copies (when and where a row was ingested).
-    """
-
-    key: tuple[str, ...]
-    order: tuple[str, ...]
-    volatile: tuple[str, ...] = ()
-    prefer: tuple[str, ...] = ()
-
-
-#: The landing tables and how each is compacted.
-LAYOUTS: Final[dict[str, TableLayout]] = {
-    "ledger": TableLayout(
-        key=("entry_id",),
-        order=("wallet_id", "wallet_version", "entry_id"),
-        volatile=("stream_sequence", "ingested_at"),
-        prefer=("ingested_at", "stream_sequence"),
-    ),
-    "wallets": TableLayout(key=("wallet_id",), order=("wallet_id",)),
-    "quarantine": TableLayout(
-        key=("stream_sequence", "reason", "raw"),
-        order=("stream_sequence", "reason", "raw"),
-        volatile=("quarantined_at",),
-        prefer=("quarantined_at",),
-    ),
-}
 
 
 class CompactionConflictError(RuntimeError):
@@ -200,7 +167,7 @@ def compact_day(
     *,
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
     row_group_rows: int | None = None,
-    tables: Sequence[str] = tuple(LAYOUTS),
+    tables: Sequence[str] = tuple(STREAM_TABLES),
     memory_limit: str = DEFAULT_MEMORY_LIMIT,
     on_step: StepHook | None = None,
     session: boto3.Session | None = None,
@@ -220,7 +187,7 @@ def compact_day(
     >>> compact_day(Settings.from_env(), dt.date(2026, 11, 21)).rows_out  # doctest: +SKIP
     1200345
     """
-    from lake.compaction_units import DEFAULT_UNIT_MINUTES, plan_units, run_units
+    from lake.compaction_units import plan_units, run_units
 
     if target_file_bytes <= 0 or (row_group_rows is not None and row_group_rows <= 0):
         raise ValueError("target_file_bytes and row_group_rows must be positive")
@@ -229,7 +196,11 @@ def compact_day(
     session = session or boto3.Session(region_name=settings.region)
     client: S3Client = session.client("s3")
     units = plan_units(
-        settings, day, unit_minutes=unit_minutes or DEFAULT_UNIT_MINUTES, tables=tables, client=client
+        settings,
+        day,
+        unit_minutes=unit_minutes or DEFAULT_COMPACTION_UNIT_MINUTES,
+        tables=tables,
+        client=client,
     )
     options: dict[str, Any] = {
         "target_file_bytes": target_file_bytes,
@@ -360,7 +331,7 @@ class _Kernel:
 
     def __init__(self, connection: duckdb.DuckDBPyConnection, table_name: str, source: str) -> None:
         self._connection = connection
-        self._layout = LAYOUTS[table_name]
+        self._layout = STREAM_TABLES[table_name].layout
         self._schema = TABLES[table_name]
         self._source = source
         self._table_name = table_name
@@ -471,7 +442,7 @@ class _Output:
         return parquet.encode(
             table,
             row_group_size=self._sizing.row_group_rows,
-            statistics_columns=[self._sort_key, *PRUNING_TIME_COLUMNS],
+            statistics_columns=[self._sort_key, *_PRUNING_TIME_COLUMNS],
         )
 
     def _store(self, body: bytes, rows: int) -> None:
@@ -521,7 +492,7 @@ def compact_files(
         rows_per_file(size / max(rows, 1), target_file_bytes, groups),
         sizing,
         file_prefix,
-        sort_key=LAYOUTS[table_name].order[0],
+        sort_key=STREAM_TABLES[table_name].layout.order[0],
     )
     with _connection(memory_limit, scratch) as connection:
         kernel = _Kernel(connection, table_name, f"read_parquet([{', '.join(map(_quote, paths))}])")

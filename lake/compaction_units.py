@@ -4,7 +4,7 @@ Why units
     At the seed's load (20,000 transactions/s) a day is ~2.9 billion ledger rows, ~300 GB of
     Parquet: no one function (15 minutes, 10 GB of ``/tmp``) can rewrite it, and waiting for the
     night leaves analysts a day of millions of small files. A unit is the rows of a few minutes,
-    found by the slot prefix every landing object carries (:mod:`lake.layout`), so its size is set
+    found by the slot prefix every landing object carries (:mod:`contracts.lake_layout`), so its size is set
     by configuration (``unit_minutes``: 60 by default, down to 5) times the load, never by the
     day's volume; at the seed's load 5-minute units hold ~10 million rows (``bench/capacity.py``).
 
@@ -46,29 +46,25 @@ from typing import TYPE_CHECKING, Any, Final
 
 import boto3
 
+from contracts.lake_layout import PARQUET_SUFFIX, SLOT_MINUTES, partition_prefix, slot_name, slot_of_name
+from contracts.lake_tables import STREAM_TABLES
+from contracts.settings import COMPACTION_UNIT_MINUTES_CHOICES, DEFAULT_COMPACTION_UNIT_MINUTES, Settings
 from lake import objects
 from lake.compaction import (
     DEFAULT_MEMORY_LIMIT,
     DEFAULT_TARGET_FILE_BYTES,
-    LAYOUTS,
     StepHook,
     TableCompaction,
     _Sizing,
     compact_inputs,
     is_compacted,
 )
-from lake.layout import PARQUET_SUFFIX, SLOT_MINUTES, partition_prefix, slot_name, slot_of_name
-from walletlake.settings import Settings
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 _logger = logging.getLogger(__name__)
 
-#: Minutes of a unit by default: an hour, compacted shortly after it closes.
-DEFAULT_UNIT_MINUTES: Final = 60
-#: The unit lengths that tile a day: whole slots that divide an hour.
-UNIT_MINUTES_CHOICES: Final = (5, 10, 15, 20, 30, 60)
 #: A whole day as one unit: only for a partition with objects named without a slot.
 WHOLE_DAY_MINUTES: Final = 24 * 60
 #: How long after a unit's end its slots may still receive rows in the normal course: the
@@ -88,13 +84,15 @@ class CompactionUnit:
     day: dt.date
     hour: int
     minute: int = 0
-    minutes: int = DEFAULT_UNIT_MINUTES
+    minutes: int = DEFAULT_COMPACTION_UNIT_MINUTES
 
     def __post_init__(self) -> None:
-        if self.table not in LAYOUTS:
-            raise ValueError(f"{self.table!r} is not a landing table ({', '.join(LAYOUTS)})")
-        if self.minutes not in (*UNIT_MINUTES_CHOICES, WHOLE_DAY_MINUTES):
-            raise ValueError(f"a unit is one of {UNIT_MINUTES_CHOICES} minutes, not {self.minutes}")
+        if self.table not in STREAM_TABLES:
+            raise ValueError(f"{self.table!r} is not a landing table ({', '.join(STREAM_TABLES)})")
+        if self.minutes not in (*COMPACTION_UNIT_MINUTES_CHOICES, WHOLE_DAY_MINUTES):
+            raise ValueError(
+                f"a unit is one of {COMPACTION_UNIT_MINUTES_CHOICES} minutes, not {self.minutes}"
+            )
         start = self.hour * 60 + self.minute
         if not 0 <= self.hour < 24 or start % self.minutes:
             raise ValueError(
@@ -157,7 +155,7 @@ class CompactionUnit:
                 day=dt.date.fromisoformat(str(item["date"])),
                 hour=int(item["hour"]),
                 minute=int(item.get("minute", 0)),
-                minutes=int(item.get("minutes", DEFAULT_UNIT_MINUTES)),
+                minutes=int(item.get("minutes", DEFAULT_COMPACTION_UNIT_MINUTES)),
             )
         except KeyError as missing:
             raise ValueError(f"a compaction unit needs {missing}") from None
@@ -197,8 +195,8 @@ def plan_units(
     day: dt.date,
     *,
     hours: Sequence[int] | None = None,
-    unit_minutes: int = DEFAULT_UNIT_MINUTES,
-    tables: Sequence[str] = tuple(LAYOUTS),
+    unit_minutes: int = DEFAULT_COMPACTION_UNIT_MINUTES,
+    tables: Sequence[str] = tuple(STREAM_TABLES),
     closed_before: dt.datetime | None = None,
     client: S3Client | None = None,
 ) -> list[CompactionUnit]:
@@ -207,8 +205,8 @@ def plan_units(
     One listing per table. ``hours`` keeps the units starting in those hours; ``closed_before``
     keeps the units that ended by then (the open hour's landing files are left alone).
     """
-    if unit_minutes not in UNIT_MINUTES_CHOICES:
-        raise ValueError(f"unit_minutes must be one of {UNIT_MINUTES_CHOICES}, not {unit_minutes}")
+    if unit_minutes not in COMPACTION_UNIT_MINUTES_CHOICES:
+        raise ValueError(f"unit_minutes must be one of {COMPACTION_UNIT_MINUTES_CHOICES}, not {unit_minutes}")
     client = client or boto3.client("s3", region_name=settings.region)
     planned: list[CompactionUnit] = []
     for table in tables:
@@ -343,7 +341,7 @@ def closed_units(
     settings: Settings,
     now: dt.datetime,
     *,
-    unit_minutes: int = DEFAULT_UNIT_MINUTES,
+    unit_minutes: int = DEFAULT_COMPACTION_UNIT_MINUTES,
     grace: dt.timedelta = DEFAULT_CLOSE_GRACE,
     client: S3Client | None = None,
 ) -> list[CompactionUnit]:

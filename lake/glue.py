@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from lake.layout import table_location
-from lake.schemas import DESCRIPTIONS, PARTITION_COLUMN, TABLES, glue_columns
+from contracts.lake_layout import table_location
+from contracts.lake_tables import LAKE_TABLES, PARTITION_COLUMN, TABLES, glue_columns
 
 PROJECTION_RANGE_START: Final = "2020-01-01"
 
@@ -41,7 +41,7 @@ def table_input(table: str, bucket: str, lake_prefix: str) -> dict[str, Any]:
     location = table_location(bucket, lake_prefix, table)
     return {
         "Name": table,
-        "Description": DESCRIPTIONS[table],
+        "Description": LAKE_TABLES[table].description,
         "TableType": "EXTERNAL_TABLE",
         "Parameters": projection_parameters(location),
         "PartitionKeys": [{"Name": PARTITION_COLUMN, "Type": "string"}],
@@ -76,9 +76,10 @@ def iceberg_table_input(table: str, location: str) -> dict[str, Any]:
     the default name mapping (data files are written by pyarrow without field ids). A committer
     finding it at cold start checks its columns and leaves it as it is.
     """
-    from lake.iceberg_tables import ICEBERG_TABLES, TABLE_PROPERTIES, iceberg_schema
+    from contracts.lake_tables import STREAM_TABLES
+    from lake.iceberg_tables import TABLE_PROPERTIES, iceberg_schema
 
-    spec = ICEBERG_TABLES[table]
+    spec = STREAM_TABLES[table]
     schema = iceberg_schema(table)
     fields = [
         {
@@ -114,7 +115,7 @@ def iceberg_table_input(table: str, location: str) -> dict[str, Any]:
                     "Direction": "asc",
                     "NullOrder": "nulls-first",
                 }
-                for column in spec.sort
+                for column in spec.sort_order
             ],
         },
         "Properties": properties,

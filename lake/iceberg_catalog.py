@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import boto3
 
-from walletlake.settings import Settings
+from contracts.settings import Settings
 
 if TYPE_CHECKING:
     from pyiceberg.catalog.rest import RestCatalog

@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lake.iceberg_tables import ICEBERG_TABLES, to_iceberg_rows
+from contracts.lake_layout import stream_label
+from contracts.lake_tables import STREAM_TABLES
+from lake.iceberg_tables import to_iceberg_rows
 from lake.landing_log import (
     LandedFile,
     LandingRecord,
@@ -30,14 +32,13 @@ from lake.landing_log import (
     sequence_number,
     uncovered_from,
 )
-from lake.layout import stream_label
 from lake.objects import delete_keys, put_table
-from lake.writer import DAY_COLUMNS, LandingWriteError, split_by_slot
+from lake.writer import LandingWriteError, split_by_slot
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
-    from walletlake.settings import Settings
+    from contracts.settings import Settings
 
 _logger = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ def table_locations(settings: Settings) -> Mapping[str, str]:
     """Each Iceberg table's location, from the catalog once per process (locations never move)."""
     from lake.iceberg_catalog import load_table
 
-    return {name: load_table(settings, name).location().rstrip("/") for name in ICEBERG_TABLES}
+    return {name: load_table(settings, name).location().rstrip("/") for name in STREAM_TABLES}
 
 
 def land_batch(
@@ -125,9 +126,9 @@ def land_rows(
     written: list[LandedFile] = []
     label = f"{stream_label(event_source_arn)}-{shard}-{first}"
     for name, rows in tables.items():
-        if name not in ICEBERG_TABLES or rows.num_rows == 0:
+        if name not in STREAM_TABLES or rows.num_rows == 0:
             continue
-        for (day, _slot), part in _by_day(rows, DAY_COLUMNS[name]).items():
+        for (day, _slot), part in _by_day(rows, STREAM_TABLES[name].day_column).items():
             path = f"{where[name]}/data/dt={day}/{label}-{uuid.uuid4().hex[:12]}.parquet"
             bucket, key = split_bucket_key(path)
             try:

@@ -52,11 +52,11 @@ import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from contracts.lake_tables import PARTITION_COLUMN
 from lake.iceberg_catalog import strict_commits
 from lake.iceberg_tables import identifier
 from lake.landing_log import all_keys, read_records
 from lake.objects import delete_keys
-from lake.schemas import PARTITION_COLUMN
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
     from pyiceberg.table import FileScanTask, Table
 
-    from walletlake.settings import Settings
+    from contracts.settings import Settings
 
 _logger = logging.getLogger(__name__)
 

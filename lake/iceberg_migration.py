@@ -55,12 +55,12 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from contracts.lake_layout import PARQUET_SUFFIX, SLOT_MINUTES, partition_day, partition_prefix, table_prefix
+from contracts.lake_tables import PARTITION_COLUMN, STREAM_TABLES
 from lake import objects
 from lake.compaction import is_compacted, read_footer
 from lake.iceberg_files import partitioned_data_file
-from lake.iceberg_tables import ICEBERG_TABLES, iceberg_arrow_schema, identifier
-from lake.layout import PARQUET_SUFFIX, SLOT_MINUTES, partition_day, partition_prefix, table_prefix
-from lake.schemas import PARTITION_COLUMN
+from lake.iceberg_tables import iceberg_arrow_schema, identifier
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
     from pyiceberg.table import Table
 
-    from walletlake.settings import Settings
+    from contracts.settings import Settings
 
 _logger = logging.getLogger(__name__)
 
@@ -206,7 +206,7 @@ def migrate(
     catalog: Catalog,
     s3_client: S3Client,
     *,
-    tables: Sequence[str] = tuple(ICEBERG_TABLES),
+    tables: Sequence[str] = tuple(STREAM_TABLES),
     dry_run: bool = False,
     progress: Callable[[str], None] | None = None,
     include_days: Collection[dt.date] = (),

@@ -1,4 +1,4 @@
-"""The Iceberg tables of the lake: what each one is, made from the Arrow schemas of :mod:`lake.schemas`.
+"""The lake's Iceberg tables, made from the stream tables' specs (:mod:`contracts.lake_tables`).
 
 The stream's three tables (ledger, wallets, quarantine) are Iceberg tables in one namespace (the
 Glue database's name, which is also how Athena names an S3 Tables namespace). Each keeps the
@@ -30,13 +30,12 @@ Table properties, and why:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa
 
-from lake.schemas import PARTITION_COLUMN, TABLES, TIMESTAMP_US
+from contracts.lake_tables import PARTITION_COLUMN, STREAM_TABLES, TABLES, TIMESTAMP_US, LakeTable
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -44,9 +43,6 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
 
 ICEBERG_FORMAT_VERSION: Final = 2
-#: Folder of the Iceberg tables under the lake prefix when the catalog places them in the lake
-#: bucket (Glue's Iceberg tables on AWS): ``s3://{bucket}/{lake_prefix}/iceberg/{table}``.
-ICEBERG_FOLDER: Final = "iceberg"
 
 #: Properties every walletlake Iceberg table is created with (see the module docstring).
 TABLE_PROPERTIES: Final[Mapping[str, str]] = {
@@ -58,38 +54,6 @@ TABLE_PROPERTIES: Final[Mapping[str, str]] = {
     "commit.manifest-merge.enabled": "true",
     "commit.manifest.min-count-to-merge": "50",
     "commit.retry.num-retries": "10",
-}
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class IcebergTable:
-    """One Iceberg table of the lake.
-
-    Attributes
-    ----------
-    name:
-        The table's name, as in Glue, Athena and DuckDB.
-    time_column:
-        The timestamp whose UTC day is the row's ``dt`` (its partition).
-    sort:
-        The order compaction writes rows in (the one-wallet statement reads few row groups).
-    """
-
-    name: str
-    time_column: str
-    sort: tuple[str, ...]
-
-    @property
-    def arrow_schema(self) -> pa.Schema:
-        """The table's data-file schema: the lake schema in microseconds, plus ``dt``."""
-        return iceberg_arrow_schema(self.name)
-
-
-#: The stream's tables, kept as Iceberg tables when ``lake_format`` is ``iceberg``.
-ICEBERG_TABLES: Final[Mapping[str, IcebergTable]] = {
-    "ledger": IcebergTable("ledger", "created_at", ("wallet_id", "wallet_version")),
-    "wallets": IcebergTable("wallets", "created_at", ("wallet_id",)),
-    "quarantine": IcebergTable("quarantine", "quarantined_at", ("quarantined_at",)),
 }
 
 
@@ -118,17 +82,11 @@ def to_iceberg_rows(table: str, rows: pa.Table, day: str) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def table_location_root(bucket: str, lake_prefix: str) -> str:
-    """Where the lake's Iceberg tables are placed in the lake bucket (Glue's tables on AWS)."""
-    prefix = lake_prefix.strip("/")
-    return f"s3://{bucket}/{prefix}/{ICEBERG_FOLDER}" if prefix else f"s3://{bucket}/{ICEBERG_FOLDER}"
-
-
 def identifier(namespace: str, table: str) -> tuple[str, str]:
     """The catalog identifier of a lake table."""
-    if table not in ICEBERG_TABLES:
+    if table not in STREAM_TABLES:
         raise ValueError(
-            f"{table!r} is not an Iceberg table of the lake (they are {', '.join(ICEBERG_TABLES)})"
+            f"{table!r} is not an Iceberg table of the lake (they are {', '.join(STREAM_TABLES)})"
         )
     return (namespace, table)
 
@@ -148,7 +106,7 @@ def ensure_tables(catalog: Catalog, namespace: str, location_root: str | None = 
     with contextlib.suppress(NamespaceAlreadyExistsError):
         catalog.create_namespace(namespace)
     done: list[str] = []
-    for spec in ICEBERG_TABLES.values():
+    for spec in STREAM_TABLES.values():
         try:
             existing = catalog.load_table(identifier(namespace, spec.name))
         except NoSuchTableError:
@@ -169,7 +127,7 @@ def ensure_tables(catalog: Catalog, namespace: str, location_root: str | None = 
         order = SortOrder(
             *(
                 SortField(source_id=schema.find_field(column).field_id, transform=IdentityTransform())
-                for column in spec.sort
+                for column in spec.sort_order
             )
         )
         catalog.create_table(
@@ -204,7 +162,7 @@ def iceberg_schema(table: str) -> Schema:
     return pyarrow_to_schema(arrow, name_mapping=mapping)
 
 
-def _check_columns(table: Table, spec: IcebergTable) -> None:
+def _check_columns(table: Table, spec: LakeTable) -> None:
     expected = iceberg_arrow_schema(spec.name).names
     actual = [field.name for field in table.schema().fields]
     if actual != expected:

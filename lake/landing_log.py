@@ -25,13 +25,12 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from lake.layout import stream_label
+from contracts.lake_layout import LANDING_LOG_FOLDER, stream_label
 from lake.objects import iter_objects, put_if_absent
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
-LOG_FOLDER: Final = "_landed"
 _WIDTH: Final = 40  # DynamoDB Streams sequence numbers are decimal, at most 40 digits
 
 
@@ -57,7 +56,7 @@ class LandedFile:
 class LandingRecord:
     """A batch that landed: its shard, its sequence range and its files."""
 
-    stream: str  # the stream's label (:func:`lake.layout.stream_label`)
+    stream: str  # the stream's label (:func:`contracts.lake_layout.stream_label`)
     shard: str
     first: int
     last: int
@@ -104,7 +103,7 @@ class LandingRecord:
 def log_prefix(lake_prefix: str) -> str:
     """Key prefix of the whole log, ending in ``/``."""
     prefix = lake_prefix.strip("/")
-    return f"{prefix}/{LOG_FOLDER}/" if prefix else f"{LOG_FOLDER}/"
+    return f"{prefix}/{LANDING_LOG_FOLDER}/" if prefix else f"{LANDING_LOG_FOLDER}/"
 
 
 def shard_prefix(lake_prefix: str, event_source_arn: str, shard: str) -> str:

@@ -15,9 +15,10 @@ from typing import Final
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from contracts.lake_tables import DICTIONARY_COLUMNS
+
 COMPRESSION: Final = "zstd"
 COMPRESSION_LEVEL: Final = 1
-LOW_CARDINALITY_COLUMNS: Final = frozenset({"txn_type", "direction", "status", "reason"})
 
 
 def encode(
@@ -38,7 +39,7 @@ def encode(
     min/max (text or not), overriding ``text_statistics``.
     """
     sink = pa.BufferOutputStream()
-    dictionary = [name for name in table.column_names if name in LOW_CARDINALITY_COLUMNS]
+    dictionary = [name for name in table.column_names if name in DICTIONARY_COLUMNS]
     statistics: bool | list[str]
     if statistics_columns is not None:
         statistics = [name for name in table.column_names if name in set(statistics_columns)]

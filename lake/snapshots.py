@@ -45,11 +45,11 @@ import boto3
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from contracts.lake_layout import PARQUET_SUFFIX, partition_day, partition_prefix, table_prefix
+from contracts.lake_tables import BALANCE_SNAPSHOTS
+from contracts.settings import DEFAULT_SNAPSHOT_SEGMENTS, Settings
+from contracts.wallets_table import ENTITY_WALLET, Attr
 from lake import objects
-from lake.layout import PARQUET_SUFFIX, partition_day, partition_prefix, table_prefix
-from lake.schemas import BALANCE_SNAPSHOTS
-from wallet.table import ENTITY_WALLET, Attr
-from walletlake.settings import Settings
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -58,7 +58,6 @@ if TYPE_CHECKING:
 _logger = logging.getLogger(__name__)
 
 TABLE: Final = "balance_snapshots"
-DEFAULT_SEGMENTS: Final = 4
 #: Read units per second the snapshot may consume (see the module docstring).
 DEFAULT_MAX_READ_UNITS_PER_SECOND: Final = 1000.0
 _STAMP_FORMAT: Final = "%Y%m%dT%H%M%S"
@@ -155,7 +154,7 @@ def snapshot_key(lake_prefix: str, snapshot_at: dt.datetime, segment: int, segme
 def take_snapshot(
     settings: Settings,
     *,
-    segments: int = DEFAULT_SEGMENTS,
+    segments: int = DEFAULT_SNAPSHOT_SEGMENTS,
     max_read_units_per_second: float | None = DEFAULT_MAX_READ_UNITS_PER_SECOND,
     now: dt.datetime | None = None,
     session: boto3.Session | None = None,
@@ -254,7 +253,7 @@ class SnapshotSegment:
 
 def plan_snapshot(
     *,
-    segments: int = DEFAULT_SEGMENTS,
+    segments: int = DEFAULT_SNAPSHOT_SEGMENTS,
     max_read_units_per_second: float | None = DEFAULT_MAX_READ_UNITS_PER_SECOND,
     now: dt.datetime | None = None,
 ) -> list[SnapshotSegment]:

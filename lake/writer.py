@@ -1,10 +1,10 @@
 """Landing objects: the rows of one stream batch become one Parquet object per table, day and slot.
 
-Objects are named after the batch that wrote them (:func:`lake.layout.landing_key`: the stream's
+Objects are named after the batch that wrote them (:func:`contracts.lake_layout.landing_key`: the stream's
 label and the batch's first sequence number), never at random, so a retried batch overwrites its own
 objects instead of adding copies (docs/architecture.md, "The lake"; awswrangler's dataset mode names
 files at random, which is why it is not used here). Each table's ``dt`` and slot (its five
-minutes of the day, :mod:`lake.layout`) come from one of its columns (:data:`DAY_COLUMNS`):
+minutes of the day, :mod:`contracts.lake_layout`) come from its day column (:mod:`contracts.lake_tables`):
 ``created_at`` for ledger and wallets rows, the ingestion time for quarantine entries. A batch
 usually falls in one slot (a batching window of 30 s crosses a slot boundary one time in ten),
 so slots rarely add an object; they let compaction work a closed hour at a time.
@@ -22,7 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lake.layout import SLOT_MINUTES, SLOTS_PER_DAY, landing_key
+from contracts.lake_layout import SLOT_MINUTES, SLOTS_PER_DAY, landing_key
+from contracts.lake_tables import STREAM_TABLES
 from lake.objects import delete_keys, put_table
 
 if TYPE_CHECKING:
@@ -30,12 +31,6 @@ if TYPE_CHECKING:
 
 _logger = logging.getLogger(__name__)
 
-#: The column whose UTC day is a landing row's ``dt``, per table the stream writes.
-DAY_COLUMNS: Final[Mapping[str, str]] = {
-    "ledger": "created_at",
-    "wallets": "created_at",
-    "quarantine": "quarantined_at",
-}
 
 _MS_PER_SLOT: Final = SLOT_MINUTES * 60_000
 _EPOCH: Final = dt.date(1970, 1, 1)
@@ -95,7 +90,7 @@ def write_landing(
     planned = [
         (name, day, slot, part)
         for name, table in tables.items()
-        for (day, slot), part in split_by_slot(table, DAY_COLUMNS[name]).items()
+        for (day, slot), part in split_by_slot(table, STREAM_TABLES[name].day_column).items()
     ]
     written: list[LandingObject] = []
     for name, day, slot, part in planned:

@@ -14,9 +14,9 @@ import boto3
 import pandas as pd
 import pyarrow as pa
 
+from contracts.settings import Settings
 from queries._parameters import QueryValue, render
 from queries.time_travel import LakeVersions, pin_versions
-from walletlake.settings import Settings
 
 
 class AthenaEngine:

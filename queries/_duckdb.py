@@ -44,11 +44,11 @@ import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
-from lake.schemas import PARTITION_COLUMN, TABLES, glue_type
+from contracts.lake_tables import PARTITION_COLUMN, TABLES, glue_type
+from contracts.settings import Settings
 from queries._iceberg_views import Snapshots, check_pins, is_iceberg_view, resolve
 from queries._parameters import QueryValue, render
 from queries.time_travel import split_versions
-from walletlake.settings import Settings
 
 if TYPE_CHECKING:
     from pyiceberg.catalog.rest import RestCatalog

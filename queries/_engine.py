@@ -8,9 +8,9 @@ from typing import Protocol
 import pandas as pd
 import pyarrow as pa
 
+from contracts.settings import Settings
 from queries._catalog import get_query
 from queries._parameters import QueryValue
-from walletlake.settings import Settings
 
 
 class QueryEngine(Protocol):

@@ -19,9 +19,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from contracts.lake_tables import STREAM_TABLES
+from contracts.settings import Settings
 from lake.iceberg_catalog import load_table
-from lake.iceberg_tables import ICEBERG_TABLES
-from walletlake.settings import Settings
 
 if TYPE_CHECKING:
     from pyiceberg.catalog.rest import RestCatalog
@@ -51,15 +51,15 @@ class IcebergSource:
 
 def is_iceberg_view(settings: Settings, table: str) -> bool:
     """Whether the engine reads ``table`` from Iceberg under these settings."""
-    return settings.lake_format == "iceberg" and table in ICEBERG_TABLES
+    return settings.lake_format == "iceberg" and table in STREAM_TABLES
 
 
 def check_pins(snapshots: Snapshots) -> dict[str, int | None]:
     """The pins as a plain dict, refusing names that are not Iceberg tables of the lake."""
-    unknown = sorted(set(snapshots) - set(ICEBERG_TABLES))
+    unknown = sorted(set(snapshots) - set(STREAM_TABLES))
     if unknown:
         raise ValueError(
-            f"snapshots pinned for {', '.join(unknown)}: only {', '.join(ICEBERG_TABLES)} are Iceberg tables"
+            f"snapshots pinned for {', '.join(unknown)}: only {', '.join(STREAM_TABLES)} are Iceberg tables"
         )
     return dict(snapshots)
 

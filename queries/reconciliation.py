@@ -66,15 +66,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from contracts.lake_layout import PARQUET_SUFFIX, partition_prefix, table_prefix
+from contracts.lake_tables import DAILY_BALANCES, RECONCILIATION
+from contracts.settings import Settings
 from lake import objects
-from lake.layout import PARQUET_SUFFIX, partition_prefix, table_prefix
-from lake.schemas import DAILY_BALANCES, RECONCILIATION
 from lake.snapshots import SnapshotRef, latest_snapshot, snapshot_taken_at
 from queries._catalog import get_query
 from queries._engine import QueryEngine, engine_for
 from queries._parameters import render
 from queries.time_travel import current_versions, tag_versions
-from walletlake.settings import Settings
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Final
 import sqlglot
 from sqlglot import exp
 
-from lake.iceberg_tables import ICEBERG_TABLES
+from contracts.lake_tables import STREAM_TABLES
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-    from walletlake.settings import Settings
+    from contracts.settings import Settings
 
 #: Per Iceberg table, the snapshot id a query reads; None for a table that had no snapshot yet
 #: (read as empty on DuckDB; Athena cannot pin "no snapshot", so it reads such a table as it is).
@@ -90,7 +90,7 @@ def current_versions(settings: Settings, catalog: Catalog | None = None) -> dict
 
     catalog = catalog or cached_catalog(settings)
     versions: dict[str, int | None] = {}
-    for name in ICEBERG_TABLES:
+    for name in STREAM_TABLES:
         snapshot = catalog.load_table(identifier(settings.glue_database, name)).current_snapshot()
         versions[name] = snapshot.snapshot_id if snapshot is not None else None
     return versions
@@ -110,7 +110,7 @@ def versions_as_of(
     catalog = catalog or cached_catalog(settings)
     at_ms = int(moment.astimezone(dt.UTC).timestamp() * 1000)
     versions: dict[str, int | None] = {}
-    for name in ICEBERG_TABLES:
+    for name in STREAM_TABLES:
         snapshot = catalog.load_table(identifier(settings.glue_database, name)).snapshot_as_of_timestamp(
             at_ms
         )

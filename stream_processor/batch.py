@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import pyarrow as pa
 
+from contracts.settings import Settings
 from lake.iceberg_landing import land_batch
 from lake.writer import LandingObject, LandingWriteError, write_landing
 from stream_processor.decoder import DecodedBatch, decode_records
-from walletlake.settings import Settings
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from wallet.table import TableSpec
+from contracts.wallets_table import TableSpec
 
 LEASE_KEY: Final = "lease_key"
 

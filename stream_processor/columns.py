@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -23,9 +22,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lake.schemas import LEDGER, QUARANTINE, TIMESTAMP_MS, WALLETS
-from wallet.table import DIRECTION_CREDIT, DIRECTION_DEBIT, TXN_DEPOSIT, TXN_TRANSFER, Attr
-from wallet.validation import MAX_AMOUNT, MAX_BALANCE, MIN_AMOUNT
+from contracts.lake_tables import LEDGER, QUARANTINE, TIMESTAMP_MS, WALLETS
+from contracts.money import INTEGER_TEXT, MAX_AMOUNT, MAX_BALANCE, MIN_AMOUNT
+from contracts.wallets_table import DIRECTION_CREDIT, DIRECTION_DEBIT, TXN_DEPOSIT, TXN_TRANSFER, Attr
 
 DEBIT: Final = DIRECTION_DEBIT
 CREDIT: Final = DIRECTION_CREDIT
@@ -35,7 +34,6 @@ MAX_INT64: Final = 2**63 - 1
 #: 9999-12-31T23:59:59.999Z: the last instant Parquet readers and Athena turn into a timestamp.
 MAX_TIMESTAMP_MS: Final = 253_402_300_799_999
 
-_INTEGER_TEXT: Final = re.compile(r"-?[0-9]+\Z")
 _NULL_STRING: Final = pa.scalar(None, pa.string())
 
 
@@ -280,7 +278,7 @@ def _ledger_table(
     sequence: pa.Array,
     ingested: pa.Scalar,
 ) -> pa.Table:
-    """Ledger rows in the :data:`~lake.schemas.LEDGER` column order, whichever records they came from."""
+    """Ledger rows in :data:`~contracts.lake_tables.LEDGER` column order, whichever records they came from."""
     return pa.Table.from_arrays(
         [
             _entry_ids(txn_id, direction),
@@ -498,7 +496,7 @@ def _integers(text: pa.Array) -> pa.Array:
 
 
 def _int64_or_none(text: str | None) -> int | None:
-    if text is None or not _INTEGER_TEXT.match(text):
+    if text is None or not INTEGER_TEXT.match(text):
         return None
     number = int(text)
     return number if -MAX_INT64 - 1 <= number <= MAX_INT64 else None

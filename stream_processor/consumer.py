@@ -37,12 +37,12 @@ from typing import TYPE_CHECKING, Any, Final
 import boto3
 from botocore.exceptions import ClientError
 
+from contracts.settings import Settings
 from lake.writer import LandingWriteError
 from stream_processor.batch import BatchOutcome, BatchProcessor
 from stream_processor.checkpoints import Checkpoint, CheckpointStore
 from stream_processor.lambda_records import CREATION_TIME, SEQUENCE_NUMBER, lambda_record
 from stream_processor.shards import Shard, ready_shards, sequence_key, shards_from_description
-from walletlake.settings import Settings
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -36,12 +36,20 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import operator
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import pyarrow as pa
 
+from contracts.money import INTEGER_TEXT
+from contracts.wallets_table import (
+    DIRECTION_DEBIT,
+    ENTITY_TRANSACTION,
+    ENTITY_USER,
+    ENTITY_WALLET,
+    Attr,
+    EntryKey,
+)
 from stream_processor.columns import CHUNK_RECORDS, ENTRY_FIELDS, BatchColumns, build_tables, raw_json
 from stream_processor.lambda_records import (
     CREATION_TIME,
@@ -54,7 +62,6 @@ from stream_processor.lambda_records import (
     SEQUENCE_NUMBER,
     is_ttl_identity,
 )
-from wallet.table import DIRECTION_DEBIT, ENTITY_TRANSACTION, ENTITY_USER, ENTITY_WALLET, Attr, EntryKey
 
 #: A record's decoding step: ``(columns, position, record, change, image)``; ``change`` is the
 #: record's ``dynamodb`` member and ``image`` the item image the kind is about.
@@ -257,7 +264,6 @@ _ENTRY_STRIDE: Final = len(ENTRY_FIELDS)
 _PREVIOUS: Final = ENTRY_FIELDS.index("previous_version")
 if ENTRY_FIELDS[_PREVIOUS + 1] != "previous_balance":  # pragma: no cover - a layout change
     raise RuntimeError("ENTRY_FIELDS must keep previous_balance right after previous_version")
-_INTEGER: Final = re.compile(r"-?[0-9]+\Z")
 _LEGACY_MARK: Final = Attr.WALLET_VERSION
 _TO_WALLET_ID: Final = Attr.TO_WALLET_ID
 _TO_WALLET_VERSION: Final = Attr.TO_WALLET_VERSION
@@ -336,13 +342,18 @@ def _earlier_entries(
     checks; a malformed map raises and the record is quarantined whole, before any row is added.
     """
     rows: list[str | None] = []
-    if not (version_text and balance_text and _INTEGER.match(version_text) and _INTEGER.match(balance_text)):
+    if not (
+        version_text
+        and balance_text
+        and INTEGER_TEXT.match(version_text)
+        and INTEGER_TEXT.match(balance_text)
+    ):
         raise _RejectedError(f"{_ENTRIES_BEFORE} without a usable OldImage version and balance")
     version, balance = int(version_text), int(balance_text)
     for wrapped in earlier:
         entry = wrapped["M"]
         amount_text = entry[EntryKey.AMOUNT]["N"]
-        if not _INTEGER.match(amount_text):
+        if not INTEGER_TEXT.match(amount_text):
             raise _RejectedError(f"{_ENTRIES_BEFORE}: amount is not an integer")
         amount = int(amount_text)
         direction = entry[EntryKey.DIRECTION]["S"]
@@ -555,7 +566,7 @@ def _entries_before_problem(earlier: Sequence[Any]) -> str | None:
         for name, type_tag in _EARLIER_OPTIONAL:
             if name in entry and (problem := _typed(entry, name, type_tag)) is not None:
                 return f"{_ENTRIES_BEFORE}[{index}]: {problem}"
-        if not _INTEGER.match(entry[EntryKey.AMOUNT]["N"]):
+        if not INTEGER_TEXT.match(entry[EntryKey.AMOUNT]["N"]):
             return f"{_ENTRIES_BEFORE}[{index}]: amount is not an integer"
     return None
 

@@ -26,7 +26,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from wallet.table import DIRECTION_CREDIT, DIRECTION_DEBIT, TXN_TRANSFER, Attr
+from contracts.wallets_table import DIRECTION_CREDIT, DIRECTION_DEBIT, TXN_TRANSFER, Attr
 
 _N: Final = "N"
 _S: Final = "S"

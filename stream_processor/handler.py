@@ -27,9 +27,9 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from contracts.settings import DEPLOYED_VARIABLES, HandlerSettings
 from lake.writer import LandingWriteError
 from stream_processor.batch import BatchOutcome, BatchProcessor
-from walletlake.settings import DEPLOYED_VARIABLES, HandlerSettings
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

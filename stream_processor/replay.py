@@ -54,10 +54,12 @@ import boto3
 import pyarrow as pa
 from botocore.exceptions import ClientError
 
+from contracts.lake_layout import PARQUET_SUFFIX, partition_day, table_prefix
+from contracts.lake_tables import QUARANTINE
+from contracts.settings import Settings
+from contracts.wallets_table import ENTITY_TRANSACTION, ENTITY_WALLET, PARTITION_KEY, Attr
 from lake.landing_log import LandingRecord
-from lake.layout import PARQUET_SUFFIX, partition_day, table_prefix
 from lake.objects import delete_keys, get_table, iter_objects, list_keys, put_table
-from lake.schemas import QUARANTINE
 from lake.writer import LandingObject, write_landing
 from stream_processor.batch import process_batch
 from stream_processor.decoder import DecodedBatch, decode_records
@@ -72,8 +74,6 @@ from stream_processor.lambda_records import (
     SEQUENCE_NUMBER,
     lambda_record,
 )
-from wallet.table import ENTITY_TRANSACTION, ENTITY_WALLET, PARTITION_KEY, Attr
-from walletlake.settings import Settings
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodbstreams import DynamoDBStreamsClient

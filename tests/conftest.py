@@ -15,8 +15,8 @@ from pathlib import Path
 import boto3
 import pytest
 
+from contracts.settings import LAKE_FORMAT_VARIABLE, Settings
 from walletlake.local import EmbeddedStack, patched_environ, provision
-from walletlake.settings import LAKE_FORMAT_VARIABLE, Settings
 
 #: The lake format tests get unless they ask for one: the plain-Parquet lake, which the tests written
 #: before the Iceberg lake exercise (it stays the source ``walletlake lake migrate`` reads). Tests of

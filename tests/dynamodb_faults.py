@@ -21,8 +21,8 @@ import urllib.parse
 from collections.abc import Callable, Sequence
 from typing import Any, Self
 
+from contracts.wallets_table import ENTITY_TRANSACTION, Attr
 from wallet.dynamodb import DynamoDBClient, DynamoDBError
-from wallet.table import ENTITY_TRANSACTION, Attr
 from walletlake.local import free_port
 
 #: What the service says for an item another transaction holds (the message varies; the code not).

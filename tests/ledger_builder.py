@@ -2,8 +2,8 @@
 
 :class:`Book` plays the write path in plain Python (wallet versions, balances, double entry, times
 that never run backwards per wallet) and records the ledger rows the stream processor would land.
-Helpers write those rows as landing files (``lake.layout.landing_key`` names, the lake's schema and
-encoding) into the embedded stack's S3, and the wallets as DynamoDB items per ``wallet.table``, so
+Helpers write those rows as landing files (``contracts.lake_layout.landing_key`` names, the lake's schema and
+encoding) into the embedded stack's S3, and the wallets as DynamoDB items per ``contracts.wallets_table``, so
 every figure a test asserts can be computed by hand.
 """
 
@@ -18,10 +18,10 @@ from typing import Any
 import boto3
 import pyarrow as pa
 
-from lake import objects
-from lake.layout import landing_key, partition_prefix
-from lake.schemas import LEDGER, TABLES
-from wallet.table import (
+from contracts.lake_layout import landing_key, partition_prefix
+from contracts.lake_tables import LEDGER, TABLES
+from contracts.settings import Settings
+from contracts.wallets_table import (
     ENTITY_TRANSACTION,
     ENTITY_USER,
     ENTITY_WALLET,
@@ -32,7 +32,7 @@ from wallet.table import (
     user_key,
     wallet_key,
 )
-from walletlake.settings import Settings
+from lake import objects
 
 STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/wallets/stream/2026-11-22T00:00:00.000"
 USD = 1_000_000
@@ -159,7 +159,7 @@ def read_partition(settings: Settings, table: str, day: dt.date) -> pa.Table:
 
 
 def put_wallet_items(settings: Settings, wallets: Iterable[WalletState], *, noise: bool = True) -> None:
-    """Wallet items per ``wallet.table``; with ``noise``, a user claim and a transaction item each too."""
+    """Wallet items per :mod:`contracts.wallets_table`; ``noise`` adds a user claim and a transaction item."""
     client = boto3.client("dynamodb", region_name=settings.region)
     for state in wallets:
         client.put_item(

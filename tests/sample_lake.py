@@ -19,11 +19,10 @@ from typing import Any
 import boto3
 import pyarrow as pa
 
-from lake.iceberg_tables import ICEBERG_TABLES
-from lake.layout import partition_prefix
+from contracts.lake_layout import partition_prefix
+from contracts.lake_tables import STREAM_TABLES, TABLES
+from contracts.settings import Settings
 from lake.objects import put_table
-from lake.schemas import TABLES
-from walletlake.settings import Settings
 
 USD = 1_000_000
 
@@ -223,7 +222,7 @@ def write_sample(settings: Settings, sample: SampleLake) -> list[dt.datetime]:
         "quarantine": [(row["quarantined_at"].date(), row) for row in sample.quarantine],
     }
     for table, dated in tables.items():
-        if iceberg and table in ICEBERG_TABLES:
+        if iceberg and table in STREAM_TABLES:
             continue
         schema = TABLES[table]
         by_day: dict[dt.date, list[dict[str, Any]]] = defaultdict(list)

@@ -24,11 +24,8 @@ from typing import Any
 
 import boto3
 
-from stream_processor.lambda_records import TTL_IDENTITY_PRINCIPAL, TTL_IDENTITY_TYPE
-from wallet.commands import Deposit, Movement, Transfer, request_hash
-from wallet.posting import post
-from wallet.store import transaction_request
-from wallet.table import (
+from contracts.settings import Settings
+from contracts.wallets_table import (
     ENTITY_TRANSACTION,
     ENTITY_USER,
     ENTITY_WALLET,
@@ -40,7 +37,10 @@ from wallet.table import (
     user_key,
     wallet_key,
 )
-from walletlake.settings import Settings
+from stream_processor.lambda_records import TTL_IDENTITY_PRINCIPAL, TTL_IDENTITY_TYPE
+from wallet.commands import Deposit, Movement, Transfer, request_hash
+from wallet.posting import post
+from wallet.store import transaction_request
 
 STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/wallets/stream/2026-11-22T04:00:00.000"
 HOT_TTL_SECONDS = 8 * 3600
@@ -495,7 +495,7 @@ def iter_chunks(items: list[Any], sizes: list[int]) -> Iterator[list[Any]]:
 
 def lake_keys(settings: Any, table: str | None = None) -> list[str]:
     """Every object key of the lake (or of one table), in key order."""
-    from lake.layout import table_prefix
+    from contracts.lake_layout import table_prefix
     from lake.objects import list_keys
 
     client = boto3.client("s3", region_name=settings.region)
@@ -507,8 +507,8 @@ def read_lake_table(settings: Any, table: str) -> Any:
     """Every row of one lake table, read back from S3 through the lake's own schema."""
     import pyarrow as pa
 
+    from contracts.lake_tables import TABLES
     from lake.objects import get_table
-    from lake.schemas import TABLES
 
     client = boto3.client("s3", region_name=settings.region)
     parts = [get_table(client, settings.bucket, key, TABLES[table]) for key in lake_keys(settings, table)]

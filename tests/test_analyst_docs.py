@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lake.schemas import TABLES, glue_type
+from contracts.lake_tables import TABLES, glue_type
 from queries import list_queries
 
 _ROW = re.compile(r"^\| `(?P<name>\w+)` \| (?P<type>\w+) \| (?P<meaning>.+) \|$")

@@ -25,8 +25,8 @@ import pytest
 from wallet_http import serve
 from wallet_table import scan
 
-from wallet.table import ENTITY_TRANSACTION, ENTITY_USER, ENTITY_WALLET, Attr
-from walletlake.settings import Settings
+from contracts.settings import Settings
+from contracts.wallets_table import ENTITY_TRANSACTION, ENTITY_USER, ENTITY_WALLET, Attr
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 
@@ -47,7 +47,7 @@ INTENDED = (
 )
 
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-#: The key shapes of wallet/table.py, as the contract (docs/architecture.md) writes them.
+#: The key shapes of contracts/wallets_table.py, as the contract (docs/architecture.md) writes them.
 KEY_SHAPES = {
     ENTITY_WALLET: re.compile(rf"^{_UUID}#wallet$"),
     ENTITY_USER: re.compile(rf"^{_UUID}#user$"),

@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 from wallet_table import assert_chains, contents
 
-from wallet.table import Attr
+from contracts.settings import Settings
+from contracts.wallets_table import Attr
 from walletlake.api_server import ApiServer
-from walletlake.settings import Settings
 from walletlake.workload import run_workload
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]

@@ -1,7 +1,7 @@
 """The CDK app, synthesized once per module with no Docker, no network and no AWS credentials.
 
 Assertions read the synthesized CloudFormation template and compare it with the project's own
-definitions (``wallet.table``, ``lake.glue``, ``walletlake.settings``, ``queries/sql``).
+definitions (``contracts.wallets_table``, ``lake.glue``, ``contracts.settings``, ``queries/sql``).
 """
 
 from __future__ import annotations
@@ -27,12 +27,11 @@ sys.path.insert(0, str(ROOT / "cdk"))
 from aws_cdk import assertions  # noqa: E402
 from cfnlint.api import lint_file  # noqa: E402
 
+from contracts.lake_tables import STREAM_TABLES, TABLES  # noqa: E402
+from contracts.settings import Settings  # noqa: E402
+from contracts.wallets_table import WALLETS_TABLE  # noqa: E402
 from lake.glue import iceberg_table_input, table_input  # noqa: E402
-from lake.iceberg_tables import ICEBERG_TABLES  # noqa: E402
-from lake.schemas import TABLES  # noqa: E402
 from queries import list_queries  # noqa: E402
-from wallet.table import WALLETS_TABLE  # noqa: E402
-from walletlake.settings import Settings  # noqa: E402
 from walletlake_cdk.assembly import build_app, error_messages  # noqa: E402
 from walletlake_cdk.committer import COMMITTER_HANDLER  # noqa: E402
 from walletlake_cdk.monitoring import (  # noqa: E402
@@ -220,7 +219,7 @@ def test_cfn_lint_finds_nothing_in_the_template(synthesized: Synthesized) -> Non
 
 
 def test_table_is_the_wallets_contract_with_stream_ttl_pitr_and_protection(synthesized: Synthesized) -> None:
-    # GIVEN the table definition in wallet.table
+    # GIVEN the table definition in contracts.wallets_table
     # WHEN the synthesized table is read
     _, table = wallets_table(synthesized)
     properties = table["Properties"]
@@ -440,7 +439,7 @@ def test_parquet_lake_glue_tables_are_lake_glue_table_inputs_verbatim(parquet: S
     }
     _, database = parquet.only("AWS::Glue::Database")
     # THEN there is one per lake table, each exactly lake.glue.table_input (columns from
-    # lake.schemas, partition projection on dt), in the settings' database
+    # contracts.lake_tables, partition projection on dt), in the settings' database
     assert set(tables) == set(TABLES)
     assert database["Properties"]["DatabaseInput"]["Name"] == SETTINGS.glue_database
     for name, properties in tables.items():
@@ -764,13 +763,13 @@ def test_the_stream_tables_are_iceberg_tables_and_only_the_nightly_outputs_hive_
     }
     # THEN the nightly outputs are lake.glue's projected Hive tables, as before
     hive = {name for name, resource in tables.items() if "OpenTableFormatInput" not in resource["Properties"]}
-    assert hive == set(TABLES) - set(ICEBERG_TABLES)
+    assert hive == set(TABLES) - set(STREAM_TABLES)
     for name in hive:
         assert tables[name]["Properties"]["TableInput"] == table_input(name, BUCKET, SETTINGS.lake_prefix)
     # AND ledger, wallets and quarantine are Iceberg tables Glue creates from lake.glue's input:
     # the schema ensure_tables would create (field ids, identity(dt), write order, properties),
     # in the lake bucket under lake/iceberg/, retained with the bucket
-    for name in ICEBERG_TABLES:
+    for name in STREAM_TABLES:
         resource = tables[name]
         iceberg = resource["Properties"]["OpenTableFormatInput"]["IcebergInput"]
         assert iceberg["MetadataOperation"] == "CREATE"
@@ -791,7 +790,7 @@ def test_glue_optimizers_compact_expire_and_remove_orphans_of_each_iceberg_table
         properties = resource["Properties"]
         by_table.setdefault(properties["TableName"], {})[properties["Type"]] = properties
     # THEN every Iceberg table has its compaction, snapshot retention and orphan file deletion
-    assert set(by_table) == set(ICEBERG_TABLES)
+    assert set(by_table) == set(STREAM_TABLES)
     for kinds in by_table.values():
         assert set(kinds) == {"compaction", "retention", "orphan_file_deletion"}
         for kind in kinds.values():

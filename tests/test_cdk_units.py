@@ -23,7 +23,7 @@ from aws_cdk import aws_dynamodb as dynamodb  # noqa: E402
 from aws_cdk import aws_kms as kms  # noqa: E402
 from aws_cdk.assertions import Match, Template  # noqa: E402
 
-from walletlake.settings import ENVIRONMENT_VARIABLES, Settings  # noqa: E402
+from contracts.settings import ENVIRONMENT_VARIABLES, Settings  # noqa: E402
 from walletlake_cdk import lambda_code  # noqa: E402
 from walletlake_cdk.assembly import validation_failures  # noqa: E402
 from walletlake_cdk.config import DeploymentConfig, DeploymentConfigError  # noqa: E402
@@ -222,7 +222,9 @@ def test_project_code_asset_holds_the_packages_and_is_content_addressed(tmp_path
     # THEN it is reused, holds every package (SQL files included) and no bytecode caches
     assert first == second
     assert sorted(path.name for path in first.iterdir()) == sorted(lambda_code.PROJECT_PACKAGES)
-    assert (first / "wallet" / "table.py").read_text() == (ROOT / "wallet" / "table.py").read_text()
+    assert (first / "contracts" / "wallets_table.py").read_text() == (
+        ROOT / "contracts" / "wallets_table.py"
+    ).read_text()
     assert {path.name for path in (first / "queries" / "sql").glob("*.sql")} == {
         path.name for path in (ROOT / "queries" / "sql").glob("*.sql")
     }

@@ -9,6 +9,9 @@ import pyarrow as pa
 import pytest
 from ledger_builder import USD, Book, ledger_table, read_partition, s3_client, write_landing, write_table
 
+from contracts.lake_layout import partition_prefix
+from contracts.lake_tables import QUARANTINE, WALLETS
+from contracts.settings import Settings
 from lake import objects
 from lake.compaction import (
     CompactionConflictError,
@@ -19,10 +22,7 @@ from lake.compaction import (
     read_footer,
     rows_per_file,
 )
-from lake.layout import partition_prefix
-from lake.schemas import QUARANTINE, WALLETS
 from walletlake import cli
-from walletlake.settings import Settings
 
 DAY = dt.date(2026, 11, 20)
 T0 = dt.datetime(2026, 11, 20, 8, tzinfo=dt.UTC)

@@ -16,6 +16,8 @@ import pytest
 from ledger_builder import USD, Book, put_wallet_items, read_partition, s3_client, write_landing
 from test_compaction import SimulatedCrashError, partition_keys
 
+from contracts.lake_layout import slot_name, slot_of_name
+from contracts.settings import Settings
 from lake.compaction import compact_day, is_compacted, read_footer, unit_row_group_rows
 from lake.compaction_units import (
     CompactionUnit,
@@ -24,12 +26,10 @@ from lake.compaction_units import (
     group_into_units,
     plan_units,
 )
-from lake.layout import slot_name, slot_of_name
 from lake.snapshots import take_snapshot
 from queries import run_query
 from queries.reconciliation import reconcile
 from walletlake.compaction_handlers import plan
-from walletlake.settings import Settings
 
 DAY = dt.date(2026, 11, 20)
 

@@ -19,10 +19,10 @@ import pytest
 from botocore.exceptions import ClientError
 from stream_records import TableWriter, assert_exact_ledger, lake_keys, poll_until, read_lake_table
 
+from contracts.settings import Settings
 from stream_processor.checkpoints import CheckpointConflictError, CheckpointStore
 from stream_processor.consumer import ConsumeError, drain
 from stream_processor.shards import Shard, lineage_order, ready_shards
-from walletlake.settings import Settings
 
 pytestmark = pytest.mark.stack
 

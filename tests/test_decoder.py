@@ -25,10 +25,10 @@ from stream_records import (
     wallet_image,
 )
 
+from contracts.wallets_table import Attr
 from stream_processor.columns import CHUNK_RECORDS
 from stream_processor.decoder import RECORD_KINDS, decode_records, describe_problem
 from stream_processor.lambda_records import lambda_record
-from wallet.table import Attr
 
 INGESTED = dt.datetime(2026, 11, 22, 5, 0, tzinfo=dt.UTC)
 INGESTED_MS = int(INGESTED.timestamp() * 1000)

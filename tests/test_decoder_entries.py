@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from stream_records import RecordFactory, entry_image, n, s, transaction_image, wallet_image
 
+from contracts.wallets_table import Attr
 from stream_processor.decoder import decode_records, describe_problem
-from wallet.table import Attr
 
 INGESTED = dt.datetime(2026, 11, 22, 5, 0, tzinfo=dt.UTC)
 INGESTED_MS = int(INGESTED.timestamp() * 1000)

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from stream_records import RecordFactory, earlier_entry, entry_image, n, s, wallet_image
 
+from contracts.wallets_table import Attr, EntryKey
 from stream_processor.decoder import decode_records
-from wallet.table import Attr, EntryKey
 
 OPENED = 1_795_000_000_000
 T1, T2, T3 = OPENED + 10, OPENED + 11, OPENED + 12

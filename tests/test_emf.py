@@ -12,9 +12,10 @@ import json
 import pytest
 from emf_lines import assert_valid_emf
 
+from contracts import api_metrics as metrics
+from contracts.api_metrics import PUBLISHED
 from wallet import emf
-from wallet import telemetry as metrics
-from wallet.telemetry import PUBLISHED, Telemetry
+from wallet.telemetry import Telemetry
 
 
 def test_a_line_is_one_valid_emf_document_with_every_published_counter() -> None:

@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from stream_records import HOT_TTL_SECONDS, LedgerModel, RecordFactory, assert_entries, assert_exact_ledger
 
+from contracts.wallets_table import Attr
 from stream_processor.decoder import decode_records
 from stream_processor.export_entries import number_entries
-from wallet.table import Attr
 
 operations = st.lists(
     st.tuples(

@@ -18,9 +18,9 @@ import pytest
 from stream_records import consume, read_lake_table, settings_env
 from wallet_table import contents
 
-from wallet.table import Attr
+from contracts.settings import Settings
+from contracts.wallets_table import Attr
 from walletlake.api_server import ApiFleet
-from walletlake.settings import Settings
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 

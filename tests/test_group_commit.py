@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from wallet_table import assert_chains
 
-from wallet import telemetry as metrics
+from contracts import api_metrics as metrics
+from contracts.settings import Settings
+from contracts.wallets_table import Attr
 from wallet.commands import CreateWallet, Deposit, Transfer
 from wallet.errors import IdempotencyKeyReusedError, InsufficientFundsError, WalletNotFoundError
 from wallet.store import Outcome, WalletStore
-from wallet.table import Attr
-from walletlake.settings import Settings
 
 pytestmark = pytest.mark.stack
 

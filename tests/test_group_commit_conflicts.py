@@ -30,14 +30,14 @@ from dynamodb_faults import (
 from wallet_http import serve
 from wallet_table import assert_chains
 
-from wallet import telemetry as metrics
+from contracts import api_metrics as metrics
+from contracts.settings import Settings
+from contracts.wallets_table import Attr
 from wallet.cancellation import conflict_only
 from wallet.commands import CreateWallet, Deposit, Transfer
 from wallet.dynamodb import DynamoDBClient
 from wallet.errors import InsufficientFundsError
 from wallet.store import Outcome, RetryPolicy, WalletStore
-from wallet.table import Attr
-from walletlake.settings import Settings
 
 #: Short pauses (the policy's shape, not its scale, is under test); four tries of a conflicted group.
 FAST = RetryPolicy(base_delay=0.001, max_delay=0.005, group_conflict_attempts=4)

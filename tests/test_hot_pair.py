@@ -17,9 +17,9 @@ import httpx
 import pytest
 from wallet_table import assert_chains, contents
 
-from wallet.table import Attr
+from contracts.settings import Settings
+from contracts.wallets_table import Attr
 from walletlake.api_server import ApiServer
-from walletlake.settings import Settings
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 

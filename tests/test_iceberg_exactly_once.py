@@ -22,13 +22,13 @@ import pytest
 from stream_records import TableWriter, assert_exact_ledger, settings_env
 
 import lake.iceberg_landing
+from contracts.settings import Settings
 from lake.committer import PROGRESS_PROPERTY, commit_landed, read_progress
 from lake.iceberg_catalog import load_table, open_catalog
 from lake.landing_log import log_prefix
 from lake.objects import list_keys
 from lake.writer import LandingWriteError
 from stream_processor.consumer import drain
-from walletlake.settings import Settings
 
 pytestmark = pytest.mark.stack
 
@@ -143,7 +143,7 @@ _KILLER = textwrap.dedent(
     import lake.committer as committer
     from pyiceberg.catalog.rest import RestCatalog
     from lake.iceberg_catalog import open_catalog
-    from walletlake.settings import Settings
+    from contracts.settings import Settings
 
     stage = sys.argv[1]
     real_commit = RestCatalog.commit_table

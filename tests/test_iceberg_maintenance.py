@@ -15,6 +15,8 @@ import pyarrow as pa
 import pytest
 from botocore.exceptions import ClientError
 
+from contracts.lake_tables import LEDGER
+from contracts.settings import Settings
 from lake import parquet
 from lake.committer import PROGRESS_PROPERTY, commit_landed
 from lake.iceberg_catalog import open_catalog
@@ -29,8 +31,6 @@ from lake.iceberg_maintenance import (
 )
 from lake.iceberg_tables import identifier
 from lake.landing_log import record_key
-from lake.schemas import LEDGER
-from walletlake.settings import Settings
 
 DAY = "2026-01-15"
 ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/wallets/stream/2026-01-01T00:00:00.000"

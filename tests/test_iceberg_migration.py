@@ -12,6 +12,9 @@ import pytest
 from ledger_builder import USD, Book, read_partition, s3_client, write_landing
 from sample_lake import make_sample, write_sample
 
+from contracts.lake_layout import partition_prefix
+from contracts.lake_tables import STREAM_TABLES, TABLES
+from contracts.settings import Settings
 from lake import objects
 from lake.compaction import compact_day
 from lake.iceberg_catalog import open_catalog
@@ -24,11 +27,8 @@ from lake.iceberg_migration import (
     migrate,
     registered_files,
 )
-from lake.iceberg_tables import ICEBERG_TABLES, iceberg_arrow_schema, identifier
-from lake.layout import partition_prefix
-from lake.schemas import TABLES
+from lake.iceberg_tables import iceberg_arrow_schema, identifier
 from walletlake.commands import lake as lake_command
-from walletlake.settings import Settings
 
 FIRST_DAY = dt.date(2026, 11, 20)
 #: A day landed with slot-named objects, compacted in hour units (the sample days have no slots).
@@ -58,7 +58,7 @@ def plain_lake(settings: Settings) -> list[dt.date]:
     write_landing(settings, slotted_book().rows, batch_rows=3)
     days = [*sample.days, SLOTTED_DAY]
     for day in days:
-        compact_day(settings, day, tables=tuple(ICEBERG_TABLES))
+        compact_day(settings, day, tables=tuple(STREAM_TABLES))
     return days
 
 
@@ -117,14 +117,14 @@ def test_migration_registers_the_compacted_files_in_place_once(settings: Setting
     # THEN the dry run lists every day and commits nothing
     assert dry.files_registered == 5 + 1 + 1
     assert any(line.startswith("ledger      2026-11-23: would register 2 files") for line in lines)
-    for name in ICEBERG_TABLES:
+    for name in STREAM_TABLES:
         assert catalog.load_table(identifier(settings.glue_database, name)).current_snapshot() is None
 
     report = migrate(settings, catalog, s3_client(settings), files_per_commit=3)
 
     # (a) the Iceberg tables hold exactly the plain lake's rows, dt included
     assert report.files_registered == dry.files_registered
-    for name in ICEBERG_TABLES:
+    for name in STREAM_TABLES:
         expected = plain_rows(settings, name, days)
         assert iceberg_rows(settings, name).equals(expected), name
     ledger = iceberg_rows(settings, "ledger")
@@ -159,7 +159,7 @@ def test_migration_registers_the_compacted_files_in_place_once(settings: Setting
 
     # (c) nothing was written or copied: every file is an original key, the bucket is unchanged
     assert bucket_state(settings) == before
-    for name in ICEBERG_TABLES:
+    for name in STREAM_TABLES:
         loaded = catalog.load_table(identifier(settings.glue_database, name))
         paths = registered_files(loaded)
         assert paths, name
@@ -207,7 +207,7 @@ def test_a_day_with_landing_objects_is_refused_and_nothing_committed(settings: S
         "migration refused, nothing committed: ledger 2026-11-26: 1 landing object(s) not compacted yet "
         f"(e.g. {name}); run `walletlake compact --date 2026-11-26` first"
     )
-    for table in ICEBERG_TABLES:
+    for table in STREAM_TABLES:
         assert catalog.load_table(identifier(settings.glue_database, table)).current_snapshot() is None
 
     # and once compacted it migrates

@@ -19,22 +19,22 @@ import pytest
 from ledger_builder import STREAM_ARN, USD, Book, ledger_table, s3_client
 from sample_lake import SampleLake, make_sample, write_sample
 
+from contracts.lake_layout import partition_prefix
+from contracts.lake_tables import TABLES
+from contracts.settings import Settings
 from lake import objects
 from lake.committer import commit_landed
 from lake.iceberg_catalog import cached_catalog
 from lake.iceberg_landing import land_batch
-from lake.layout import partition_prefix
-from lake.schemas import TABLES
 from queries import get_query, list_queries, run_query
 from queries._duckdb import DuckDBEngine, _referenced_tables
 from queries.time_travel import current_versions
-from walletlake.settings import Settings
 
 pytestmark = pytest.mark.stack
 
 FIRST_DAY = dt.date(2026, 11, 20)
 T0 = dt.datetime(2026, 11, 20, 9, 0, tzinfo=dt.UTC)
-ICEBERG_TABLES = ("ledger", "wallets", "quarantine")
+STREAM_TABLES = ("ledger", "wallets", "quarantine")
 
 
 def _land(settings: Settings, tables: Mapping[str, pa.Table], first_sequence: int) -> None:
@@ -121,7 +121,7 @@ def test_every_ledger_query_answers_the_same_on_iceberg_as_on_parquet(
     compared: dict[str, int] = {}
     with DuckDBEngine(parquet) as on_parquet, DuckDBEngine(iceberg) as on_iceberg:
         # THEN the views have the same columns and types, and the same rows
-        for table in ICEBERG_TABLES:
+        for table in STREAM_TABLES:
             sql = f"SELECT * FROM {table} WHERE dt BETWEEN :a AND :b"
             window = {"a": lake.days[0].isoformat(), "b": lake.days[-1].isoformat()}
             expected, actual = on_parquet.arrow(sql, window), on_iceberg.arrow(sql, window)
@@ -261,9 +261,9 @@ def test_tables_without_a_snapshot_are_empty_views_with_the_parquet_columns(
     # GIVEN an Iceberg lake whose tables have no commit yet, and an empty Parquet lake
     iceberg = make_settings(lake_format="iceberg")
     parquet = make_settings()
-    assert current_versions(iceberg) == dict.fromkeys(ICEBERG_TABLES)
+    assert current_versions(iceberg) == dict.fromkeys(STREAM_TABLES)
     with DuckDBEngine(iceberg) as on_iceberg, DuckDBEngine(parquet) as on_parquet:
-        for table in ICEBERG_TABLES:
+        for table in STREAM_TABLES:
             # WHEN each table is read
             sql = f"SELECT * FROM {table} WHERE dt = :d"
             result = on_iceberg.arrow(sql, {"d": "2026-11-20"})

@@ -17,13 +17,13 @@ import pyarrow as pa
 import pytest
 from stream_records import TableWriter, assert_exact_ledger
 
+from contracts.lake_tables import QUARANTINE
+from contracts.settings import Settings
 from lake.committer import commit_landed
 from lake.iceberg_catalog import load_table, open_catalog
 from lake.iceberg_landing import land_rows
-from lake.schemas import QUARANTINE
 from stream_processor.replay import BatchInfo, read_batch, replay_dead_letters, replay_quarantine
 from walletlake.local import EmbeddedStack
-from walletlake.settings import Settings
 
 pytestmark = pytest.mark.stack
 

@@ -18,13 +18,13 @@ import boto3
 import pytest
 from stream_records import TableWriter, settings_env
 
+from contracts.settings import Settings
 from lake.committer import commit_landed
 from lake.iceberg_catalog import load_table, open_catalog
 from lake.snapshots import take_snapshot
 from queries import engine_for
 from queries.reconciliation import ReconciliationError, reconcile, replay
 from stream_processor.consumer import drain
-from walletlake.settings import Settings
 
 pytestmark = pytest.mark.stack
 

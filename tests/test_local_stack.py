@@ -7,11 +7,11 @@ import psutil
 import pytest
 from botocore.exceptions import ClientError
 
-from lake.schemas import TABLES
-from wallet.table import PARTITION_KEY, STREAM_VIEW_TYPE, TTL_ATTRIBUTE
+from contracts.lake_tables import TABLES
+from contracts.settings import Settings
+from contracts.wallets_table import PARTITION_KEY, STREAM_VIEW_TYPE, TTL_ATTRIBUTE
 from walletlake.local import EmbeddedStack, StackError, provision
 from walletlake.local._servers import ensure_port_free
-from walletlake.settings import Settings
 
 pytestmark = pytest.mark.stack
 

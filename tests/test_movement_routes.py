@@ -15,7 +15,7 @@ import httpx
 import pytest
 from wallet_http import Api, serve
 
-from walletlake.settings import Settings
+from contracts.settings import Settings
 
 pytestmark = pytest.mark.stack
 

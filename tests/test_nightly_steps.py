@@ -17,6 +17,7 @@ import pytest
 import sqlglot
 from ledger_builder import USD, Book, put_wallet_items, read_partition, s3_client, write_landing
 
+from contracts.settings import LAMBDA_FUNCTION_VARIABLE, SNAPSHOT_SEGMENTS_VARIABLE, Settings
 from lake import objects
 from lake.snapshots import (
     SnapshotRef,
@@ -30,7 +31,6 @@ from queries import engine_for, get_query
 from queries.reconciliation import TRANSFERS_QUERY, WALLETS_QUERY, day_parameters, reconcile
 from walletlake import nightly_steps
 from walletlake.nightly_steps import classify_unloaded, plan_night, plan_reconciliation, unload_statement
-from walletlake.settings import LAMBDA_FUNCTION_VARIABLE, SNAPSHOT_SEGMENTS_VARIABLE, Settings
 
 pytestmark = pytest.mark.stack
 

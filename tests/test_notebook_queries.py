@@ -18,8 +18,8 @@ import pytest
 import sqlglot
 from sample_lake import SampleLake, make_sample, write_sample
 
+from contracts.settings import Settings
 from queries import QueryEngine, engine_for, run_query
-from walletlake.settings import Settings
 
 pytestmark = pytest.mark.stack
 

@@ -30,8 +30,8 @@ import pytest
 from nbclient import NotebookClient
 from sample_lake import SampleLake, make_sample, write_sample
 
+from contracts.settings import Settings
 from walletlake.local import EmbeddedStack, patched_environ
-from walletlake.settings import Settings
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 

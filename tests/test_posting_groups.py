@@ -17,9 +17,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contracts.money import MAX_AMOUNT, MAX_BALANCE, MIN_AMOUNT
 from wallet.commands import Deposit, Movement, Transfer
 from wallet.posting import Leg, Posting, WalletWrite, post, wallet_writes
-from wallet.validation import MAX_AMOUNT, MAX_BALANCE, MIN_AMOUNT
 
 WALLETS = ["a", "b", "c"]
 NOW = 1_700_000_000_000

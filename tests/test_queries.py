@@ -14,14 +14,14 @@ from awswrangler import _sql_formatter
 from ledger_builder import USD, Book, s3_client, write_landing, write_table
 from sqlglot import exp
 
-from lake.schemas import TABLES
+from contracts.lake_tables import TABLES
+from contracts.settings import Settings
 from queries import ParameterError, get_query, list_queries, run_query
 from queries._athena import AthenaEngine
 from queries._catalog import expand_includes
 from queries._duckdb import DuckDBEngine, s3_secret_sql
 from queries._parameters import literal, parse_value, render
 from walletlake import cli
-from walletlake.settings import Settings
 
 DAY = dt.date(2026, 11, 20)
 NEXT = dt.date(2026, 11, 21)

@@ -23,9 +23,10 @@ from ledger_builder import (
     write_landing,
 )
 
+from contracts.lake_tables import DAILY_BALANCES
+from contracts.settings import Settings
 from lake import objects
 from lake.compaction import compact_day
-from lake.schemas import DAILY_BALANCES
 from lake.snapshots import take_snapshot
 from queries import run_query
 from queries.reconciliation import (
@@ -45,7 +46,6 @@ from queries.reconciliation import (
     summary_key,
 )
 from walletlake import cli
-from walletlake.settings import Settings
 
 pytestmark = pytest.mark.stack
 

@@ -7,10 +7,10 @@ import datetime as dt
 import pytest
 from ledger_builder import USD, Book, put_wallet_items, read_partition, s3_client, write_landing
 
+from contracts.lake_layout import partition_prefix
+from contracts.settings import Settings
 from lake import objects
-from lake.layout import partition_prefix
 from walletlake.nightly import NightlyJobError, lambda_handler, run_nightly, yesterday
-from walletlake.settings import Settings
 
 pytestmark = pytest.mark.stack
 

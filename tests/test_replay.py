@@ -19,9 +19,11 @@ import pyarrow as pa
 import pytest
 from stream_records import TableWriter, assert_exact_ledger
 
-from lake.layout import landing_key, partition_prefix, table_prefix
+from contracts.lake_layout import landing_key, partition_prefix, table_prefix
+from contracts.lake_tables import LEDGER, QUARANTINE, WALLETS
+from contracts.settings import Settings
+from contracts.wallets_table import transaction_key, wallet_key
 from lake.objects import get_table, list_keys, put_table
-from lake.schemas import LEDGER, QUARANTINE, WALLETS
 from stream_processor.lambda_records import lambda_record, ttl_identity
 from stream_processor.replay import (
     batch_info,
@@ -29,10 +31,8 @@ from stream_processor.replay import (
     replay_export,
     replay_quarantine,
 )
-from wallet.table import transaction_key, wallet_key
 from walletlake.cli import main
 from walletlake.local import EmbeddedStack
-from walletlake.settings import Settings
 
 pytestmark = pytest.mark.stack
 

@@ -37,15 +37,15 @@ from dynamodb_faults import DelayingProxy, ScriptedDynamoDB
 from emf_lines import emf_documents
 from wallet_table import contents
 
+from contracts.api_metrics import PUBLISHED
+from contracts.settings import SERVER_VARIABLES, Settings
+from contracts.wallets_table import Attr
 from wallet.dynamodb import DynamoDBClient
 from wallet.server import create_server, request_drain_seconds
 from wallet.store import WalletStore
-from wallet.table import Attr
-from wallet.telemetry import PUBLISHED
 from walletlake.api_server import ApiFleet, ApiServer, ThreadedApiServer
 from walletlake.cli import main
 from walletlake.local import EmbeddedStack
-from walletlake.settings import SERVER_VARIABLES, Settings
 
 pytestmark = pytest.mark.stack
 

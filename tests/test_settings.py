@@ -8,15 +8,10 @@ import sys
 
 import pytest
 
-from lake.compaction_units import DEFAULT_UNIT_MINUTES, UNIT_MINUTES_CHOICES
-from lake.snapshots import DEFAULT_SEGMENTS
-from walletlake.settings import (
+from contracts.settings import (
     BUCKET_VARIABLE,
-    COMPACTION_UNIT_MINUTES_CHOICES,
     COMPACTION_UNIT_MINUTES_VARIABLE,
-    DEFAULT_COMPACTION_UNIT_MINUTES,
     DEFAULT_HOT_TTL_SECONDS,
-    DEFAULT_SNAPSHOT_SEGMENTS,
     DEPLOYED_VARIABLES,
     ENVIRONMENT_VARIABLES,
     LAMBDA_FUNCTION_VARIABLE,
@@ -105,13 +100,6 @@ def test_the_server_variables_are_the_serve_flags_defaults() -> None:
     assert Settings.from_env({"WALLETLAKE_BIND_HOST": "::"}).bind_host == "::"
     assert Settings.from_env({"WALLETLAKE_BIND_HOST": "api.internal"}).bind_host == "api.internal"
     assert set(SERVER_VARIABLES) <= set(ENVIRONMENT_VARIABLES)
-
-
-def test_the_copied_constants_agree_with_the_lake() -> None:
-    # lake/ imports settings, so settings spells these out; they must not drift apart
-    assert COMPACTION_UNIT_MINUTES_CHOICES == UNIT_MINUTES_CHOICES
-    assert DEFAULT_COMPACTION_UNIT_MINUTES == DEFAULT_UNIT_MINUTES
-    assert DEFAULT_SNAPSHOT_SEGMENTS == DEFAULT_SEGMENTS
 
 
 def test_a_local_s3_endpoint_selects_duckdb() -> None:
@@ -276,7 +264,7 @@ def test_a_handler_module_fails_its_cold_start_naming_a_missing_variable(module:
     # THEN the import fails, its last line naming the variable
     assert failed.returncode != 0
     assert failed.stderr.strip().splitlines()[-1] == (
-        f"walletlake.settings.SettingsError: {required[-1]} is required but not set"
+        f"contracts.settings.SettingsError: {required[-1]} is required but not set"
     )
 
 
@@ -288,7 +276,7 @@ def test_a_handler_module_fails_its_cold_start_naming_a_malformed_variable(modul
     failed = cold_start(module, environment)
     assert failed.returncode != 0
     assert failed.stderr.strip().splitlines()[-1] == (
-        "walletlake.settings.SettingsError: WALLETLAKE_HOT_TTL_SECONDS must be a positive integer, not '8h'"
+        "contracts.settings.SettingsError: WALLETLAKE_HOT_TTL_SECONDS must be a positive integer, not '8h'"
     )
 
 

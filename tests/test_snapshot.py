@@ -9,10 +9,10 @@ import boto3
 import pytest
 from ledger_builder import USD, Book, put_wallet_items, read_partition, s3_client
 
+from contracts.settings import Settings
 from lake import objects
 from lake.snapshots import ReadBudget, latest_snapshot, snapshot_key, take_snapshot
 from walletlake import cli
-from walletlake.settings import Settings
 
 AT = dt.datetime(2026, 11, 21, 0, 30, 0, 123456, tzinfo=dt.UTC)
 T0 = dt.datetime(2026, 11, 20, 9, tzinfo=dt.UTC)

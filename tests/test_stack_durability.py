@@ -25,13 +25,13 @@ import pytest
 from stream_records import poll_until, read_lake_table
 from test_stream_e2e import assert_lake_matches, consume
 
+from contracts.settings import Settings
 from lake.compaction import compact_day
 from lake.snapshots import take_snapshot
 from queries import run_query
 from queries.reconciliation import reconcile
 from walletlake.api_server import ApiServer
 from walletlake.local import EmbeddedStack, free_port, patched_environ
-from walletlake.settings import Settings
 from walletlake.workload import WorkloadReport, run_workload
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from stream_records import TableWriter, consume, lake_keys, poll_until, read_lake_table, settings_env
 
+from contracts.settings import Settings
 from walletlake.api_server import ApiServer
-from walletlake.settings import Settings
 from walletlake.workload import WorkloadReport, run_workload
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]

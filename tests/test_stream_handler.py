@@ -23,12 +23,12 @@ from stream_records import (
     transaction_image,
 )
 
-from lake.layout import landing_key, stream_label
+from contracts.lake_layout import landing_key, stream_label
+from contracts.lake_tables import LEDGER
+from contracts.settings import Settings
 from lake.objects import get_table
-from lake.schemas import LEDGER
 from stream_processor import handler as stream_handler
 from stream_processor.batch import process_batch
-from walletlake.settings import Settings
 
 pytestmark = pytest.mark.stack
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from wallet_http import UNKNOWN, Api, error_of, serve
 
-from wallet.table import Attr, transaction_key, user_key, wallet_key
-from walletlake.settings import Settings
+from contracts.settings import Settings
+from contracts.wallets_table import Attr, transaction_key, user_key, wallet_key
 
 pytestmark = pytest.mark.stack
 

@@ -13,10 +13,10 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from contracts.money import MAX_BALANCE
 from wallet.cancellation import Cause, read_cancellation
 from wallet.commands import Deposit, Transfer
 from wallet.posting import Leg, Posting, post
-from wallet.validation import MAX_BALANCE
 
 NOW = 1_000_000
 PAYER, PAYEE = "payer", "payee"

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from botocore.credentials import ReadOnlyCredentials
 
+from contracts.settings import Settings
 from wallet.dynamodb import BotocoreSigner, CrtSigner, DynamoDBClient, DynamoDBError
-from walletlake.settings import Settings
 
 URL = "https://dynamodb.eu-west-1.amazonaws.com/"
 HEADERS = [

@@ -20,10 +20,10 @@ from dynamodb_faults import DynamoDBProxy
 from wallet_http import Api, error_of, serve
 from wallet_table import assert_chains
 
+from contracts.settings import Settings
+from contracts.wallets_table import Attr
 from wallet.store import RetryPolicy, WalletStore
-from wallet.table import Attr
 from walletlake.local import free_port
-from walletlake.settings import Settings
 
 pytestmark = pytest.mark.stack
 

@@ -10,9 +10,9 @@ import pytest
 from wallet_http import UNKNOWN, Api, error_of, serve
 from wallet_table import assert_chains
 
+from contracts.settings import Settings
+from contracts.wallets_table import Attr
 from wallet.store import WalletStore
-from wallet.table import Attr
-from walletlake.settings import Settings
 
 pytestmark = pytest.mark.stack
 

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from walletlake.settings import DEPLOYED_VARIABLES, Settings
+from contracts.settings import DEPLOYED_VARIABLES, Settings
 
 pytestmark = pytest.mark.stack
 

@@ -10,10 +10,10 @@ import orjson
 import psutil
 import pytest
 
+from contracts.settings import Settings
 from walletlake.api_server import ApiServer
 from walletlake.cli import main
 from walletlake.local import StackError
-from walletlake.settings import Settings
 from walletlake.workload import run_workload
 
 pytestmark = pytest.mark.stack

@@ -9,12 +9,11 @@ import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
+from contracts.money import MAX_AMOUNT, MAX_BALANCE
 from wallet.commands import Deposit, Transfer, request_hash
 from wallet.errors import InvalidRequestError, SameWalletTransferError
 from wallet.posting import post
 from wallet.validation import (
-    MAX_AMOUNT,
-    MAX_BALANCE,
     parse_amount,
     parse_create_wallet,
     parse_deposit,

@@ -12,10 +12,10 @@ from typing import Any
 import httpx
 from wallet_table import TableContents, contents
 
+from contracts.settings import Settings
 from wallet.api import create_app, create_service
 from wallet.store import WalletStore
 from walletlake.api_server import ThreadedApiServer
-from walletlake.settings import Settings
 
 #: A well-formed wallet id that no test creates.
 UNKNOWN = "00000000-0000-4000-8000-000000000000"

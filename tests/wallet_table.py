@@ -14,9 +14,9 @@ from typing import Any
 import boto3
 from stream_records import read_lake_table
 
+from contracts.settings import Settings
+from contracts.wallets_table import ENTITY_TRANSACTION, ENTITY_USER, ENTITY_WALLET, Attr
 from stream_processor.consumer import drain
-from wallet.table import ENTITY_TRANSACTION, ENTITY_USER, ENTITY_WALLET, Attr
-from walletlake.settings import Settings
 
 
 def scan(settings: Settings) -> list[dict[str, Any]]:

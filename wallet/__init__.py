@@ -2,7 +2,7 @@
 
 Modules, by job:
 
-- :mod:`wallet.table`: the DynamoDB item contract (keys, attribute names), shared with the stream
+- :mod:`contracts.wallets_table`: the DynamoDB item contract (keys, attribute names), shared with the stream
   processor, the local stack and the CDK app;
 - :mod:`wallet.validation` and :mod:`wallet.commands`: untrusted JSON → validated requests, and what
   makes two requests "the same" (idempotency);
@@ -17,13 +17,14 @@ Modules, by job:
   publishes the counters as CloudWatch embedded-metric-format lines (:mod:`wallet.emf`) and drains
   the commit queue (:mod:`wallet.commit_queue`) at shutdown.
 
-Only the light, pure parts are re-exported here: importing :mod:`wallet.table` (as the stream
+Only the light, pure parts are re-exported here: importing :mod:`contracts.wallets_table` (as the stream
 processor's Lambda does) must not pull in FastAPI, botocore or the CRT.
 """
 
+from contracts.money import MAX_AMOUNT
 from wallet.commands import CreateWallet, Deposit, Transfer, request_hash
 from wallet.errors import WalletError
-from wallet.validation import MAX_AMOUNT, parse_amount, parse_nonce, parse_uuid
+from wallet.validation import parse_amount, parse_nonce, parse_uuid
 
 __all__ = [
     "MAX_AMOUNT",

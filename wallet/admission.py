@@ -19,7 +19,7 @@ from typing import Final
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from wallet import telemetry as metrics
+from contracts import api_metrics as metrics
 from wallet.errors import OverloadedError
 from wallet.http_errors import error_response, status_of
 from wallet.telemetry import Telemetry

@@ -45,6 +45,7 @@ from fastapi.responses import Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from contracts.settings import Settings
 from wallet import validation
 from wallet.errors import (
     BalanceLimitExceededError,
@@ -62,7 +63,6 @@ from wallet.http_errors import ERROR_STATUS, JSON_MEDIA_TYPE, error_response, st
 from wallet.movement_routes import MovementRoutes
 from wallet.store import WalletStore
 from wallet.telemetry import Telemetry
-from walletlake.settings import Settings
 
 _logger = logging.getLogger(__name__)
 

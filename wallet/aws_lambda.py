@@ -12,8 +12,8 @@ from typing import Final
 
 from mangum import Mangum
 
+from contracts.settings import DEPLOYED_VARIABLES, Settings
 from wallet.api import create_service
-from walletlake.settings import DEPLOYED_VARIABLES, Settings
 
 #: What the CDK app sets for the API function (``cdk/walletlake_cdk/write_api.py``).
 REQUIRED_VARIABLES: Final = DEPLOYED_VARIABLES

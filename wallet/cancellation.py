@@ -24,8 +24,8 @@ import enum
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from contracts.wallets_table import Attr
 from wallet.posting import Posting
-from wallet.table import Attr
 
 CONDITION_FAILED: Final = "ConditionalCheckFailed"
 CONDITION_HELD: Final = "None"

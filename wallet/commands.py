@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 
-from wallet.table import TXN_DEPOSIT, TXN_TRANSFER
+from contracts.wallets_table import TXN_DEPOSIT, TXN_TRANSFER
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ call on the request path. The format, from the specification
 Each line carries what the process counted since its previous line (never running totals), so
 over any period a metric's ``Sum`` is the fleet's count, whatever the number of tasks and workers.
 Every counter is published on every line, zeros included: a silent alarm then means "nothing
-happened", not "no data". The names are :data:`wallet.telemetry.PUBLISHED`; the namespace and the
+happened", not "no data". The names are :data:`contracts.api_metrics.PUBLISHED`; the namespace and the
 service dimension are the consumer's convention (Powertools in ``stream_processor.handler``).
 
 :func:`document` and :func:`line` are pure; :class:`EmfPublisher` is the timer around them.
@@ -33,17 +33,12 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any
 
-from wallet.telemetry import PUBLISHED, Telemetry
+from contracts.api_metrics import NAMESPACE, PUBLISHED, SERVICE, SERVICE_DIMENSION, UNIT
+from wallet.telemetry import Telemetry
 
 _logger = logging.getLogger(__name__)
-
-NAMESPACE: Final = "walletlake"
-#: The dimension every API metric carries, and its value.
-SERVICE_DIMENSION: Final = "service"
-SERVICE: Final = "wallet-api"
-UNIT: Final = "Count"
 
 
 def document(

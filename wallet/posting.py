@@ -17,9 +17,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from contracts.money import MAX_BALANCE
+from contracts.wallets_table import DIRECTION_CREDIT, DIRECTION_DEBIT
 from wallet.commands import Deposit, Movement
-from wallet.table import DIRECTION_CREDIT, DIRECTION_DEBIT
-from wallet.validation import MAX_BALANCE
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -27,11 +27,11 @@ from typing import Final
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from contracts.settings import Settings
 from wallet.admission import AdmissionControl
 from wallet.api import create_service
 from wallet.emf import EmfPublisher
 from wallet.store import WalletStore
-from walletlake.settings import Settings
 
 _logger = logging.getLogger(__name__)
 

@@ -48,7 +48,18 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
-from wallet import telemetry as metrics
+from contracts import api_metrics as metrics
+from contracts.settings import Settings
+from contracts.wallets_table import (
+    ENTITY_TRANSACTION,
+    ENTITY_USER,
+    ENTITY_WALLET,
+    Attr,
+    EntryKey,
+    transaction_key,
+    user_key,
+    wallet_key,
+)
 from wallet.cancellation import (
     CONDITION_FAILED,
     THROTTLE_REASONS,
@@ -71,18 +82,7 @@ from wallet.errors import (
     WalletNotFoundError,
 )
 from wallet.posting import Leg, Posting, WalletWrite, post, wallet_writes
-from wallet.table import (
-    ENTITY_TRANSACTION,
-    ENTITY_USER,
-    ENTITY_WALLET,
-    Attr,
-    EntryKey,
-    transaction_key,
-    user_key,
-    wallet_key,
-)
 from wallet.telemetry import Telemetry
-from walletlake.settings import Settings
 
 _CANCELLED: Final = "TransactionCanceledException"
 _NOT_EXISTS: Final = "attribute_not_exists(#pk)"

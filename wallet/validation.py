@@ -30,13 +30,10 @@ from typing import Any, Final
 
 import orjson
 
+from contracts.money import MAX_AMOUNT, MIN_AMOUNT
 from wallet.commands import CreateWallet, Deposit, Transfer
 from wallet.errors import InvalidRequestError, SameWalletTransferError
 
-MIN_AMOUNT: Final = 1
-MAX_AMOUNT: Final = 10**15
-#: docs/architecture.md: a balance never goes above 9 x 10^18 (int64 with headroom).
-MAX_BALANCE: Final = 9 * 10**18
 MAX_NONCE_LENGTH: Final = 64
 
 #: Exactly the strings of 1..10^15: up to 15 digits, or 10^15 itself (16 digits), so the published

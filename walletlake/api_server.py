@@ -20,8 +20,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from contracts.settings import Settings
 from walletlake.local import StackError, free_port
-from walletlake.settings import Settings
 
 #: Seconds :meth:`ApiServer.stop` waits beyond the server's drain bound before it kills it.
 STOP_MARGIN_SECONDS = 5.0

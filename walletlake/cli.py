@@ -12,7 +12,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from walletlake.settings import ENVIRONMENT_VARIABLES
+from contracts.settings import ENVIRONMENT_VARIABLES
 
 #: Sub-command modules, in the order ``--help`` lists them. Each has ``register(subparsers)``,
 #: which adds its parser and sets ``func(args) -> int`` as the parser's default.

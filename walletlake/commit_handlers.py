@@ -16,7 +16,7 @@ import functools
 import time
 from typing import TYPE_CHECKING, Any, Final
 
-from walletlake.settings import (
+from contracts.settings import (
     COMMIT_INTERVAL_SECONDS_VARIABLE,
     DEPLOYED_VARIABLES,
     ICEBERG_WAREHOUSE_VARIABLE,
@@ -46,8 +46,9 @@ _MARGIN_SECONDS: Final = 5
 def _resources(settings: Settings) -> tuple[S3Client, RestCatalog]:
     import boto3
 
+    from contracts.lake_layout import table_location_root
     from lake.iceberg_catalog import open_catalog
-    from lake.iceberg_tables import ensure_tables, table_location_root
+    from lake.iceberg_tables import ensure_tables
 
     catalog = open_catalog(settings)
     ensure_tables(

@@ -13,18 +13,18 @@ import datetime as dt
 import time
 from typing import Any, Final
 
+from contracts.settings import (
+    COMPACTION_UNIT_MINUTES_VARIABLE,
+    DEPLOYED_VARIABLES,
+    HandlerSettings,
+    Settings,
+)
 from lake.compaction_units import (
     CompactionUnit,
     closed_units,
     compact_unit,
     plan_units,
     unit_summary,
-)
-from walletlake.settings import (
-    COMPACTION_UNIT_MINUTES_VARIABLE,
-    DEPLOYED_VARIABLES,
-    HandlerSettings,
-    Settings,
 )
 
 #: What the CDK app sets for the plan and unit functions (``cdk/walletlake_cdk/nightly.py``); on

@@ -26,9 +26,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from wallet.table import ENTITY_TRANSACTION, Attr
+from contracts.settings import Settings
+from contracts.wallets_table import ENTITY_TRANSACTION, Attr
 from walletlake.local import EmbeddedStack, patched_environ, provision
-from walletlake.settings import Settings
 
 _logger = logging.getLogger(__name__)
 
@@ -346,12 +346,13 @@ def _nightly(
 
 def _maintain(settings: Settings, day: dt.date) -> dict[str, Any]:
     """The day's Iceberg maintenance per table, summed up for the demo's table."""
+    from contracts.lake_tables import STREAM_TABLES
     from lake.iceberg_catalog import open_catalog
     from lake.iceberg_maintenance import maintain
-    from lake.iceberg_tables import ICEBERG_TABLES, identifier
+    from lake.iceberg_tables import identifier
 
     catalog = open_catalog(settings)
-    reports = {name: maintain(settings, catalog, name, day) for name in ICEBERG_TABLES}
+    reports = {name: maintain(settings, catalog, name, day) for name in STREAM_TABLES}
     ledger = catalog.load_table(identifier(settings.glue_database, "ledger"))
     rows = sum(task.file.record_count for task in ledger.scan().plan_files())
     return {

@@ -1,8 +1,8 @@
-"""The compaction lease's Lambda entry point (:mod:`walletlake.compaction_lease`) for the state machines.
+"""The compaction lease's Lambda entry point (:mod:`lake.compaction_lease`) for the state machines.
 
 Event ``{"action": "acquire", "owner": <execution id>, "ttl_seconds": N}`` or
 ``{"action": "release", "owner": <execution id>}``. A busy lease raises
-:class:`~walletlake.compaction_lease.LeaseBusyError`, which Lambda reports as the error type
+:class:`~lake.compaction_lease.LeaseBusyError`, which Lambda reports as the error type
 ``LeaseBusyError``: the state machines match it in ``Retry`` and ``Catch``.
 """
 
@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import boto3
 
-from walletlake.compaction_lease import acquire, release
-from walletlake.settings import DEPLOYED_VARIABLES, LEASE_TABLE_VARIABLE, HandlerSettings
+from contracts.settings import DEPLOYED_VARIABLES, LEASE_TABLE_VARIABLE, HandlerSettings
+from lake.compaction_lease import acquire, release
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

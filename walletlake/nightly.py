@@ -13,10 +13,10 @@ import datetime as dt
 import logging
 from typing import Any
 
+from contracts.settings import Settings
 from lake.compaction import CompactionConflictError, compact_day
 from lake.snapshots import take_snapshot
 from queries.reconciliation import reconcile
-from walletlake.settings import Settings
 
 _logger = logging.getLogger(__name__)
 
@@ -101,12 +101,12 @@ def lambda_handler(event: dict[str, Any] | None, context: Any) -> dict[str, Any]
 
 
 def _maintain_iceberg(settings: Settings, day: dt.date) -> dict[str, Any]:
+    from contracts.lake_tables import STREAM_TABLES
     from lake.iceberg_catalog import open_catalog
     from lake.iceberg_maintenance import maintain
-    from lake.iceberg_tables import ICEBERG_TABLES
 
     catalog = open_catalog(settings)
     return {
         "day": day.isoformat(),
-        "tables": {name: maintain(settings, catalog, name, day).as_dict() for name in ICEBERG_TABLES},
+        "tables": {name: maintain(settings, catalog, name, day).as_dict() for name in STREAM_TABLES},
     }

@@ -27,6 +27,14 @@ import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from contracts.settings import (
+    DEPLOYED_VARIABLES,
+    SNAPSHOT_READ_UNITS_VARIABLE,
+    SNAPSHOT_SEGMENTS_VARIABLE,
+    UNLOAD_PREFIX_VARIABLE,
+    HandlerSettings,
+    Settings,
+)
 from lake.snapshots import SnapshotRef, SnapshotSegment, latest_snapshot, plan_snapshot, snapshot_segment
 from queries._engine import engine_for
 from queries.reconciliation import (
@@ -42,14 +50,6 @@ from queries.reconciliation import (
     rendered_sql,
 )
 from queries.time_travel import current_versions, pin_versions
-from walletlake.settings import (
-    DEPLOYED_VARIABLES,
-    SNAPSHOT_READ_UNITS_VARIABLE,
-    SNAPSHOT_SEGMENTS_VARIABLE,
-    UNLOAD_PREFIX_VARIABLE,
-    HandlerSettings,
-    Settings,
-)
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

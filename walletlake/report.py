@@ -26,10 +26,11 @@ from typing import Any, Final, Literal
 import pandas as pd
 from matplotlib.figure import Figure
 
+from contracts.money import MICRO_USD_PER_USD
+
 _logger = logging.getLogger(__name__)
 
 #: micro-USD per USD (docs/architecture.md, "Money").
-MICRO_USD: Final = 1_000_000
 #: Rows shown per table; the rest is counted, not shown, so a large result cannot bloat the file.
 MAX_TABLE_ROWS: Final = 50
 #: Statuses reconciliation accepts; anything else fails the nightly job (docs/architecture.md, invariant 4).
@@ -239,7 +240,7 @@ def plot_png(frame: pd.DataFrame, spec: PlotSpec) -> bytes:
     figure = Figure(figsize=(7.5, height), dpi=100, layout="constrained")
     axes = figure.add_subplot()
     labels = [format_value(value) for value in frame[spec.x]]
-    scale = MICRO_USD if spec.money else 1
+    scale = MICRO_USD_PER_USD if spec.money else 1
     values = {column: [_number(value) / scale for value in frame[column]] for column in spec.y}
     if spec.kind == "pie":
         first = values[spec.y[0]]

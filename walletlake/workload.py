@@ -25,7 +25,7 @@ from typing import Any, Final
 import orjson
 import urllib3
 
-from wallet.validation import MAX_AMOUNT
+from contracts.money import MAX_AMOUNT
 
 #: Statuses a client retries with the same nonce (seed 000: "retry while response code is 5xx").
 RETRYABLE: Final = frozenset({429, 500, 502, 503, 504})

@@ -20,7 +20,7 @@ from aws_cdk import Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from lake.schemas import TABLES
+from contracts.lake_tables import TABLES
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.nightly import ATHENA_ACTIONS, GLUE_READ_ACTIONS
 from walletlake_cdk.storage import ATHENA_RESULTS_PREFIX, Storage

@@ -1,7 +1,7 @@
 """Glue catalog and Athena: how analysts (and the nightly reconciliation) read the lake.
 
 The nightly outputs (balance snapshots, daily balances, reconciliation) are Hive tables:
-:func:`lake.glue.table_input` verbatim (columns from ``lake.schemas``, partition projection on
+:func:`lake.glue.table_input` verbatim (columns from ``contracts.lake_tables``, partition projection on
 ``dt``), written into the template as a property override so nothing is re-typed through CDK's
 structs. So are the stream's tables (ledger, wallets, quarantine) with ``-c lake_format=parquet``.
 
@@ -35,9 +35,9 @@ from aws_cdk import aws_glue as glue
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from contracts.lake_layout import ICEBERG_FOLDER, table_location_root
+from contracts.lake_tables import STREAM_TABLES, TABLES
 from lake.glue import ICEBERG_TABLE_VERSION, iceberg_table_input, table_input
-from lake.iceberg_tables import ICEBERG_FOLDER, ICEBERG_TABLES, table_location_root
-from lake.schemas import TABLES
 from queries import list_queries
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.storage import Storage
@@ -69,7 +69,7 @@ class Catalog:
 
 
 def iceberg_location(bucket_name: str, lake_prefix: str, table: str) -> str:
-    """Where an Iceberg table of the deployed lake lives (:func:`lake.iceberg_tables.table_location_root`)."""
+    """Where an Iceberg table of the deployed lake lives (:mod:`contracts.lake_layout`)."""
     return f"{table_location_root(bucket_name, lake_prefix)}/{table}"
 
 
@@ -92,7 +92,7 @@ def build_catalog(scope: Construct, config: DeploymentConfig, storage: Storage) 
     )
     tables: dict[str, glue.CfnTable] = {}
     for name in TABLES:
-        if config.iceberg and name in ICEBERG_TABLES:
+        if config.iceberg and name in STREAM_TABLES:
             tables[name] = _iceberg_table(scope, config, storage, database, name)
             continue
         definition = table_input(name, storage.bucket_name, settings.lake_prefix)
@@ -220,7 +220,7 @@ def _optimizer_role(scope: Construct, config: DeploymentConfig, storage: Storage
                     stack.format_arn(
                         service="glue", resource="table", resource_name=f"{settings.glue_database}/{name}"
                     )
-                    for name in ICEBERG_TABLES
+                    for name in STREAM_TABLES
                 ),
             ],
         )
@@ -274,7 +274,7 @@ def _table_optimizers(
     stack = Stack.of(scope)
     settings = config.settings
     optimizers: dict[str, glue.CfnTableOptimizer] = {}
-    for name in ICEBERG_TABLES:
+    for name in STREAM_TABLES:
         for kind in OPTIMIZER_TYPES:
             configuration: dict[str, object] = {"enabled": True, "role_arn": role.role_arn}
             if kind == "compaction":

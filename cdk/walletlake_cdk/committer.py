@@ -34,9 +34,8 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from lake.iceberg_tables import ICEBERG_FOLDER
-from lake.landing_log import LOG_FOLDER as LANDING_LOG_FOLDER
-from walletlake.settings import environment_for
+from contracts.lake_layout import ICEBERG_FOLDER, LANDING_LOG_FOLDER
+from contracts.settings import environment_for
 from walletlake_cdk.catalog import Catalog
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import FunctionAssets, PythonFunction, python_function

@@ -1,6 +1,6 @@
 """Deployment knobs of the CDK app, read once from CDK context (``cdk deploy -c key=value``).
 
-Resource *names* come from :class:`walletlake.settings.Settings` (the same defaults the CLI and
+Resource *names* come from :class:`contracts.settings.Settings` (the same defaults the CLI and
 the embedded stack use), so a deployed stack and ``walletlake`` agree without configuration.
 Everything else here is a deployment choice with a default sized for the seed's load
 (20,000 write requests/s) and a reason next to it.
@@ -15,8 +15,12 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
-from lake.compaction_units import UNIT_MINUTES_CHOICES
-from walletlake.settings import DEFAULT_COMMIT_INTERVAL_SECONDS, LakeFormat, Settings
+from contracts.settings import (
+    COMPACTION_UNIT_MINUTES_CHOICES,
+    DEFAULT_COMMIT_INTERVAL_SECONDS,
+    LakeFormat,
+    Settings,
+)
 
 BillingMode = Literal["on_demand", "provisioned"]
 ApiAuth = Literal["iam", "jwt"]
@@ -216,8 +220,10 @@ class DeploymentConfig:
             self._check_iceberg()
         if not 1 <= self.compaction_max_concurrency <= 10_000:
             raise DeploymentConfigError("compaction_max_concurrency must be 1..10000 (Distributed Map)")
-        if self.compaction_unit_minutes not in UNIT_MINUTES_CHOICES:
-            raise DeploymentConfigError(f"compaction_unit_minutes must be one of {UNIT_MINUTES_CHOICES}")
+        if self.compaction_unit_minutes not in COMPACTION_UNIT_MINUTES_CHOICES:
+            raise DeploymentConfigError(
+                f"compaction_unit_minutes must be one of {COMPACTION_UNIT_MINUTES_CHOICES}"
+            )
         if not 1 <= self.snapshot_segments <= 10_000:
             raise DeploymentConfigError("snapshot_segments must be 1..10000 (Distributed Map)")
         if self.snapshot_read_units_per_second < self.snapshot_segments:

@@ -18,7 +18,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from walletlake.settings import (
+from contracts.settings import (
     DEPLOYED_VARIABLES,
     ICEBERG_WAREHOUSE_VARIABLE,
     LAKE_FORMAT_VARIABLE,
@@ -83,7 +83,7 @@ def _dependency_layer(
 
 
 def settings_environment(settings: Settings, bucket_name: str) -> dict[str, str]:
-    """The variables every function gets (:data:`~walletlake.settings.DEPLOYED_VARIABLES`), plus
+    """The variables every function gets (:data:`~contracts.settings.DEPLOYED_VARIABLES`), plus
     the lake's format and, for the Iceberg lake, the catalog's warehouse.
 
     Written by :meth:`Settings.to_env`, so ``Settings.from_env()`` in the function reads back the

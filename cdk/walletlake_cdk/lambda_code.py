@@ -49,7 +49,7 @@ PROJECT_ROOT: Final = Path(__file__).resolve().parents[2]
 CACHE_ROOT: Final = PROJECT_ROOT / ".cache" / "cdk"
 
 #: The project's packages every function ships (the same list as pyproject's package find).
-PROJECT_PACKAGES: Final = ("wallet", "stream_processor", "lake", "queries", "walletlake")
+PROJECT_PACKAGES: Final = ("contracts", "wallet", "stream_processor", "lake", "queries", "walletlake")
 
 #: The Python 3.11 runtime runs on Amazon Linux 2 (glibc 2.26): wheels tagged for glibc 2.17
 #: (manylinux2014) up to 2.26 load there; newer ones (manylinux_2_28: pyarrow 21+) do not

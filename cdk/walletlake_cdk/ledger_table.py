@@ -1,4 +1,4 @@
-"""The DynamoDB table ``wallets``, created from :data:`wallet.table.WALLETS_TABLE`.
+"""The DynamoDB table ``wallets``, created from :data:`contracts.wallets_table.WALLETS_TABLE`.
 
 The key, the stream view and the TTL attribute come from the table contract; this module adds
 only what production needs around it: capacity mode, point-in-time recovery, deletion
@@ -12,7 +12,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from wallet.table import WALLETS_TABLE, TableSpec
+from contracts.wallets_table import WALLETS_TABLE, TableSpec
 from walletlake_cdk.config import DeploymentConfig
 
 #: Target utilisation of provisioned capacity: leaves room for a burst while auto scaling reacts.

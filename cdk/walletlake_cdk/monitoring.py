@@ -26,7 +26,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from wallet import emf, telemetry
+from contracts import api_metrics
 from walletlake_cdk.config import DeploymentConfig
 
 FIVE_MINUTES: Final = Duration.minutes(5)
@@ -141,13 +141,13 @@ def fleet_api(
     # What every task prints as EMF (wallet/emf.py): per-interval counts, so Sum is the fleet's.
     app = {
         counter: cloudwatch.Metric(
-            namespace=emf.NAMESPACE,
+            namespace=api_metrics.NAMESPACE,
             metric_name=name,
-            dimensions_map={emf.SERVICE_DIMENSION: emf.SERVICE},
+            dimensions_map={api_metrics.SERVICE_DIMENSION: api_metrics.SERVICE},
             statistic="Sum",
             period=FIVE_MINUTES,
         )
-        for counter, name in telemetry.PUBLISHED.items()
+        for counter, name in api_metrics.PUBLISHED.items()
     }
     return WatchedApi(
         requests=requests,

@@ -190,7 +190,7 @@ def suppress_api_service_findings(
             NagPackSuppression(
                 id="AwsSolutions-ECS2",
                 reason="The container's variables are the WALLETLAKE_* resource names and knobs every "
-                "Lambda function also gets (walletlake.settings); none is a secret, and the task role, "
+                "Lambda function also gets (contracts.settings); none is a secret, and the task role, "
                 "not a variable, carries the credentials.",
             )
         ],

@@ -49,9 +49,9 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from lake.schemas import TABLES
-from walletlake.compaction_lease import LEASE_TABLE
-from walletlake.settings import DEFAULT_UNLOAD_PREFIX, environment_for
+from contracts.lake_tables import TABLES
+from contracts.lease_table import LEASE_TABLE
+from contracts.settings import DEFAULT_UNLOAD_PREFIX, environment_for
 from walletlake_cdk.catalog import Catalog
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import FunctionAssets, PythonFunction, log_retention, python_function
@@ -370,7 +370,7 @@ def _lease(
     action: str,
     ttl_seconds: int = 0,
 ) -> tasks.LambdaInvoke:
-    """Take or give back the compaction lease (``walletlake.compaction_lease``) as this execution."""
+    """Take or give back the compaction lease (``lake.compaction_lease``) as this execution."""
     payload: dict[str, object] = {"action": action, "owner": sfn.JsonPath.execution_id}
     if action == "acquire":
         payload["ttl_seconds"] = ttl_seconds

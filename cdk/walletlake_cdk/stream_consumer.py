@@ -46,8 +46,8 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from lake.iceberg_tables import ICEBERG_FOLDER, ICEBERG_TABLES
-from lake.landing_log import LOG_FOLDER as LANDING_LOG_FOLDER
+from contracts.lake_layout import ICEBERG_FOLDER, LANDING_LOG_FOLDER
+from contracts.lake_tables import STREAM_TABLES
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import FunctionAssets, PythonFunction, python_function
 from walletlake_cdk.storage import Storage
@@ -159,6 +159,6 @@ def iceberg_glue_arns(stack: Stack, config: DeploymentConfig) -> list[str]:
         stack.format_arn(service="glue", resource="database", resource_name=database),
         *(
             stack.format_arn(service="glue", resource="table", resource_name=f"{database}/{name}")
-            for name in ICEBERG_TABLES
+            for name in STREAM_TABLES
         ),
     ]

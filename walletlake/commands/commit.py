@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Any
 
-from walletlake.settings import Settings
+from contracts.settings import Settings
 
 _logger = logging.getLogger(__name__)
 

@@ -8,11 +8,11 @@ import json
 import sys
 from typing import Any
 
+from contracts.settings import COMPACTION_UNIT_MINUTES_CHOICES, Settings
 from lake.compaction import DEFAULT_TARGET_FILE_BYTES, compact_day
-from lake.compaction_units import UNIT_MINUTES_CHOICES, closed_units, run_units
+from lake.compaction_units import closed_units, run_units
 from lake.iceberg_maintenance import DEFAULT_TARGET_FILE_BYTES as ICEBERG_TARGET_FILE_BYTES
 from walletlake.nightly import day_argument, yesterday
-from walletlake.settings import Settings
 
 
 def register(subparsers: Any) -> None:
@@ -39,7 +39,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--unit-minutes",
         type=int,
-        choices=UNIT_MINUTES_CHOICES,
+        choices=COMPACTION_UNIT_MINUTES_CHOICES,
         default=None,
         help="minutes of one unit (default $WALLETLAKE_COMPACTION_UNIT_MINUTES or 60)",
     )
@@ -121,14 +121,14 @@ def _run(args: argparse.Namespace) -> int:
 
 def _maintain_iceberg(settings: Settings, day: dt.date, *, target_file_bytes: int, as_json: bool) -> int:
     """The Iceberg lake: per table, the day's atomic compaction, snapshot expiry, orphan removal."""
+    from contracts.lake_tables import STREAM_TABLES
     from lake.iceberg_catalog import open_catalog
     from lake.iceberg_maintenance import maintain
-    from lake.iceberg_tables import ICEBERG_TABLES
 
     catalog = open_catalog(settings)
     reports = {
         name: maintain(settings, catalog, name, day, target_file_bytes=target_file_bytes).as_dict()
-        for name in ICEBERG_TABLES
+        for name in STREAM_TABLES
     }
     if as_json:
         print(json.dumps({"day": day.isoformat(), "tables": reports}))

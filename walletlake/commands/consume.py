@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any
 
-from walletlake.settings import Settings
+from contracts.settings import Settings
 
 _DESCRIPTION = """\
 Read every shard of the table's DynamoDB stream (parents before children) and land each batch in

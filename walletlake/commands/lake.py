@@ -9,11 +9,11 @@ from typing import Any
 
 import boto3
 
+from contracts.lake_tables import STREAM_TABLES
+from contracts.settings import Settings
 from lake.iceberg_catalog import open_catalog
 from lake.iceberg_migration import DEFAULT_FILES_PER_COMMIT, migrate
-from lake.iceberg_tables import ICEBERG_TABLES
 from walletlake.nightly import day_argument
-from walletlake.settings import Settings
 
 #: Exit status of a run that left days alone (the table already held other files for them).
 EXIT_SKIPPED = 2
@@ -43,7 +43,7 @@ def register(subparsers: Any) -> None:
         "--table",
         dest="tables",
         action="append",
-        choices=tuple(ICEBERG_TABLES),
+        choices=tuple(STREAM_TABLES),
         default=None,
         help="a table to migrate (repeatable; default: all of them)",
     )
@@ -80,7 +80,7 @@ def _migrate(args: argparse.Namespace) -> int:
         settings,
         open_catalog(settings, session),
         session.client("s3"),
-        tables=tuple(args.tables or ICEBERG_TABLES),
+        tables=tuple(args.tables or STREAM_TABLES),
         dry_run=args.dry_run,
         progress=progress,
         include_days=frozenset(args.include_days),

@@ -10,8 +10,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from contracts.settings import Settings
 from walletlake.local import EmbeddedStack
-from walletlake.settings import Settings
 
 
 def register(subparsers: Any) -> None:

@@ -9,8 +9,8 @@ from typing import Any
 
 import pandas as pd
 
+from contracts.settings import Settings
 from queries import engine_for, get_query, list_queries, run_query
-from walletlake.settings import Settings
 
 
 def register(subparsers: Any) -> None:

@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from contracts.settings import Settings
 from queries.reconciliation import (
     DEFAULT_MAX_LAG_SECONDS,
     OK,
@@ -15,7 +16,6 @@ from queries.reconciliation import (
     replay,
 )
 from walletlake.nightly import day_argument, yesterday
-from walletlake.settings import Settings
 
 _SHOWN_FINDINGS = 20
 

@@ -8,7 +8,7 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
-from walletlake.settings import Settings
+from contracts.settings import Settings
 
 _DESCRIPTION = """\
 Replays records that did not reach the lake, once their cause is fixed, through the stream

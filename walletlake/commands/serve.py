@@ -6,7 +6,7 @@ more CPU than the request's own routing (``--access-log`` turns them on). Each w
 builds its own app from the environment (:func:`wallet.server.create_server` is the factory), so
 ``--workers N`` scales across cores with no shared state: wallets live in DynamoDB.
 
-The server knobs are ``WALLETLAKE_*`` variables (:data:`walletlake.settings.SERVER_VARIABLES`: how
+The server knobs are ``WALLETLAKE_*`` variables (:data:`contracts.settings.SERVER_VARIABLES`: how
 a container is configured) and flags of this command with the variables as their defaults (how a
 person at a shell is); a flag given is written back to its variable before the workers start, so
 every worker reads the one value. Behind a load balancer:
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from walletlake.settings import (
+from contracts.settings import (
     BIND_HOST_VARIABLE,
     DRAIN_SECONDS_VARIABLE,
     KEEP_ALIVE_SECONDS_VARIABLE,
@@ -94,8 +94,8 @@ def _run(args: argparse.Namespace) -> int:
     import uvicorn
     from uvicorn.config import LOGGING_CONFIG
 
+    from contracts.settings import Settings
     from wallet.server import request_drain_seconds
-    from walletlake.settings import Settings
 
     # Fail here, with the reason, rather than in every worker; then hand the flags to the workers.
     flags = {

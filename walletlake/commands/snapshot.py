@@ -6,8 +6,8 @@ import argparse
 import json
 from typing import Any
 
-from lake.snapshots import DEFAULT_MAX_READ_UNITS_PER_SECOND, DEFAULT_SEGMENTS, take_snapshot
-from walletlake.settings import Settings
+from contracts.settings import DEFAULT_SNAPSHOT_SEGMENTS, Settings
+from lake.snapshots import DEFAULT_MAX_READ_UNITS_PER_SECOND, take_snapshot
 
 
 def register(subparsers: Any) -> None:
@@ -22,7 +22,9 @@ def register(subparsers: Any) -> None:
             "write path keeps its capacity."
         ),
     )
-    parser.add_argument("--segments", type=int, default=DEFAULT_SEGMENTS, help="parallel scan segments")
+    parser.add_argument(
+        "--segments", type=int, default=DEFAULT_SNAPSHOT_SEGMENTS, help="parallel scan segments"
+    )
     parser.add_argument(
         "--max-read-units",
         type=float,

@@ -24,6 +24,7 @@ from typing import Any
 
 import boto3
 
+from contracts.settings import ICEBERG_CATALOG_URI_VARIABLE, Settings
 from stream_processor.checkpoint_table import LEASE_KEY
 from walletlake.local._provision import provision
 from walletlake.local._seaweedfs import (
@@ -43,7 +44,6 @@ from walletlake.local._servers import (
     wait_until,
 )
 from walletlake.local._tools import dynamodb_local_argv, dynamodb_local_dir, find_java
-from walletlake.settings import ICEBERG_CATALOG_URI_VARIABLE, Settings
 
 _logger = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from typing import Any, Final
 
 import boto3
 
-from walletlake.settings import (
+from contracts.settings import (
     BUCKET_VARIABLE,
     GLUE_DATABASE_VARIABLE,
     ICEBERG_CATALOG_URI_VARIABLE,
@@ -253,8 +253,8 @@ class DeployCheck:
         return names
 
     def local_settings(self) -> Any:
-        """:class:`walletlake.settings.Settings` naming the deployed resources, on DuckDB."""
-        from walletlake.settings import Settings
+        """:class:`contracts.settings.Settings` naming the deployed resources, on DuckDB."""
+        from contracts.settings import Settings
 
         return Settings.from_env({**self.settings_environment(), **self.stack_environment}).replace(
             query_engine="duckdb"

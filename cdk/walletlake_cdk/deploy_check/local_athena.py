@@ -28,8 +28,8 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
+from contracts.settings import Settings
 from queries._duckdb import DuckDBEngine
-from walletlake.settings import Settings
 
 _UNLOAD: Final = re.compile(
     r"^\s*UNLOAD\s*\((?P<query>.*)\)\s*TO\s*'(?P<location>[^']+)'\s*WITH\s*\((?P<options>[^)]*)\)\s*;?\s*$",

@@ -57,13 +57,12 @@ DEFAULT_MAX_REQUESTS_IN_FLIGHT: Final = 128
 #: Seconds between two embedded-metric-format lines of one API process (0: none).
 DEFAULT_METRICS_INTERVAL_SECONDS: Final = 60
 
-#: Minutes one compaction unit may span: whole five-minute slots that divide an hour. The same
-#: tuple as ``lake.compaction_units.UNIT_MINUTES_CHOICES``, written out because ``lake`` imports
-#: this module (tests/test_settings.py checks that the two agree).
+#: Minutes one compaction unit may span (:mod:`lake.compaction_units`): whole five-minute slots
+#: that divide an hour, so units tile a day.
 COMPACTION_UNIT_MINUTES_CHOICES: Final = (5, 10, 15, 20, 30, 60)
 DEFAULT_COMPACTION_UNIT_MINUTES: Final = 60
 
-#: Parallel-scan segments of the AWS nightly snapshot (``lake.snapshots.DEFAULT_SEGMENTS``), at
+#: Parallel-scan segments of the AWS nightly snapshot (:mod:`lake.snapshots`), at
 #: most as many as a Distributed Map runs at once.
 DEFAULT_SNAPSHOT_SEGMENTS: Final = 4
 MAX_SNAPSHOT_SEGMENTS: Final = 10_000
@@ -159,7 +158,7 @@ class Settings:
         DynamoDB table of the local stream consumer's per-shard checkpoints.
     lease_table:
         DynamoDB table of the compaction lease the hourly and nightly runs take
-        (:mod:`walletlake.compaction_lease`), so that they never compact at the same time.
+        (:mod:`lake.compaction_lease`), so that they never compact at the same time.
     writes_in_flight:
         TransactWriteItems one API process keeps in flight at once; requests arriving while all
         are busy leave together in the next one (group commit, :mod:`wallet.commit_queue`).
@@ -246,7 +245,7 @@ class Settings:
         >>> Settings.from_env({}, require=["WALLETLAKE_TABLE"])
         Traceback (most recent call last):
         ...
-        walletlake.settings.SettingsError: WALLETLAKE_TABLE is required but not set
+        contracts.settings.SettingsError: WALLETLAKE_TABLE is required but not set
         """
         env = os.environ if environ is None else environ
         required = [_variable_named(name).name for name in require]

@@ -22,26 +22,14 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from wallet.table import TableSpec
+from contracts.lease_table import ACQUIRED_AT, COMPACTION_LEASE, EXPIRES_AT, LEASE_KEY, OWNER
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
-
-LEASE_KEY: Final = "lease"
-EXPIRES_AT: Final = "expires_at"
-OWNER: Final = "owner"
-ACQUIRED_AT: Final = "acquired_at"
-
-#: The lease table: one item per lease, removed by TTL after expiry if nobody deleted it.
-LEASE_TABLE: Final = TableSpec(partition_key=LEASE_KEY, ttl_attribute=EXPIRES_AT)
-
-#: The one lease both compaction runs take (one at a time for the whole lake, not per day: the
-#: hourly run spans two days after midnight, and the nightly compaction step takes minutes).
-COMPACTION_LEASE: Final = "compaction"
 
 
 class LeaseBusyError(RuntimeError):

@@ -17,13 +17,19 @@ import datetime as dt
 import re
 from typing import Final
 
-from lake.schemas import PARTITION_COLUMN, TABLES
+from contracts.lake_tables import PARTITION_COLUMN, TABLES
 
 _UNSAFE_LABEL_CHARACTERS: Final = re.compile(r"[^A-Za-z0-9._-]")
 PARQUET_SUFFIX: Final = ".parquet"
 #: Minutes of one slot: the finest compaction unit (a unit is a run of whole slots).
 SLOT_MINUTES: Final = 5
 SLOTS_PER_DAY: Final = 24 * 60 // SLOT_MINUTES
+#: Folder of the landing log (one record per landed batch, :mod:`lake.landing_log`) under the lake
+#: prefix: ``{lake_prefix}/_landed/{stream}/{shard}/{first}-{last}.json``.
+LANDING_LOG_FOLDER: Final = "_landed"
+#: Folder of the Iceberg tables under the lake prefix when the catalog places them in the lake
+#: bucket (Glue's Iceberg tables on AWS): ``s3://{bucket}/{lake_prefix}/iceberg/{table}``.
+ICEBERG_FOLDER: Final = "iceberg"
 _SLOT: Final = re.compile(r"^h([01]\d|2[0-3])m([0-5]\d)-")
 
 
@@ -99,3 +105,9 @@ def partition_day(key: str) -> dt.date | None:
     """The ``dt`` of an object key, or None when the key is not inside a partition."""
     match = re.search(rf"/{PARTITION_COLUMN}=(\d{{4}}-\d{{2}}-\d{{2}})/", key)
     return dt.date.fromisoformat(match.group(1)) if match else None
+
+
+def table_location_root(bucket: str, lake_prefix: str) -> str:
+    """Where the lake's Iceberg tables are placed in the lake bucket (Glue's tables on AWS)."""
+    prefix = lake_prefix.strip("/")
+    return f"s3://{bucket}/{prefix}/{ICEBERG_FOLDER}" if prefix else f"s3://{bucket}/{ICEBERG_FOLDER}"

@@ -1,0 +1,66 @@
+"""The wallet API's metrics: each counter's name, and the CloudWatch metric it is published as.
+
+The API counts (:mod:`wallet.telemetry`), publishes (:mod:`wallet.emf`) and the CDK app alarms and
+graphs (``cdk/walletlake_cdk/monitoring.py``) under these names, so a counter cannot be renamed in
+one and missed in another.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+NAMESPACE: Final = "walletlake"
+#: The dimension every API metric carries, and its value.
+SERVICE_DIMENSION: Final = "service"
+SERVICE: Final = "wallet-api"
+UNIT: Final = "Count"
+
+# Counter names (one spelling, used by the store, the API and the tests).
+SUCCEEDED: Final = "requests_succeeded"
+FAILED: Final = "requests_failed"
+REPLAYS: Final = "idempotent_replays"
+CLOCK_RETRIES: Final = "dynamodb_clock_retries"
+TRANSACTION_CONFLICTS: Final = "dynamodb_transaction_conflicts"
+THROTTLES: Final = "dynamodb_throttles"
+INTERNAL_ERRORS: Final = "dynamodb_internal_errors"
+NETWORK_ERRORS: Final = "dynamodb_network_errors"
+UNEXPECTED_ERRORS: Final = "dynamodb_unexpected_errors"
+RETRIES: Final = "dynamodb_retries"
+CONTENTION_EXHAUSTED: Final = "contention_exhausted"
+#: Group commits (wallet.commit_queue): transactions that carried more than one request, the
+#: requests they carried, and those DynamoDB cancelled (their requests were written again alone).
+GROUP_COMMITS: Final = "group_commits"
+GROUPED_REQUESTS: Final = "grouped_requests"
+GROUP_SPLITS: Final = "group_splits"
+#: Whole-group writes again after DynamoDB cancelled a group only for ``TransactionConflict``
+#: (another process's transaction on one of its wallets), instead of splitting it.
+GROUP_CONFLICT_RETRIES: Final = "group_conflict_retries"
+#: Answers by kind: 429 (any cause), 429 of admission control alone (the process had its bound of
+#: requests in flight; DynamoDB was not called), and 5xx.
+THROTTLED: Final = "requests_throttled"
+SHED: Final = "requests_shed"
+SERVER_ERRORS: Final = "requests_server_errors"
+
+#: Every counter, in the order ``GET /metrics`` lists them, with the CloudWatch metric it is
+#: published as (namespace ``walletlake``, dimension ``service=wallet-api``, unit Count; each
+#: line carries what was counted since the previous one, so a metric's Sum is the fleet's count).
+PUBLISHED: Final[dict[str, str]] = {
+    SUCCEEDED: "RequestsSucceeded",
+    FAILED: "RequestsFailed",
+    THROTTLED: "RequestsThrottled",
+    SHED: "RequestsShed",
+    SERVER_ERRORS: "RequestsServerErrors",
+    REPLAYS: "IdempotentReplays",
+    CLOCK_RETRIES: "DynamoDBClockRetries",
+    TRANSACTION_CONFLICTS: "DynamoDBTransactionConflicts",
+    THROTTLES: "DynamoDBThrottles",
+    INTERNAL_ERRORS: "DynamoDBInternalErrors",
+    NETWORK_ERRORS: "DynamoDBNetworkErrors",
+    UNEXPECTED_ERRORS: "DynamoDBUnexpectedErrors",
+    RETRIES: "DynamoDBRetries",
+    CONTENTION_EXHAUSTED: "ContentionExhausted",
+    GROUP_COMMITS: "GroupCommits",
+    GROUPED_REQUESTS: "GroupedRequests",
+    GROUP_SPLITS: "GroupSplits",
+    GROUP_CONFLICT_RETRIES: "GroupConflictRetries",
+}
