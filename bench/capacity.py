@@ -460,10 +460,10 @@ def measure_consumer(records: int, events: int) -> tuple[float, float]:
     # The decode → Parquet → PUT loop without a catalog: the Iceberg landing encodes the same rows
     # (plus a landing record of a few hundred bytes), so its CPU per record is this one's.
     settings = Settings(lake_format="parquet")
-    process_batch(batches[0], settings, s3_client=_CountingS3())  # type: ignore[arg-type]  # warm-up
+    process_batch(batches[0], settings, s3=_CountingS3())  # type: ignore[arg-type]  # warm-up
     started = time.process_time()
     for batch in batches:
-        process_batch(batch, settings, s3_client=_CountingS3())  # type: ignore[arg-type]
+        process_batch(batch, settings, s3=_CountingS3())  # type: ignore[arg-type]
     cpu = time.process_time() - started
     return cpu * 1e6 / (records * events), json_bytes
 

@@ -174,14 +174,14 @@ def run(settings: Settings, fraction: float, commit_seconds: int, memory: Memory
     before = day_files(settings)
     catalog = open_catalog(settings)
     with product.step("nightly: compact the ledger's day (one atomic rewrite)", memory):
-        compaction = compact_day(settings, catalog, "ledger", DAY, client=client)
+        compaction = compact_day(settings, catalog, "ledger", DAY, s3=client)
     with product.step("nightly: the ledger's snapshot expiry and orphan removal", memory):
         expiry = expire_snapshots(settings, catalog, "ledger")
-        orphans = remove_orphan_files(settings, catalog, "ledger", client=client)
+        orphans = remove_orphan_files(settings, catalog, "ledger", s3=client)
     with product.step("nightly: maintain the other Iceberg tables (wallets, quarantine)", memory):
         for name in STREAM_TABLES:
             if name != "ledger":
-                maintain(settings, catalog, name, DAY, client=client)
+                maintain(settings, catalog, name, DAY, s3=client)
     with product.step("nightly: reconcile the day (DuckDB over iceberg_scan)", memory):
         verdict = reconcile(settings, DAY, now=NOW)
     after = day_files(settings)

@@ -152,9 +152,19 @@ def choose(
     return chosen, skipped, through
 
 
+def commit_now(settings: Settings) -> CommitReport:
+    """One committer cycle with clients of its own, for a command whose landing must be queryable
+    when it returns (``walletlake consume``, ``walletlake replay``, the demo)."""
+    import boto3
+
+    from lake.iceberg_catalog import open_catalog
+
+    return commit_landed(settings, boto3.client("s3", region_name=settings.region), open_catalog(settings))
+
+
 def commit_landed(
     settings: Settings,
-    client: S3Client,
+    s3: S3Client,
     catalog: Catalog,
     *,
     tables: Iterable[str] = tuple(STREAM_TABLES),
@@ -178,12 +188,12 @@ def commit_landed(
     full = now % FULL_LISTING_EVERY_SECONDS < 2 * settings.commit_interval_seconds
     sources = [
         source
-        for source in list_sources(client, settings.bucket, settings.lake_prefix)
+        for source in list_sources(s3, settings.bucket, settings.lake_prefix)
         if full or not _quiet(source, positions, now)
     ]
-    records = _new_records(settings, client, sources, _floor(sources, positions))
+    records = _new_records(settings, s3, sources, _floor(sources, positions))
     results = [_commit_table(settings, catalog, name, records, clock) for name in names]
-    deleted = tidy_log(settings, client, catalog, tables=names, clock=clock) if tidy else 0
+    deleted = tidy_log(settings, s3, catalog, tables=names, clock=clock) if tidy else 0
     report = CommitReport(tables=tuple(results), records_deleted=deleted, seconds=time.monotonic() - started)
     _logger.info("commit %s", json.dumps(report.as_dict()))
     return report
@@ -278,19 +288,19 @@ def _commit_once(table: Table, *, files_paths: list[str], progress_text: str) ->
 
 
 def _new_records(
-    settings: Settings, client: S3Client, sources: list[str], floor: Mapping[str, int | None]
+    settings: Settings, s3: S3Client, sources: list[str], floor: Mapping[str, int | None]
 ) -> list[LandingRecord]:
     keys = [
         key
         for source in sources
-        for key in keys_after(client, settings.bucket, settings.lake_prefix, source, floor[source])
+        for key in keys_after(s3, settings.bucket, settings.lake_prefix, source, floor[source])
     ]
-    return read_records(client, settings.bucket, keys)
+    return read_records(s3, settings.bucket, keys)
 
 
 def tidy_log(
     settings: Settings,
-    client: S3Client,
+    s3: S3Client,
     catalog: Catalog,
     *,
     tables: Iterable[str] = tuple(STREAM_TABLES),
@@ -309,21 +319,21 @@ def tidy_log(
         read_progress(catalog.load_table(identifier(settings.glue_database, name))) for name in tables
     ]
     doomed: list[str] = []
-    for key, modified in iter_modified(client, settings.bucket, log_prefix(settings.lake_prefix)):
+    for key, modified in iter_modified(s3, settings.bucket, log_prefix(settings.lake_prefix)):
         source = key[len(log_prefix(settings.lake_prefix)) :].rsplit("/", 1)[0]
         _first, last = range_of_key(key)
         committed = all(source in progress and int(progress[source][0]) >= last for progress in positions)
         if committed and now - modified > RECORD_RETENTION_SECONDS:
             doomed.append(key)
     if doomed:
-        delete_keys(client, settings.bucket, doomed)
+        delete_keys(s3, settings.bucket, doomed)
         _logger.info("deleted %d landing records past retention", len(doomed))
     return len(doomed)
 
 
-def iter_modified(client: S3Client, bucket: str, prefix: str) -> Iterable[tuple[str, float]]:
+def iter_modified(s3: S3Client, bucket: str, prefix: str) -> Iterable[tuple[str, float]]:
     """``(key, last modified epoch s)`` of the records under ``prefix``."""
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         for item in page.get("Contents", []):
             if item["Key"].endswith(".json"):
                 yield item["Key"], item["LastModified"].timestamp()

@@ -50,7 +50,7 @@ class Lease:
 
 
 def acquire(
-    client: DynamoDBClient,
+    dynamodb: DynamoDBClient,
     table: str,
     *,
     owner: str,
@@ -64,7 +64,7 @@ def acquire(
     now_s = int(now.timestamp())
     expires = now_s + ttl_seconds
     try:
-        client.put_item(
+        dynamodb.put_item(
             TableName=table,
             Item={
                 LEASE_KEY: {"S": name},
@@ -87,10 +87,10 @@ def acquire(
     return Lease(name=name, owner=owner, expires_at=expires)
 
 
-def release(client: DynamoDBClient, table: str, *, owner: str, name: str = COMPACTION_LEASE) -> bool:
+def release(dynamodb: DynamoDBClient, table: str, *, owner: str, name: str = COMPACTION_LEASE) -> bool:
     """Give the lease back; False when ``owner`` no longer held it (expired and taken, or gone)."""
     try:
-        client.delete_item(
+        dynamodb.delete_item(
             TableName=table,
             Key={LEASE_KEY: {"S": name}},
             ConditionExpression="#o = :owner",

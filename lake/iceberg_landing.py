@@ -68,7 +68,7 @@ def table_locations(settings: Settings) -> Mapping[str, str]:
 
 
 def land_batch(
-    client: S3Client,
+    s3: S3Client,
     settings: Settings,
     records: Sequence[Mapping[str, Any]],
     decode: Callable[[Sequence[Mapping[str, Any]]], Mapping[str, pa.Table]],
@@ -85,12 +85,12 @@ def land_batch(
     :class:`lake.writer.LandingWriteError` is raised: no record is written, so the committer never
     sees the batch, and its retry lands it again.
     """
-    ranges = landed_ranges(client, settings.bucket, settings.lake_prefix, event_source_arn, shard)
+    ranges = landed_ranges(s3, settings.bucket, settings.lake_prefix, event_source_arn, shard)
     pending = uncovered_from(records, ranges)
     if not pending:
         return Landed(record=None, skipped_records=len(records))
     record = land_rows(
-        client,
+        s3,
         settings,
         decode(pending),
         event_source_arn=event_source_arn,
@@ -104,7 +104,7 @@ def land_batch(
 
 
 def land_rows(
-    client: S3Client,
+    s3: S3Client,
     settings: Settings,
     tables: Mapping[str, pa.Table],
     *,
@@ -132,9 +132,9 @@ def land_rows(
             path = f"{where[name]}/data/dt={day}/{label}-{uuid.uuid4().hex[:12]}.parquet"
             bucket, key = split_bucket_key(path)
             try:
-                size = put_table(client, bucket, key, to_iceberg_rows(name, part, day), text_statistics=True)
+                size = put_table(s3, bucket, key, to_iceberg_rows(name, part, day), text_statistics=True)
             except Exception as error:
-                _remove(client, written)
+                _remove(s3, written)
                 raise LandingWriteError(
                     f"could not write {path} ({len(written)} files removed): {error}"
                 ) from error
@@ -148,9 +148,9 @@ def land_rows(
         landed_at=clock(),
     )
     try:
-        put_record(client, settings.bucket, settings.lake_prefix, event_source_arn, record)
+        put_record(s3, settings.bucket, settings.lake_prefix, event_source_arn, record)
     except Exception as error:
-        _remove(client, written)
+        _remove(s3, written)
         raise LandingWriteError(f"could not write the landing record of {label}: {error}") from error
     return record
 
@@ -162,11 +162,11 @@ def _by_day(rows: pa.Table, column: str) -> dict[tuple[str, int], pa.Table]:
     return {(day, 0): pa.concat_tables(parts) for day, parts in by_day.items()}
 
 
-def _remove(client: S3Client, written: list[LandedFile]) -> None:
+def _remove(s3: S3Client, written: list[LandedFile]) -> None:
     for file in written:
         bucket, key = split_bucket_key(file.path)
         try:
-            delete_keys(client, bucket, [key])
+            delete_keys(s3, bucket, [key])
         except Exception:
             _logger.warning(
                 "could not remove %s of a failed batch; orphan removal will", file.path, exc_info=True

@@ -175,7 +175,7 @@ def compact_day(
     *,
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
     attempts: int = DEFAULT_ATTEMPTS,
-    client: S3Client | None = None,
+    s3: S3Client | None = None,
     before_commit: BeforeCommit | None = None,
 ) -> CompactionResult:
     """Rewrite one ``dt`` partition into files of at most ``target_file_bytes``, sorted across the day.
@@ -192,13 +192,13 @@ def compact_day(
 
     day_text = day.isoformat() if isinstance(day, dt.date) else day
     ident = identifier(settings.glue_database, table)
-    client = client or boto3.client("s3", region_name=settings.region)
+    s3 = s3 or boto3.client("s3", region_name=settings.region)
     current = catalog.load_table(ident)
     tasks = plan_day(_day_tasks(current, day_text), target_file_bytes)
     if not tasks:
         return _logged(CompactionResult(table, day_text, "nothing to compact"))
     inputs = [task.file for task in tasks]
-    outputs = _rewrite_day(client, current, table, day_text, inputs, target_file_bytes)
+    outputs = _rewrite_day(s3, current, table, day_text, inputs, target_file_bytes)
     paths_out = tuple(file.file_path for file in outputs)
     result = CompactionResult(
         table,
@@ -213,7 +213,7 @@ def compact_day(
     )
     rows_in = sum(file.record_count for file in inputs)
     if result.rows != rows_in:  # the rewrite must hold exactly the rows it read
-        _delete_paths(client, paths_out)
+        _delete_paths(s3, paths_out)
         raise RuntimeError(f"{table} dt={day_text}: compaction read {rows_in} rows but wrote {result.rows}")
     summary = {
         OPERATION_PROPERTY: COMPACTION,
@@ -231,7 +231,7 @@ def compact_day(
             return _logged(dataclasses.replace(result, attempts=attempt, snapshot_id=_snapshot_id(current)))
         gone = [path for path in wanted if path not in live]
         if gone:
-            _delete_paths(client, paths_out)
+            _delete_paths(s3, paths_out)
             _logger.warning(
                 "compaction of %s dt=%s abandoned: %d of its inputs were removed meanwhile (e.g. %s)",
                 table,
@@ -293,7 +293,7 @@ def _live_files(table: Table, day: str) -> dict[str, DataFile]:
 
 
 def _rewrite_day(
-    client: S3Client,
+    s3: S3Client,
     table: Table,
     name: str,
     day: str,
@@ -314,12 +314,12 @@ def _rewrite_day(
     def put(file_name: str, body: bytes) -> None:
         path = folder + file_name
         bucket, key = split_bucket_key(path)
-        client.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/vnd.apache.parquet")
+        s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/vnd.apache.parquet")
         metadata = pq.read_metadata(pa.BufferReader(body))
         described.append(partitioned_data_file(table, path, day, len(body), metadata))
 
     with tempfile.TemporaryDirectory(prefix="walletlake-iceberg-compaction-") as scratch:
-        local = _download(client, [file.file_path for file in inputs], Path(scratch))
+        local = _download(s3, [file.file_path for file in inputs], Path(scratch))
         try:
             done = compact_files(
                 name,
@@ -332,10 +332,10 @@ def _rewrite_day(
                 scratch=Path(scratch),
             )
         except Exception:
-            _delete_paths(client, [file.file_path for file in described])
+            _delete_paths(s3, [file.file_path for file in described])
             raise
     if done.duplicates_dropped:
-        _delete_paths(client, [file.file_path for file in described])
+        _delete_paths(s3, [file.file_path for file in described])
         raise RuntimeError(
             f"{name} dt={day} holds {done.duplicates_dropped} copies of entries: not compacted, so that "
             "reconciliation reports them (docs/operations.md, section 3)"
@@ -343,14 +343,14 @@ def _rewrite_day(
     return described
 
 
-def _download(client: S3Client, paths: Sequence[str], folder: Path) -> list[str]:
+def _download(s3: S3Client, paths: Sequence[str], folder: Path) -> list[str]:
     from lake.iceberg_landing import split_bucket_key
 
     def fetch(indexed: tuple[int, str]) -> str:
         index, path = indexed
         bucket, key = split_bucket_key(path)
         target = folder / f"input-{index:06d}.parquet"
-        client.download_file(bucket, key, str(target))
+        s3.download_file(bucket, key, str(target))
         return str(target)
 
     with ThreadPoolExecutor(max_workers=_READERS) as pool:
@@ -376,12 +376,12 @@ def _snapshot_id(table: Table) -> int | None:
     return snapshot.snapshot_id if snapshot is not None else None
 
 
-def _delete_paths(client: S3Client, paths: Iterable[str]) -> None:
+def _delete_paths(s3: S3Client, paths: Iterable[str]) -> None:
     from lake.iceberg_landing import split_bucket_key
 
     for path in paths:
         bucket, key = split_bucket_key(path)
-        delete_keys(client, bucket, [key])
+        delete_keys(s3, bucket, [key])
 
 
 def _logged(result: CompactionResult) -> CompactionResult:
@@ -439,7 +439,7 @@ def remove_orphan_files(
     table: str,
     older_than_seconds: float = DEFAULT_ORPHAN_AGE_SECONDS,
     *,
-    client: S3Client | None = None,
+    s3: S3Client | None = None,
     clock: Callable[[], float] = time.time,
 ) -> OrphanResult:
     """Delete files under the table's ``data/`` that no snapshot references, no landing record
@@ -452,15 +452,15 @@ def remove_orphan_files(
     """
     from lake.iceberg_landing import split_bucket_key
 
-    client = client or boto3.client("s3", region_name=settings.region)
-    landed = landed_paths(client, settings)
+    s3 = s3 or boto3.client("s3", region_name=settings.region)
+    landed = landed_paths(s3, settings)
     current = catalog.load_table(identifier(settings.glue_database, table))
     referenced = referenced_paths(current)
     bucket, prefix = split_bucket_key(f"{current.location().rstrip('/')}/data/")
     cutoff = clock() - older_than_seconds
     doomed: list[str] = []
     counts = {"referenced": 0, "landed": 0, "young": 0}
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         for item in page.get("Contents", []):
             path = f"s3://{bucket}/{item['Key']}"
             if path in referenced:
@@ -472,7 +472,7 @@ def remove_orphan_files(
             else:
                 doomed.append(item["Key"])
     if doomed:
-        delete_keys(client, bucket, doomed)
+        delete_keys(s3, bucket, doomed)
     result = OrphanResult(table, tuple(f"s3://{bucket}/{key}" for key in doomed), **counts)
     _logger.info("orphans %s", json.dumps(result.as_dict()))
     return result
@@ -496,9 +496,9 @@ def referenced_paths(table: Table) -> set[str]:
         return {path for paths in entries for path in paths}
 
 
-def landed_paths(client: S3Client, settings: Settings) -> set[str]:
+def landed_paths(s3: S3Client, settings: Settings) -> set[str]:
     """Every file a landing record in the log names (of any table): landed, maybe not committed."""
-    records = read_records(client, settings.bucket, all_keys(client, settings.bucket, settings.lake_prefix))
+    records = read_records(s3, settings.bucket, all_keys(s3, settings.bucket, settings.lake_prefix))
     return {file.path for record in records for file in record.files}
 
 
@@ -512,17 +512,15 @@ def maintain(
     snapshot_age_seconds: float = DEFAULT_SNAPSHOT_AGE_SECONDS,
     retain_last: int = DEFAULT_RETAIN_LAST,
     orphan_age_seconds: float = DEFAULT_ORPHAN_AGE_SECONDS,
-    client: S3Client | None = None,
+    s3: S3Client | None = None,
     clock: Callable[[], float] = time.time,
 ) -> MaintenanceReport:
     """Compact a day, then expire snapshots, then remove orphans: in this order, the inputs the
     compaction replaced leave the table once the snapshots that held them have expired."""
-    client = client or boto3.client("s3", region_name=settings.region)
-    compaction = compact_day(
-        settings, catalog, table, day, target_file_bytes=target_file_bytes, client=client
-    )
+    s3 = s3 or boto3.client("s3", region_name=settings.region)
+    compaction = compact_day(settings, catalog, table, day, target_file_bytes=target_file_bytes, s3=s3)
     expiry = expire_snapshots(settings, catalog, table, snapshot_age_seconds, retain_last, clock=clock)
-    orphans = remove_orphan_files(settings, catalog, table, orphan_age_seconds, client=client, clock=clock)
+    orphans = remove_orphan_files(settings, catalog, table, orphan_age_seconds, s3=s3, clock=clock)
     report = MaintenanceReport(compaction, expiry, orphans)
     _logger.info("maintenance %s", json.dumps(report.as_dict()))
     return report

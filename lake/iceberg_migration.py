@@ -204,7 +204,7 @@ class _TablePlan:
 def migrate(
     settings: Settings,
     catalog: Catalog,
-    s3_client: S3Client,
+    s3: S3Client,
     *,
     tables: Sequence[str] = tuple(STREAM_TABLES),
     dry_run: bool = False,
@@ -226,7 +226,7 @@ def migrate(
     plans: dict[str, _TablePlan] = {}
     for name in tables:
         table = catalog.load_table(identifier(settings.glue_database, name))
-        plans[name] = _plan_table(settings, s3_client, table, name, include_days, refusals, say, dry_run)
+        plans[name] = _plan_table(settings, s3, table, name, include_days, refusals, say, dry_run)
     if refusals:
         raise MigrationRefusedError(refusals)
     done: dict[str, TableMigration] = {}
@@ -292,7 +292,7 @@ def _normalized(kind: pa.DataType) -> pa.DataType:
 
 def _plan_table(
     settings: Settings,
-    client: S3Client,
+    s3: S3Client,
     table: Table,
     name: str,
     include_days: Collection[dt.date],
@@ -307,14 +307,14 @@ def _plan_table(
         )
         return _TablePlan(table, [], {})
     registered = registered_files(table)
-    by_day = _plain_objects(settings, client, name)
+    by_day = _plain_objects(settings, s3, name)
     plan = _TablePlan(table, [], {})
     for day, found in sorted(by_day.items()):
         day_plan = _plan_day(settings, name, day, found, registered, include_days, refusals)
         if day_plan is None:
             continue
         if day_plan.state == "register":
-            files, problems = _data_files(settings, client, table, name, day, found, day_plan.paths)
+            files, problems = _data_files(settings, s3, table, name, day, found, day_plan.paths)
             if problems:
                 refusals.extend(problems)
                 continue
@@ -325,10 +325,10 @@ def _plan_table(
     return plan
 
 
-def _plain_objects(settings: Settings, client: S3Client, name: str) -> dict[dt.date, dict[str, int]]:
+def _plain_objects(settings: Settings, s3: S3Client, name: str) -> dict[dt.date, dict[str, int]]:
     """``{day: {key: size}}`` of the table's Parquet objects directly inside a ``dt=`` partition."""
     found: dict[dt.date, dict[str, int]] = defaultdict(dict)
-    for key, size in objects.iter_objects(client, settings.bucket, table_prefix(settings.lake_prefix, name)):
+    for key, size in objects.iter_objects(s3, settings.bucket, table_prefix(settings.lake_prefix, name)):
         day = partition_day(key)
         if day is None or not key.endswith(PARQUET_SUFFIX):
             continue
@@ -413,7 +413,7 @@ def _uncompacted(name: str, day: dt.date, names: Iterable[str]) -> str | None:
 
 def _data_files(
     settings: Settings,
-    client: S3Client,
+    s3: S3Client,
     table: Table,
     name: str,
     day: dt.date,
@@ -424,7 +424,7 @@ def _data_files(
     prefix = f"s3://{settings.bucket}/"
 
     def footer(path: str) -> pq.FileMetaData:
-        return read_footer(client, settings.bucket, path.removeprefix(prefix))
+        return read_footer(s3, settings.bucket, path.removeprefix(prefix))
 
     with ThreadPoolExecutor(max_workers=_FOOTER_READERS) as pool:
         footers = dict(zip(paths, pool.map(footer, paths), strict=True))

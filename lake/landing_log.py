@@ -165,33 +165,33 @@ def sequence_number(record: Mapping[str, Any]) -> int:
 
 
 def landed_ranges(
-    client: S3Client, bucket: str, lake_prefix: str, event_source_arn: str, shard: str
+    s3: S3Client, bucket: str, lake_prefix: str, event_source_arn: str, shard: str
 ) -> list[tuple[int, int]]:
     """The ranges one shard's landing records cover (one LIST; records older than the stream's
     24-hour retention are deleted by the committer, so a shard has at most a day of them)."""
     prefix = shard_prefix(lake_prefix, event_source_arn, shard)
-    return [range_of_key(key) for key, _ in iter_objects(client, bucket, prefix) if key.endswith(".json")]
+    return [range_of_key(key) for key, _ in iter_objects(s3, bucket, prefix) if key.endswith(".json")]
 
 
 def put_record(
-    client: S3Client, bucket: str, lake_prefix: str, event_source_arn: str, record: LandingRecord
+    s3: S3Client, bucket: str, lake_prefix: str, event_source_arn: str, record: LandingRecord
 ) -> bool:
     """Write a batch's record (never replacing one); False when the same range was already recorded."""
     key = record_key(lake_prefix, event_source_arn, record.shard, record.first, record.last)
-    return put_if_absent(client, bucket, key, record.to_json(), content_type="application/json")
+    return put_if_absent(s3, bucket, key, record.to_json(), content_type="application/json")
 
 
-def list_sources(client: S3Client, bucket: str, lake_prefix: str) -> list[str]:
+def list_sources(s3: S3Client, bucket: str, lake_prefix: str) -> list[str]:
     """Every ``stream/shard`` with records, from two levels of delimited listing (keys never read)."""
     root = log_prefix(lake_prefix)
     sources: list[str] = []
-    for stream_folder in _folders(client, bucket, root):
-        for shard_folder in _folders(client, bucket, stream_folder):
+    for stream_folder in _folders(s3, bucket, root):
+        for shard_folder in _folders(s3, bucket, stream_folder):
             sources.append(shard_folder[len(root) :].rstrip("/"))
     return sources
 
 
-def keys_after(client: S3Client, bucket: str, lake_prefix: str, source: str, after: int | None) -> list[str]:
+def keys_after(s3: S3Client, bucket: str, lake_prefix: str, source: str, after: int | None) -> list[str]:
     """Keys of one ``stream/shard``'s records that start after sequence number ``after`` (all if None).
 
     One LIST that starts past the committed part, so its cost does not grow with the day.
@@ -201,31 +201,31 @@ def keys_after(client: S3Client, bucket: str, lake_prefix: str, source: str, aft
     if after is not None:
         kwargs["StartAfter"] = f"{prefix}{after:0>{_WIDTH}}-{'9' * _WIDTH}.json"
     keys: list[str] = []
-    for page in client.get_paginator("list_objects_v2").paginate(**kwargs):
+    for page in s3.get_paginator("list_objects_v2").paginate(**kwargs):
         keys.extend(item["Key"] for item in page.get("Contents", []) if item["Key"].endswith(".json"))
     return keys
 
 
-def read_record(client: S3Client, bucket: str, key: str) -> LandingRecord:
+def read_record(s3: S3Client, bucket: str, key: str) -> LandingRecord:
     """One landing record."""
-    return LandingRecord.from_json(client.get_object(Bucket=bucket, Key=key)["Body"].read(), key)
+    return LandingRecord.from_json(s3.get_object(Bucket=bucket, Key=key)["Body"].read(), key)
 
 
-def read_records(client: S3Client, bucket: str, keys: Sequence[str]) -> list[LandingRecord]:
+def read_records(s3: S3Client, bucket: str, keys: Sequence[str]) -> list[LandingRecord]:
     """Landing records, read in parallel (one GET each; records are a few hundred bytes)."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=16) as pool:
-        return list(pool.map(lambda key: read_record(client, bucket, key), keys))
+        return list(pool.map(lambda key: read_record(s3, bucket, key), keys))
 
 
-def all_keys(client: S3Client, bucket: str, lake_prefix: str) -> list[str]:
+def all_keys(s3: S3Client, bucket: str, lake_prefix: str) -> list[str]:
     """Every landing record's key (the whole log: for hourly and nightly tidying, not per commit)."""
-    return [key for key, _ in iter_objects(client, bucket, log_prefix(lake_prefix)) if key.endswith(".json")]
+    return [key for key, _ in iter_objects(s3, bucket, log_prefix(lake_prefix)) if key.endswith(".json")]
 
 
-def _folders(client: S3Client, bucket: str, prefix: str) -> list[str]:
+def _folders(s3: S3Client, bucket: str, prefix: str) -> list[str]:
     folders: list[str] = []
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, Delimiter="/"):
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, Delimiter="/"):
         folders.extend(item["Prefix"] for item in page.get("CommonPrefixes", []))
     return folders

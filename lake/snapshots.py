@@ -211,7 +211,7 @@ class SnapshotSegment:
     """One segment of a snapshot: a unit of work that writes exactly one object.
 
     The local :func:`take_snapshot` runs every segment on a thread; in AWS a Step Functions Map
-    runs each as its own Lambda invocation (``walletlake.nightly_steps.snapshot_segment_handler``),
+    runs each as its own Lambda invocation (``walletlake.handlers.nightly.snapshot_segment_handler``),
     so the table's size is split over as many 15-minute functions as the plan asks for. A segment
     rerun rewrites its own object (the key depends on the plan, not on the run), so a retry
     neither loses nor doubles wallets.
@@ -293,7 +293,7 @@ def snapshot_segment(
 
 
 def _scan_segment(
-    client: DynamoDBClient,
+    dynamodb: DynamoDBClient,
     table_name: str,
     segment: int,
     segments: int,
@@ -324,7 +324,7 @@ def _scan_segment(
         "ConsistentRead": False,
     }
     while True:
-        page = client.scan(**request)
+        page = dynamodb.scan(**request)
         spent = float(page.get("ConsumedCapacity", {}).get("CapacityUnits", 0.0))
         units += spent
         if budget is not None and spent:
@@ -362,26 +362,26 @@ def _scan_segment(
     return table.take(pc.sort_indices(table, [("wallet_id", "ascending")])), units, skipped
 
 
-def latest_snapshot(client: S3Client, settings: Settings, *, not_before: dt.date) -> SnapshotRef | None:
+def latest_snapshot(s3: S3Client, settings: Settings, *, not_before: dt.date) -> SnapshotRef | None:
     """The most recent complete snapshot whose day is ``not_before`` or later, if any."""
-    complete = complete_snapshots(client, settings, not_before=not_before)
+    complete = complete_snapshots(s3, settings, not_before=not_before)
     return complete[-1] if complete else None
 
 
-def snapshot_taken_at(client: S3Client, settings: Settings, at: dt.datetime) -> SnapshotRef | None:
+def snapshot_taken_at(s3: S3Client, settings: Settings, at: dt.datetime) -> SnapshotRef | None:
     """The complete snapshot taken at ``at`` (what a recorded reconciliation compared with), if any."""
-    for snapshot in complete_snapshots(client, settings, not_before=at.astimezone(dt.UTC).date()):
+    for snapshot in complete_snapshots(s3, settings, not_before=at.astimezone(dt.UTC).date()):
         if snapshot.snapshot_at == _to_ms(at):
             return snapshot
     return None
 
 
-def complete_snapshots(client: S3Client, settings: Settings, *, not_before: dt.date) -> list[SnapshotRef]:
+def complete_snapshots(s3: S3Client, settings: Settings, *, not_before: dt.date) -> list[SnapshotRef]:
     """Every complete snapshot whose day is ``not_before`` or later, oldest first."""
     prefix = table_prefix(settings.lake_prefix, TABLE)
     start_after = partition_prefix(settings.lake_prefix, TABLE, not_before - dt.timedelta(days=1)) + "~"
     found: dict[tuple[str, int], dict[int, str]] = {}
-    paginator = client.get_paginator("list_objects_v2")
+    paginator = s3.get_paginator("list_objects_v2")
     for page in paginator.paginate(Bucket=settings.bucket, Prefix=prefix, StartAfter=start_after):
         for item in page.get("Contents", []):
             key = item["Key"]

@@ -72,7 +72,7 @@ def split_by_slot(table: pa.Table, column: str) -> dict[tuple[dt.date, int], pa.
 
 
 def write_landing(
-    client: S3Client,
+    s3: S3Client,
     bucket: str,
     lake_prefix: str,
     tables: Mapping[str, pa.Table],
@@ -96,9 +96,9 @@ def write_landing(
     for name, day, slot, part in planned:
         key = landing_key(lake_prefix, name, day, event_source_arn, first_sequence_number, slot)
         try:
-            size = put_table(client, bucket, key, part, text_statistics=False)  # arrival order
+            size = put_table(s3, bucket, key, part, text_statistics=False)  # arrival order
         except Exception as error:
-            _remove_partial(client, bucket, [done.key for done in written])
+            _remove_partial(s3, bucket, [done.key for done in written])
             raise LandingWriteError(
                 f"could not write s3://{bucket}/{key} ({len(written)} of {len(planned)} objects written, "
                 f"then removed): {error}"
@@ -107,11 +107,11 @@ def write_landing(
     return written
 
 
-def _remove_partial(client: S3Client, bucket: str, keys: list[str]) -> None:
+def _remove_partial(s3: S3Client, bucket: str, keys: list[str]) -> None:
     if not keys:
         return
     try:
-        delete_keys(client, bucket, keys)
+        delete_keys(s3, bucket, keys)
     except Exception:
         _logger.warning(
             "could not remove %d objects of a failed batch (%s); the batch's retry overwrites them",

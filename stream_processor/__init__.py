@@ -6,7 +6,7 @@ Where things are:
 - :mod:`stream_processor.decoder` — records → lake rows (pure; the record kinds' dispatch table);
 - :mod:`stream_processor.columns` — column lists → validated Arrow tables, double entry;
 - :mod:`stream_processor.batch` — decode → write Parquet → report, shared by the two callers;
-- :mod:`stream_processor.handler` — the Lambda handler (Powertools logs and EMF metrics);
+- :mod:`walletlake.handlers.stream` — the Lambda handler (Powertools logs and EMF metrics);
 - :mod:`stream_processor.consumer` — the local poller with per-shard checkpoints;
 - :mod:`stream_processor.lambda_records` — Lambda's record shape, and DynamoDB Local's differences;
 - :mod:`stream_processor.checkpoint_table`, :mod:`stream_processor.checkpoints` — checkpoint storage;

@@ -77,11 +77,11 @@ class BatchProcessor:
         self,
         settings: Settings,
         *,
-        s3_client: S3Client | None = None,
+        s3: S3Client | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
-        self._s3 = s3_client
+        self._s3 = s3
         self._clock = clock
 
     @property
@@ -187,7 +187,7 @@ def process_batch(
     records: Sequence[Mapping[str, Any]],
     settings: Settings,
     *,
-    s3_client: S3Client | None = None,
+    s3: S3Client | None = None,
     clock: Callable[[], float] = time.time,
     shard: str | None = None,
 ) -> BatchOutcome:
@@ -200,7 +200,7 @@ def process_batch(
     >>> outcome = process_batch(event["Records"], Settings.from_env())  # doctest: +SKIP
     >>> outcome.ledger_rows, outcome.keys  # doctest: +SKIP
     """
-    return BatchProcessor(settings, s3_client=s3_client, clock=clock).process(records, shard=shard)
+    return BatchProcessor(settings, s3=s3, clock=clock).process(records, shard=shard)
 
 
 def _outcome(

@@ -38,8 +38,8 @@ class Checkpoint:
 class CheckpointStore:
     """Checkpoints of one consumer in the table named by ``Settings.checkpoint_table``."""
 
-    def __init__(self, client: DynamoDBClient, table: str) -> None:
-        self._client = client
+    def __init__(self, dynamodb: DynamoDBClient, table: str) -> None:
+        self._client = dynamodb
         self.table = table
 
     def load(self, stream_arn: str, shard_id: str) -> Checkpoint:

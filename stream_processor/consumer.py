@@ -1,6 +1,6 @@
 """The local stream consumer: the table's DynamoDB stream → the lake, with per-shard checkpoints.
 
-On AWS, Lambda polls the stream and calls :func:`stream_processor.handler.lambda_handler`. On one
+On AWS, Lambda polls the stream and calls :func:`walletlake.handlers.stream.handler`. On one
 machine (and for operators replaying a stream) :func:`drain` does Lambda's part: it reads every
 shard through the ``dynamodbstreams`` API, reshapes the records exactly as Lambda would deliver them
 (:func:`stream_processor.lambda_records.lambda_record`, which also absorbs DynamoDB Local's
@@ -292,7 +292,7 @@ class _ShardBatchProcessor(BatchProcessor):
     """The shared batch loop with the poller's checkpoint protocol around the write."""
 
     def __init__(self, reader: _ShardReader) -> None:
-        super().__init__(reader.consumer.settings, s3_client=reader.consumer.s3)
+        super().__init__(reader.consumer.settings, s3=reader.consumer.s3)
         self.reader = reader
         self._through = ""
 

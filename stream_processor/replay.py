@@ -151,7 +151,7 @@ def replay_quarantine(
     *,
     days: Sequence[dt.date] | None = None,
     dry_run: bool = False,
-    s3_client: S3Client | None = None,
+    s3: S3Client | None = None,
     clock: Callable[[], float] = time.time,
 ) -> ReplayReport:
     """Decode every quarantined record again and land those that now decode.
@@ -163,7 +163,7 @@ def replay_quarantine(
     dry_run:
         Decode and count, write and delete nothing.
     """
-    s3 = s3_client or _client("s3", settings)
+    s3 = s3 or _client("s3", settings)
     if settings.lake_format == "iceberg":
         return _replay_iceberg_quarantine(settings, s3, days=days, dry_run=dry_run, clock=clock)
     report = ReplayReport(source="quarantine", dry_run=dry_run)
@@ -326,7 +326,7 @@ def replay_dead_letters(
     dry_run: bool = False,
     sqs_client: Any = None,
     streams_client: DynamoDBStreamsClient | None = None,
-    s3_client: S3Client | None = None,
+    s3: S3Client | None = None,
     clock: Callable[[], float] = time.time,
     max_messages: int | None = None,
 ) -> ReplayReport:
@@ -354,7 +354,7 @@ def replay_dead_letters(
         if dry_run:
             report.add_decoded(decode_records(records, ingested_at_ms=int(clock() * 1000)))
             continue
-        outcome = process_batch(records, settings, s3_client=s3_client, clock=clock, shard=info.shard_id)
+        outcome = process_batch(records, settings, s3=s3, clock=clock, shard=info.shard_id)
         report.records += outcome.records
         report.ledger_rows += outcome.ledger_rows
         report.wallets += outcome.wallets
@@ -473,7 +473,7 @@ def replay_export(
     export_uri: str,
     *,
     dry_run: bool = False,
-    s3_client: S3Client | None = None,
+    s3: S3Client | None = None,
     clock: Callable[[], float] = time.time,
 ) -> ReplayReport:
     """Land every wallet and every numbered entry of a DynamoDB point-in-time export (DYNAMODB_JSON).
@@ -486,7 +486,7 @@ def replay_export(
     every transaction item of the export in memory: about 1 KB per item (an 8-hour window at the
     seed's full load needs an export per few hours of the gap, or more memory).
     """
-    s3 = s3_client or _client("s3", settings)
+    s3 = s3 or _client("s3", settings)
     bucket, folder = _split_s3_uri(export_uri)
     folder = folder.rstrip("/")
     export_id = folder.rsplit("/", 1)[-1]

@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT / "cdk"))
 from aws_cdk import assertions  # noqa: E402
 from cfnlint.api import lint_file  # noqa: E402
 
+from contracts import lambda_metrics  # noqa: E402
 from contracts.lake_tables import STREAM_TABLES, TABLES  # noqa: E402
 from contracts.settings import Settings  # noqa: E402
 from contracts.wallets_table import WALLETS_TABLE  # noqa: E402
@@ -36,9 +37,6 @@ from walletlake_cdk.assembly import build_app, error_messages  # noqa: E402
 from walletlake_cdk.committer import COMMITTER_HANDLER  # noqa: E402
 from walletlake_cdk.monitoring import (  # noqa: E402
     COMMIT_LAG_MINUTES,
-    CONSUMER_METRICS,
-    CONSUMER_METRICS_NAMESPACE,
-    CONSUMER_SERVICE,
     ITERATOR_AGE_ALARM_FRACTION,
 )
 from walletlake_cdk.nightly import (  # noqa: E402
@@ -941,16 +939,17 @@ def test_dashboard_graphs_the_metrics_the_consumer_publishes(synthesized: Synthe
     # GIVEN the stream consumer's handler module, which publishes its counters with Powertools
     import inspect
 
-    from stream_processor import handler
+    from walletlake.handlers import stream as handler
 
     source = inspect.getsource(handler)
-    # THEN the dashboard reads the same namespace and service, and each metric it graphs exists
-    assert handler.METRICS_NAMESPACE == CONSUMER_METRICS_NAMESPACE
-    assert handler.SERVICE == CONSUMER_SERVICE
-    assert all(f'"{name}"' in source for name in CONSUMER_METRICS)
+    # THEN it publishes under the contract's namespace and service each metric the dashboard graphs
+    assert handler.metrics.namespace == lambda_metrics.NAMESPACE
+    assert handler.metrics.service == lambda_metrics.CONSUMER_SERVICE
+    names = {value: name for name, value in vars(lambda_metrics).items() if isinstance(value, str)}
+    assert all(f"names.{names[metric]}" in source for metric in lambda_metrics.CONSUMER_GRAPHED)
     _, dashboard = synthesized.only("AWS::CloudWatch::Dashboard")
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
-    assert all(name in body for name in CONSUMER_METRICS)
+    assert all(metric in body for metric in lambda_metrics.CONSUMER_GRAPHED)
 
 
 # --- the write path's fleet -----------------------------------------------------------------

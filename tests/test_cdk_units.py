@@ -140,11 +140,11 @@ def test_function_environment_round_trips_through_settings() -> None:
 def test_each_handler_gets_what_its_imports_need_beyond_the_runtime() -> None:
     # GIVEN the deployed handlers
     # WHEN their packages are derived from their import closures
-    api = lambda_code.function_packages("wallet.aws_lambda.handler")
-    unit = lambda_code.function_packages("walletlake.compaction_handlers.unit_handler")
-    classify = lambda_code.function_packages("walletlake.nightly_steps.reconcile_classify_handler")
-    consumer = lambda_code.function_packages("stream_processor.handler.lambda_handler")
-    committer = lambda_code.function_packages("walletlake.commit_handlers.handler")
+    api = lambda_code.function_packages("walletlake.handlers.api.handler")
+    unit = lambda_code.function_packages("walletlake.handlers.compaction.unit_handler")
+    classify = lambda_code.function_packages("walletlake.handlers.nightly.reconcile_classify_handler")
+    consumer = lambda_code.function_packages("walletlake.handlers.stream.handler")
+    committer = lambda_code.function_packages("walletlake.handlers.commit.handler")
     # THEN the API gets what wallet/dynamodb.py imports (the missing httptools and awscrt of the
     # hand-kept list), compaction gets DuckDB, and nothing ships boto3 (the runtime has it)
     assert api.dependencies is not None
@@ -177,7 +177,7 @@ def test_a_new_import_changes_the_handlers_layer(tmp_path: Path) -> None:
     batch = tmp_path / "stream_processor" / "batch.py"
     batch.write_text(batch.read_text() + "\n\ndef _late() -> None:\n    import duckdb  # noqa: F401\n")
     # WHEN the consumer's packages are derived from that copy
-    packages = lambda_code.function_packages("stream_processor.handler.lambda_handler", source_root=tmp_path)
+    packages = lambda_code.function_packages("walletlake.handlers.stream.handler", source_root=tmp_path)
     # THEN the new distribution is in its layer (a function-level import counts)
     assert packages.dependencies is not None
     assert "duckdb" in packages.dependencies.distributions
@@ -188,10 +188,10 @@ def test_an_import_no_distribution_provides_fails_the_synth(tmp_path: Path) -> N
 
     for package in lambda_code.PROJECT_PACKAGES:
         shutil.copytree(ROOT / package, tmp_path / package)
-    handler = tmp_path / "walletlake" / "compaction_handlers.py"
+    handler = tmp_path / "walletlake" / "handlers" / "compaction.py"
     handler.write_text(handler.read_text() + "\nimport not_a_real_package  # noqa: F401,E402\n")
     with pytest.raises(LookupError, match="not_a_real_package"):
-        lambda_code.function_packages("walletlake.compaction_handlers.unit_handler", source_root=tmp_path)
+        lambda_code.function_packages("walletlake.handlers.compaction.unit_handler", source_root=tmp_path)
 
 
 def test_type_checking_imports_are_not_shipped(tmp_path: Path) -> None:
@@ -239,7 +239,7 @@ def test_dependency_layers_come_from_the_cache_without_pip(
         raise AssertionError("pip was run")
 
     monkeypatch.setattr(lambda_code, "pip_install_for_lambda", no_pip)
-    api = lambda_code.function_packages("wallet.aws_lambda.handler").dependencies
+    api = lambda_code.function_packages("walletlake.handlers.api.handler").dependencies
     assert api is not None
     # WHEN the placeholder is asked for THEN it is a layer folder with no packages
     placeholder = lambda_code.dependency_layer_dir(api, "skip", cache_root=tmp_path)
@@ -254,7 +254,7 @@ def test_dependency_pins_never_exceed_the_tested_versions() -> None:
     # GIVEN the API's third-party distributions, installed in this environment
     from importlib.metadata import version
 
-    api = lambda_code.function_packages("wallet.aws_lambda.handler").dependencies
+    api = lambda_code.function_packages("walletlake.handlers.api.handler").dependencies
     assert api is not None
     # THEN the layer installs the tested version, or the newest older one Amazon Linux 2 can load
     assert f"fastapi<={version('fastapi')}" in api.requirements()
@@ -404,24 +404,20 @@ def test_every_unit_handler_the_state_machines_invoke_is_a_project_function(
     assert len(handlers) == 7
     for handler in handlers:
         module_name, _, function_name = handler.rpartition(".")
-        if module_name == "walletlake.compaction_handlers":
-            try:
-                module = importlib.import_module(module_name)
-            except ModuleNotFoundError:
-                continue  # issue 10 part A's module; checked once both halves are merged
-        else:
-            module = importlib.import_module(module_name)
+        module = importlib.import_module(module_name)
         # THEN each names a function Lambda can call with (event, context)
         assert callable(getattr(module, function_name)), handler
     # AND planning the night reads its knobs from the environment the CDK app sets
-    from walletlake import nightly_steps
+    from lambda_context import FakeLambdaContext
+
+    from walletlake.handlers import nightly as nightly_steps
 
     environment = Settings(snapshot_segments=5, snapshot_read_units_per_second=1000).to_env(
         nightly_steps.REQUIRED_VARIABLES
     )
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
-    night = importlib.reload(nightly_steps).plan_night_handler({"date": "2026-11-20"}, None)
+    night = importlib.reload(nightly_steps).plan_night_handler({"date": "2026-11-20"}, FakeLambdaContext())
     assert night["date"] == "2026-11-20"
     assert [item["segment"] for item in night["segments"]] == [0, 1, 2, 3, 4]
     assert {item["max_read_units_per_second"] for item in night["segments"]} == {200.0}

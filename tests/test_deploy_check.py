@@ -119,10 +119,10 @@ def test_every_deployed_function_runs_from_its_files_and_the_nightly_machine_suc
     assert set(reports) == {
         CONSUMER_HANDLER,
         COMMITTER_HANDLER,
-        "walletlake.nightly_steps.plan_night_handler",
-        "walletlake.nightly_steps.snapshot_segment_handler",
-        "walletlake.nightly_steps.reconcile_plan_handler",
-        "walletlake.nightly_steps.reconcile_classify_handler",
+        "walletlake.handlers.nightly.plan_night_handler",
+        "walletlake.handlers.nightly.snapshot_segment_handler",
+        "walletlake.handlers.nightly.reconcile_plan_handler",
+        "walletlake.handlers.nightly.reconcile_classify_handler",
     }
     assert API_HANDLER not in reports  # the write path is the fleet by default, not a function
     for report in reports.values():

@@ -45,7 +45,7 @@ FAST = RetryPolicy(base_delay=0.001, max_delay=0.005, group_conflict_attempts=4)
 
 def _store(settings: Settings, **changes: Any) -> tuple[WalletStore, ScriptedDynamoDB]:
     client = ScriptedDynamoDB(DynamoDBClient(settings.region))
-    store = WalletStore(settings.replace(**changes), client=cast(DynamoDBClient, client), retry=FAST)
+    store = WalletStore(settings.replace(**changes), dynamodb=cast(DynamoDBClient, client), retry=FAST)
     return store, client
 
 

@@ -40,6 +40,18 @@ def test_provisioning_twice_changes_nothing(stack: EmbeddedStack) -> None:
     assert f"glue database {stack.settings.glue_database}: exists" in lines
 
 
+def test_seaweedfs_logs_into_the_stacks_data_folder_not_the_temp_folder(stack: EmbeddedStack) -> None:
+    # GIVEN the running SeaweedFS process
+    weed = psutil.Process(stack.server("SeaweedFS").process.pid)
+    # THEN glog writes its files under the stack's logs folder, and none of them is in the temp folder
+    logs = stack.data_dir / "logs"
+    assert f"-logdir={logs}" in weed.cmdline()
+    own = {path for path in (file.path for file in weed.open_files()) if "/weed." in path}
+    assert own, "SeaweedFS has no glog file open"
+    assert all(path.startswith(str(logs)) for path in own), own
+    assert any(path.name.startswith("weed.") for path in logs.iterdir())
+
+
 def test_servers_listen_on_loopback_only(stack: EmbeddedStack) -> None:
     assert stack.endpoints is not None
     endpoints = (stack.endpoints.dynamodb, stack.endpoints.s3, stack.endpoints.aws)

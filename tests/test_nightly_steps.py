@@ -15,6 +15,7 @@ from types import ModuleType
 import pyarrow as pa
 import pytest
 import sqlglot
+from lambda_context import FakeLambdaContext
 from ledger_builder import USD, Book, put_wallet_items, read_partition, s3_client, write_landing
 
 from contracts.settings import LAMBDA_FUNCTION_VARIABLE, SNAPSHOT_SEGMENTS_VARIABLE, Settings
@@ -29,8 +30,8 @@ from lake.snapshots import (
 )
 from queries import engine_for, get_query
 from queries.reconciliation import TRANSFERS_QUERY, WALLETS_QUERY, day_parameters, reconcile
-from walletlake import nightly_steps
-from walletlake.nightly_steps import classify_unloaded, plan_night, plan_reconciliation, unload_statement
+from walletlake.handlers import nightly as nightly_steps
+from walletlake.handlers.nightly import classify_unloaded, plan_night, plan_reconciliation, unload_statement
 
 pytestmark = pytest.mark.stack
 
@@ -212,7 +213,7 @@ def test_plan_night_handler_plans_what_the_deployment_set_at_cold_start(
     steps = cold_start(Settings(snapshot_segments=5, snapshot_read_units_per_second=1000))
     # WHEN the environment changes afterwards and the night is planned
     monkeypatch.setenv(SNAPSHOT_SEGMENTS_VARIABLE, "7")
-    night = steps.plan_night_handler({"date": DAY.isoformat()}, None)
+    night = steps.plan_night_handler({"date": DAY.isoformat()}, FakeLambdaContext())
     # THEN the plan has the cold start's segments, each with its share of the pace
     assert night["date"] == DAY.isoformat()
     assert [item["segment"] for item in night["segments"]] == [0, 1, 2, 3, 4]
@@ -230,7 +231,7 @@ def test_reconcile_plan_handler_unloads_under_the_deployments_prefix(
         settings.replace(unload_prefix="/results/handler/", snapshot_read_units_per_second=500)
     )
     # WHEN the state machine asks for the day's plan
-    plan = steps.reconcile_plan_handler({"date": DAY.isoformat(), "run": "exec-3"}, None)
+    plan = steps.reconcile_plan_handler({"date": DAY.isoformat(), "run": "exec-3"}, FakeLambdaContext())
     # THEN the UNLOADs write under that prefix, in this run's own location
     base = f"s3://{settings.bucket}/results/handler/exec-3/dt={DAY.isoformat()}"
     assert [item["wallets_location"] for item in plan["days"]] == [f"{base}/wallets/"]

@@ -257,7 +257,7 @@ def test_past_its_bound_of_requests_in_flight_a_server_answers_429_without_touch
 ) -> None:
     # GIVEN a server admitting 2 requests at once, whose DynamoDB holds every movement write
     client = ScriptedDynamoDB(DynamoDBClient(settings.region))
-    store = WalletStore(settings, client=cast(DynamoDBClient, client))
+    store = WalletStore(settings, dynamodb=cast(DynamoDBClient, client))
     app = create_server(settings.replace(max_requests_in_flight=2), store=store)
     with ThreadedApiServer(app) as server, httpx.Client(base_url=server.url, timeout=30) as http:
         a, b = _create(http), _create(http)

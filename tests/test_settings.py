@@ -28,10 +28,10 @@ from contracts.settings import (
 
 #: Every Lambda handler module with what the CDK app sets for its functions.
 HANDLER_MODULES = {
-    "wallet.aws_lambda": DEPLOYED_VARIABLES,
-    "stream_processor.handler": DEPLOYED_VARIABLES,
-    "walletlake.compaction_handlers": (*DEPLOYED_VARIABLES, COMPACTION_UNIT_MINUTES_VARIABLE),
-    "walletlake.nightly_steps": (
+    "walletlake.handlers.api": DEPLOYED_VARIABLES,
+    "walletlake.handlers.stream": DEPLOYED_VARIABLES,
+    "walletlake.handlers.compaction": (*DEPLOYED_VARIABLES, COMPACTION_UNIT_MINUTES_VARIABLE),
+    "walletlake.handlers.nightly": (
         *DEPLOYED_VARIABLES,
         SNAPSHOT_SEGMENTS_VARIABLE,
         SNAPSHOT_READ_UNITS_VARIABLE,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import importlib
 import json
@@ -12,6 +11,7 @@ from typing import Any
 
 import boto3
 import pytest
+from lambda_context import FakeLambdaContext
 from stream_records import (
     STREAM_ARN,
     LedgerModel,
@@ -27,22 +27,12 @@ from contracts.lake_layout import landing_key, stream_label
 from contracts.lake_tables import LEDGER
 from contracts.settings import Settings
 from lake.objects import get_table
-from stream_processor import handler as stream_handler
 from stream_processor.batch import process_batch
+from walletlake.handlers import stream as stream_handler
 
 pytestmark = pytest.mark.stack
 
 LABEL = stream_label(STREAM_ARN)
-
-
-@dataclasses.dataclass
-class FakeLambdaContext:
-    """What Lambda passes as ``context`` (Powertools reads these four fields)."""
-
-    function_name: str = "walletlake-stream-processor"
-    memory_limit_in_mb: int = 512
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:walletlake-stream-processor"
-    aws_request_id: str = "00000000-0000-0000-0000-000000000000"
 
 
 @pytest.fixture
@@ -91,10 +81,10 @@ def test_same_event_twice_leaves_the_same_objects(handler_env: Settings) -> None
     event = lambda_event(records)
 
     # WHEN the handler runs it, then runs it again (Lambda retried it)
-    first = stream_handler.lambda_handler(event, FakeLambdaContext())
+    first = stream_handler.handler(event, FakeLambdaContext())
     keys_after_first = lake_keys(handler_env)
     bodies_after_first = s3_bodies(handler_env, keys_after_first)
-    second = stream_handler.lambda_handler(event, FakeLambdaContext())
+    second = stream_handler.handler(event, FakeLambdaContext())
 
     # THEN both succeed, and the lake holds the very same objects with the same rows (no copy added)
     assert first == second == {"batchItemFailures": []}
@@ -121,9 +111,7 @@ def test_batch_spanning_midnight_lands_in_two_partitions(handler_env: Settings) 
     assert min(created) < midnight <= max(created)
 
     # WHEN the handler lands it
-    assert stream_handler.lambda_handler(lambda_event(records), FakeLambdaContext()) == {
-        "batchItemFailures": []
-    }
+    assert stream_handler.handler(lambda_event(records), FakeLambdaContext()) == {"batchItemFailures": []}
 
     # THEN the ledger has one object per UTC day of created_at, both named after the batch
     first_sequence = records[0]["dynamodb"]["SequenceNumber"]
@@ -147,7 +135,7 @@ def test_failed_write_asks_lambda_to_retry_from_the_first_record(
     _, records = history(dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.UTC))
 
     # WHEN the handler runs the batch
-    response = stream_handler.lambda_handler(lambda_event(records), FakeLambdaContext())
+    response = stream_handler.handler(lambda_event(records), FakeLambdaContext())
 
     # THEN it names the batch's first record, so Lambda retries the whole batch in order
     assert response == {"batchItemFailures": [{"itemIdentifier": records[0]["dynamodb"]["SequenceNumber"]}]}
@@ -178,7 +166,7 @@ def test_a_partly_written_batch_leaves_nothing_behind(settings: Settings) -> Non
     from lake.writer import LandingWriteError
 
     with pytest.raises(LandingWriteError, match="could not write"):
-        process_batch(records, settings, s3_client=client)  # type: ignore[arg-type]
+        process_batch(records, settings, s3=client)  # type: ignore[arg-type]
 
     # THEN the ledger object written before the failure was removed: a retry starts clean
     assert lake_keys(settings) == []
@@ -201,7 +189,7 @@ def test_quarantined_records_land_under_the_ingestion_day_with_raw_json(handler_
     event = lambda_event([records.insert(image), removed])
 
     # WHEN handled
-    assert stream_handler.lambda_handler(event, FakeLambdaContext()) == {"batchItemFailures": []}
+    assert stream_handler.handler(event, FakeLambdaContext()) == {"batchItemFailures": []}
 
     # THEN the ledger row lands on its created_at day and the bad record on today's quarantine partition
     today = dt.datetime.now(dt.UTC).date().isoformat()
@@ -225,7 +213,7 @@ def test_handler_emits_emf_metrics_and_json_logs(
     records += [factory.ttl_remove(model.transactions[0]), factory.user_remove(model.transactions[1])]
 
     # WHEN handled
-    stream_handler.lambda_handler(lambda_event(records), FakeLambdaContext())
+    stream_handler.handler(lambda_event(records), FakeLambdaContext())
 
     # THEN one EMF blob in namespace walletlake carries the batch's figures
     printed = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
@@ -265,7 +253,7 @@ def test_handler_emits_emf_metrics_and_json_logs(
 def test_ledger_object_reads_back_with_the_lake_schema(handler_env: Settings) -> None:
     # GIVEN a landed batch
     _, records = history(dt.datetime(2026, 11, 22, 10, 0, tzinfo=dt.UTC))
-    stream_handler.lambda_handler(lambda_event(records), FakeLambdaContext())
+    stream_handler.handler(lambda_event(records), FakeLambdaContext())
 
     # THEN its ledger object has exactly the lake's ledger schema, zstd-compressed
     key = lake_keys(handler_env, "ledger")[0]

@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 import pytest
+from lambda_context import FakeLambdaContext
 
 from contracts.settings import DEPLOYED_VARIABLES, Settings
 
@@ -41,24 +42,28 @@ def test_warm_invocations_share_the_app_and_its_connections(
     # GIVEN the handler module loaded in the environment the deployment sets, naming our table
     for name, value in settings.to_env(DEPLOYED_VARIABLES).items():
         monkeypatch.setenv(name, value)
-    import wallet.aws_lambda
+    import walletlake.handlers.api
 
-    module = importlib.reload(wallet.aws_lambda)
+    module = importlib.reload(walletlake.handlers.api)
     handler = module.handler
     assert module.SETTINGS.to_env(DEPLOYED_VARIABLES) == settings.to_env(DEPLOYED_VARIABLES)
     # WHEN three invocations create a wallet, deposit into it and read its balance
-    created = handler(http_api_event("POST", "/api/v1/wallets/", {"user_id": str(uuid.uuid4())}), None)
+    created = handler(
+        http_api_event("POST", "/api/v1/wallets/", {"user_id": str(uuid.uuid4())}), FakeLambdaContext()
+    )
     wallet_id = orjson.loads(created["body"])["id"]
     deposited = handler(
-        http_api_event("PUT", f"/api/v1/wallets/{wallet_id}/deposit/", {"amount": "25", "nonce": "n"}), None
+        http_api_event("PUT", f"/api/v1/wallets/{wallet_id}/deposit/", {"amount": "25", "nonce": "n"}),
+        FakeLambdaContext(),
     )
-    balance = handler(http_api_event("GET", f"/api/v1/wallets/{wallet_id}/balance"), None)
+    balance = handler(http_api_event("GET", f"/api/v1/wallets/{wallet_id}/balance"), FakeLambdaContext())
     # seed 000's implementation's spelling (no trailing slash) reaches the route itself behind the
     # HTTP API's $default route, with no redirect
     seed_spelling = handler(
-        http_api_event("PUT", f"/api/v1/wallets/{wallet_id}/deposit", {"amount": "25", "nonce": "n"}), None
+        http_api_event("PUT", f"/api/v1/wallets/{wallet_id}/deposit", {"amount": "25", "nonce": "n"}),
+        FakeLambdaContext(),
     )
-    refused = handler(http_api_event("GET", "/api/v1/wallets/not-a-uuid/balance"), None)
+    refused = handler(http_api_event("GET", "/api/v1/wallets/not-a-uuid/balance"), FakeLambdaContext())
     # THEN each answers as over HTTP
     assert created["statusCode"] == 201
     assert deposited["statusCode"] == 204

@@ -10,7 +10,7 @@ Modules, by job:
 - :mod:`wallet.errors`: every refusal and failure, each with its public code;
 - :mod:`wallet.store` and :mod:`wallet.dynamodb`: the TransactWriteItems protocol and the lean
   signed client it runs on;
-- :mod:`wallet.api`: the FastAPI app (the one place errors become HTTP), :mod:`wallet.aws_lambda`
+- :mod:`wallet.api`: the FastAPI app (the one place errors become HTTP), :mod:`walletlake.handlers.api`
   its Lambda entry point, :mod:`wallet.telemetry` its counters;
 - :mod:`wallet.server`: what a long-running server process runs (``walletlake serve``): the app
   behind :mod:`wallet.admission` (429 past a bound of requests in flight), with a lifespan that

@@ -18,7 +18,7 @@ Each line carries what the process counted since its previous line (never runnin
 over any period a metric's ``Sum`` is the fleet's count, whatever the number of tasks and workers.
 Every counter is published on every line, zeros included: a silent alarm then means "nothing
 happened", not "no data". The names are :data:`contracts.api_metrics.PUBLISHED`; the namespace and the
-service dimension are the consumer's convention (Powertools in ``stream_processor.handler``).
+service dimension are the consumer's convention (Powertools in ``walletlake.handlers.stream``).
 
 :func:`document` and :func:`line` are pure; :class:`EmfPublisher` is the timer around them.
 """

@@ -195,7 +195,7 @@ class WalletStore:
         self,
         settings: Settings,
         *,
-        client: DynamoDBClient | None = None,
+        dynamodb: DynamoDBClient | None = None,
         telemetry: Telemetry | None = None,
         retry: RetryPolicy | None = None,
         clock_ms: Callable[[], int] = _now_ms,
@@ -203,7 +203,7 @@ class WalletStore:
     ) -> None:
         self.settings = settings
         self.table = settings.table
-        self.client = client or DynamoDBClient(settings.region)
+        self.client = dynamodb or DynamoDBClient(settings.region)
         self.telemetry = telemetry or Telemetry()
         self.retry = retry or RetryPolicy()
         self._clock_ms = clock_ms

@@ -154,7 +154,7 @@ def _pipeline(
         "requests/s": round(workload.requests_per_second),
     }
 
-    from walletlake.commands.consume import commit_now
+    from lake.committer import commit_now
 
     iceberg = settings.lake_format == "iceberg"
     with stages.stage("stream → lake (consume)", workload.ledger_entries_expected) as advance:
@@ -163,14 +163,14 @@ def _pipeline(
     commits: list[dict[str, Any]] = []
     if iceberg:
         with stages.stage("commit landed batches (Iceberg)"):
-            commits.append(commit_now(settings))
+            commits.append(commit_now(settings).as_dict())
 
     with stages.stage("TTL expiry of hot items", committed) as advance:
         remaining = _wait_for_ttl(settings, committed, config.ttl_wait_seconds, advance)
     with stages.stage("stream → lake (after TTL)"):
         second = drain(settings)
         if iceberg:
-            commits.append(commit_now(settings))
+            commits.append(commit_now(settings).as_dict())
     if iceberg:
         ledger_commits = [
             table for commit in commits for table in commit["tables"] if table["table"] == "ledger"

@@ -10,7 +10,7 @@ CloudFormation** (``AWS::Glue::Table`` with ``OpenTableFormatInput.IcebergInput`
 field ids, ``identity(dt)`` partition spec, write order and properties, all from
 :func:`lake.glue.iceberg_table_input`, the same table :func:`lake.iceberg_tables.ensure_tables`
 would create), at ``s3://{bucket}/{lake_prefix}/iceberg/{table}``, where the committer's cold
-start (``walletlake.commit_handlers``) finds them and creates nothing. Made by the template, they
+start (``walletlake.handlers.commit``) finds them and creates nothing. Made by the template, they
 exist before anything writes, and Glue's **table optimizers** can be declared next to them
 (``AWS::Glue::TableOptimizer`` needs its table to exist when it is created; tables made at run
 time would leave the optimizers to a second deployment or to the committer). They are retained

@@ -1,6 +1,6 @@
 """The Iceberg committer: one function, invoked every minute, that commits what the consumer landed.
 
-``walletlake.commit_handlers.handler`` reads the landing log (``lake/_landed/``) past what each
+``walletlake.handlers.commit.handler`` reads the landing log (``lake/_landed/``) past what each
 table has committed and appends the new batches' data files, one commit per table and interval
 (``lake.committer``), until its minute is over. EventBridge's finest schedule is one minute, so
 the function's timeout (70 s) covers the minute plus a cold start, and **reserved concurrency 1**
@@ -42,8 +42,8 @@ from walletlake_cdk.functions import FunctionAssets, PythonFunction, python_func
 from walletlake_cdk.storage import Storage
 from walletlake_cdk.stream_consumer import iceberg_glue_arns
 
-#: The committer's Lambda handler (``walletlake/commit_handlers.py``).
-COMMITTER_HANDLER: Final = "walletlake.commit_handlers.handler"
+#: The committer's Lambda handler (``walletlake/handlers/commit.py``).
+COMMITTER_HANDLER: Final = "walletlake.handlers.commit.handler"
 #: A minute of commits plus a cold start (pyiceberg's import and the catalog's first round trip).
 COMMITTER_TIMEOUT: Final = Duration.seconds(70)
 #: What the committer asks of the Iceberg REST endpoint (see the module docstring).

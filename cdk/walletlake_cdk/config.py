@@ -97,7 +97,7 @@ class DeploymentConfig:
         comes from (``shardId``). It does not delay batches (they still close on size or the
         batching window); its length only bounds the window's (unused) state.
     committer_memory_mb, commit_interval_seconds:
-        The Iceberg committer (``walletlake.commit_handlers``), invoked every minute: its size and
+        The Iceberg committer (``walletlake.handlers.commit``), invoked every minute: its size and
         the seconds between its commits (the lake's freshness bound).
     orphan_file_retention_days, snapshot_retention_days, snapshots_to_retain:
         Glue's table optimizers of the Iceberg tables (``walletlake_cdk.catalog``): an

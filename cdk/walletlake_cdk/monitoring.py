@@ -26,7 +26,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from contracts import api_metrics
+from contracts import api_metrics, lambda_metrics
 from walletlake_cdk.config import DeploymentConfig
 
 FIVE_MINUTES: Final = Duration.minutes(5)
@@ -36,24 +36,8 @@ ITERATOR_AGE_ALARM_FRACTION: Final = 0.75
 #: Sustained lag worth a look long before the limit.
 LAG_WARNING: Final = Duration.minutes(10)
 API_SERVER_ERROR_PERCENT: Final = 1
-#: Where the stream consumer's Powertools metrics (EMF) land: stream_processor/handler.py's
-#: METRICS_NAMESPACE and SERVICE, and the per-batch counters it publishes.
-CONSUMER_METRICS_NAMESPACE: Final = "walletlake"
-CONSUMER_SERVICE: Final = "stream_processor"
 #: The fleet scales on CPU at 50 %; sustained CPU above this means it cannot scale further.
 API_CPU_ALARM_PERCENT: Final = 75
-CONSUMER_METRICS: Final = (
-    "RecordsIn",
-    "LedgerRows",
-    "WalletRows",
-    "TtlExpired",
-    "Ignored",
-    "Quarantined",
-    "FilesWritten",
-    "BatchWriteFailures",
-)
-#: The committer's Powertools metrics (``walletlake/commit_handlers.py``: service ``committer``).
-COMMITTER_SERVICE: Final = "committer"
 #: Minutes of rows landing with none committed before the commit-lag alarm fires: the committer
 #: runs every minute and commits every interval, so 15 minutes is a dozen missed commits, and
 #: days under the orphan-file retention (``catalog.py``) after which landed files could be lost.
@@ -294,9 +278,9 @@ def build_alarms(
 def committer_metric(name: str) -> cloudwatch.Metric:
     """One of the committer's own metrics (``CommittedRows``, ``CommitSeconds``), five-minute sums."""
     return cloudwatch.Metric(
-        namespace=CONSUMER_METRICS_NAMESPACE,
+        namespace=lambda_metrics.NAMESPACE,
         metric_name=name,
-        dimensions_map={"service": COMMITTER_SERVICE},
+        dimensions_map={lambda_metrics.SERVICE_DIMENSION: lambda_metrics.COMMITTER_SERVICE},
         statistic="Sum",
         period=FIVE_MINUTES,
     )
@@ -312,15 +296,15 @@ def committer_alarms(committer: lambda_.Function) -> dict[str, AlarmSpec]:
     landed = cloudwatch.MathExpression(
         expression="FILL(ledger, 0) + FILL(wallets, 0)",
         using_metrics={
-            "ledger": _consumer_metric("LedgerRows"),
-            "wallets": _consumer_metric("WalletRows"),
+            "ledger": _consumer_metric(lambda_metrics.LEDGER_ROWS),
+            "wallets": _consumer_metric(lambda_metrics.WALLET_ROWS),
         },
         label="rows landed",
         period=FIVE_MINUTES,
     )
     lag = cloudwatch.MathExpression(
         expression="IF(FILL(landed, 0) > 0 AND FILL(committed, 0) == 0, 1, 0)",
-        using_metrics={"landed": landed, "committed": committer_metric("CommittedRows")},
+        using_metrics={"landed": landed, "committed": committer_metric(lambda_metrics.COMMITTED_ROWS)},
         label="rows landed, none committed",
         period=FIVE_MINUTES,
     )
@@ -344,9 +328,9 @@ def committer_alarms(committer: lambda_.Function) -> dict[str, AlarmSpec]:
 
 def _consumer_metric(name: str) -> cloudwatch.Metric:
     return cloudwatch.Metric(
-        namespace=CONSUMER_METRICS_NAMESPACE,
+        namespace=lambda_metrics.NAMESPACE,
         metric_name=name,
-        dimensions_map={"service": CONSUMER_SERVICE},
+        dimensions_map={lambda_metrics.SERVICE_DIMENSION: lambda_metrics.CONSUMER_SERVICE},
         statistic="Sum",
         period=FIVE_MINUTES,
     )
@@ -402,25 +386,25 @@ def build_dashboard(
             graph(
                 "Iceberg committer",
                 [
-                    committer_metric("CommittedRows"),
+                    committer_metric(lambda_metrics.COMMITTED_ROWS),
                     watched.committer.metric_errors(statistic="Sum"),
                     watched.committer.metric_duration(statistic="Maximum"),
                 ],
                 width=12,
             ),
-            graph("Commit seconds", [committer_metric("CommitSeconds")], width=12),
+            graph("Commit seconds", [committer_metric(lambda_metrics.COMMIT_SECONDS)], width=12),
         )
     dashboard.add_widgets(
         graph(
             "Stream records (Powertools metrics)",
             [
                 cloudwatch.Metric(
-                    namespace=CONSUMER_METRICS_NAMESPACE,
+                    namespace=lambda_metrics.NAMESPACE,
                     metric_name=name,
-                    dimensions_map={"service": CONSUMER_SERVICE},
+                    dimensions_map={lambda_metrics.SERVICE_DIMENSION: lambda_metrics.CONSUMER_SERVICE},
                     statistic="Sum",
                 )
-                for name in CONSUMER_METRICS
+                for name in lambda_metrics.CONSUMER_GRAPHED
             ],
             width=12,
         ),

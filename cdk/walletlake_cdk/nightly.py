@@ -12,7 +12,7 @@ and of ``/tmp``). So every step that grows with the day is split into bounded un
 Functions runs in parallel (``docs/operations.md`` has the figures behind each choice):
 
 Hourly (an EventBridge schedule at ``HH:10``)
-    plan the closed hours' compaction units (``walletlake.compaction_handlers.plan_handler``) →
+    plan the closed hours' compaction units (``walletlake.handlers.compaction.plan_handler``) →
     a Distributed Map runs each unit (``unit_handler``, one hour and ``wallet_id`` range each).
 Nightly (01:30 UTC)
     plan the night (the day, the snapshot's segments) → a Distributed Map scans the table one
@@ -58,12 +58,12 @@ from walletlake_cdk.functions import FunctionAssets, PythonFunction, log_retenti
 from walletlake_cdk.storage import ATHENA_RESULTS_PREFIX, Storage
 
 #: Lambda handlers of the units (modules elsewhere export them).
-COMPACTION_PLAN_HANDLER: Final = "walletlake.compaction_handlers.plan_handler"
-COMPACTION_UNIT_HANDLER: Final = "walletlake.compaction_handlers.unit_handler"
-PLAN_NIGHT_HANDLER: Final = "walletlake.nightly_steps.plan_night_handler"
-SNAPSHOT_SEGMENT_HANDLER: Final = "walletlake.nightly_steps.snapshot_segment_handler"
-RECONCILE_PLAN_HANDLER: Final = "walletlake.nightly_steps.reconcile_plan_handler"
-RECONCILE_CLASSIFY_HANDLER: Final = "walletlake.nightly_steps.reconcile_classify_handler"
+COMPACTION_PLAN_HANDLER: Final = "walletlake.handlers.compaction.plan_handler"
+COMPACTION_UNIT_HANDLER: Final = "walletlake.handlers.compaction.unit_handler"
+PLAN_NIGHT_HANDLER: Final = "walletlake.handlers.nightly.plan_night_handler"
+SNAPSHOT_SEGMENT_HANDLER: Final = "walletlake.handlers.nightly.snapshot_segment_handler"
+RECONCILE_PLAN_HANDLER: Final = "walletlake.handlers.nightly.reconcile_plan_handler"
+RECONCILE_CLASSIFY_HANDLER: Final = "walletlake.handlers.nightly.reconcile_classify_handler"
 
 #: Where the reconciliation's UNLOADs write: inside the workgroup's results prefix (checked in
 #: tests/test_cdk.py), so the results' lifecycle rule expires them and no new S3 grant is needed.
@@ -92,7 +92,7 @@ GLUE_READ_ACTIONS: Final = ("glue:GetDatabase", "glue:GetTable", "glue:GetTables
 #: memory, imports them in well under a second.
 PLANNING_MEMORY_MB: Final = 512
 #: The lease both compaction runs take; its error type as Lambda reports it.
-COMPACTION_LEASE_HANDLER: Final = "walletlake.lease_handlers.handler"
+COMPACTION_LEASE_HANDLER: Final = "walletlake.handlers.lease.handler"
 LEASE_BUSY: Final = "LeaseBusyError"
 #: How long the nightly run waits between tries while an hourly run holds the lease.
 LEASE_RETRY_SECONDS: Final = 60

@@ -52,8 +52,8 @@ from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import FunctionAssets, PythonFunction, python_function
 from walletlake_cdk.storage import Storage
 
-#: The handler other modules export for Lambda (``stream_processor/handler.py``).
-CONSUMER_HANDLER: Final = "stream_processor.handler.lambda_handler"
+#: The handler other modules export for Lambda (``walletlake/handlers/stream.py``).
+CONSUMER_HANDLER: Final = "walletlake.handlers.stream.handler"
 #: What reaching the Iceberg REST catalog to read a table takes (Glue's "AWS Glue REST APIs for
 #: Apache Iceberg specifications": GetConfig → glue:GetCatalog, LoadNamespaceMetadata →
 #: glue:GetDatabase, LoadTable → glue:GetTable). ``lakeformation:GetDataAccess`` is needed only

@@ -29,8 +29,8 @@ from constructs import Construct
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import FunctionAssets, PythonFunction, log_retention, python_function
 
-#: The handler other modules export for Lambda (``wallet/aws_lambda.py``).
-API_HANDLER: Final = "wallet.aws_lambda.handler"
+#: The handler other modules export for Lambda (``walletlake/handlers/api.py``).
+API_HANDLER: Final = "walletlake.handlers.api.handler"
 
 #: What the write path does on the table, and nothing else: GetItem (a balance; a wallet claim or a
 #: transaction item when a refusal did not return it) and TransactWriteItems, which IAM authorizes

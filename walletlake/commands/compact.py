@@ -12,7 +12,7 @@ from contracts.settings import COMPACTION_UNIT_MINUTES_CHOICES, Settings
 from lake.compaction import DEFAULT_TARGET_FILE_BYTES, compact_day
 from lake.compaction_units import closed_units, run_units
 from lake.iceberg_maintenance import DEFAULT_TARGET_FILE_BYTES as ICEBERG_TARGET_FILE_BYTES
-from walletlake.nightly import day_argument, yesterday
+from walletlake.days import day_argument, last_closed_day
 
 
 def register(subparsers: Any) -> None:
@@ -81,7 +81,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ValueError("--workers must be at least 1")
     settings = Settings.from_env()
     if settings.lake_format == "iceberg":
-        day = dt.datetime.now(dt.UTC).date() if args.closed_hours else args.date or yesterday()
+        day = dt.datetime.now(dt.UTC).date() if args.closed_hours else args.date or last_closed_day()
         return _maintain_iceberg(
             settings, day, target_file_bytes=args.target_file_mb * 2**20, as_json=args.json
         )
@@ -98,7 +98,7 @@ def _run(args: argparse.Namespace) -> int:
         else:
             print(f"compacted {len(results)} closed unit(s), {rows:,} rows")
         return 0
-    day = args.date or yesterday()
+    day = args.date or last_closed_day()
     report = compact_day(
         settings, day, unit_minutes=unit_minutes, workers=args.workers, on_unit=on_unit, **options
     )

@@ -66,24 +66,15 @@ def _run(args: argparse.Namespace) -> int:
     if settings.lake_format == "iceberg" and not args.follow:
         # A drain ends with the commit that makes what it landed queryable (with --follow, the
         # committer runs beside it: `walletlake commit --follow`).
-        values["commit"] = commit_now(settings)
+        from lake.committer import commit_now
+
+        values["commit"] = commit_now(settings).as_dict()
     if args.json:
         print(json.dumps(values, sort_keys=True))
     else:
         print(_readable(values, settings))
     # Records trimmed before they reached the lake are lost from it: an operator must act.
     return 1 if values["trimmed_shards"] else 0
-
-
-def commit_now(settings: Settings) -> dict[str, Any]:
-    """One committer cycle, for a command whose landing should be queryable when it returns."""
-    import boto3
-
-    from lake.committer import commit_landed
-    from lake.iceberg_catalog import open_catalog
-
-    report = commit_landed(settings, boto3.client("s3", region_name=settings.region), open_catalog(settings))
-    return report.as_dict()
 
 
 class _Progress:

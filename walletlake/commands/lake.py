@@ -13,7 +13,7 @@ from contracts.lake_tables import STREAM_TABLES
 from contracts.settings import Settings
 from lake.iceberg_catalog import open_catalog
 from lake.iceberg_migration import DEFAULT_FILES_PER_COMMIT, migrate
-from walletlake.nightly import day_argument
+from walletlake.days import day_argument
 
 #: Exit status of a run that left days alone (the table already held other files for them).
 EXIT_SKIPPED = 2

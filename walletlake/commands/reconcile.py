@@ -15,7 +15,7 @@ from queries.reconciliation import (
     reconcile,
     replay,
 )
-from walletlake.nightly import day_argument, yesterday
+from walletlake.days import day_argument, last_closed_day
 
 _SHOWN_FINDINGS = 20
 
@@ -50,7 +50,7 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    day = args.date or yesterday()
+    day = args.date or last_closed_day()
     if args.replay:
         return _replay(day, as_json=args.json)
     report = reconcile(Settings.from_env(), day, max_lag_seconds=args.max_lag_seconds)

@@ -80,9 +80,9 @@ def _run(args: argparse.Namespace) -> int:
     values = report.as_dict()
     if settings.lake_format == "iceberg" and not args.dry_run and values["files_written"]:
         # What was replayed becomes queryable now, not at the committer's next interval.
-        from walletlake.commands.consume import commit_now
+        from lake.committer import commit_now
 
-        values["commit"] = commit_now(settings)
+        values["commit"] = commit_now(settings).as_dict()
     print(json.dumps(values, sort_keys=True) if args.json else readable(values))
     return 1 if values["still_failing"] or values["expired"] or values["unreadable"] else 0
 

@@ -45,12 +45,12 @@ def provision(settings: Settings, session: boto3.Session | None = None) -> list[
     ]
 
 
-def ensure_table(client: DynamoDBClient, name: str, spec: TableSpec) -> str:
+def ensure_table(dynamodb: DynamoDBClient, name: str, spec: TableSpec) -> str:
     """Create an on-demand table with ``spec``'s key, stream and TTL unless it exists."""
     try:
-        client.describe_table(TableName=name)
+        dynamodb.describe_table(TableName=name)
         created = False
-    except client.exceptions.ResourceNotFoundException:
+    except dynamodb.exceptions.ResourceNotFoundException:
         kwargs: dict[str, object] = {
             "TableName": name,
             "AttributeDefinitions": [{"AttributeName": spec.partition_key, "AttributeType": "S"}],
@@ -59,58 +59,58 @@ def ensure_table(client: DynamoDBClient, name: str, spec: TableSpec) -> str:
         }
         if spec.stream_view_type:
             kwargs["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": spec.stream_view_type}
-        client.create_table(**kwargs)  # type: ignore[arg-type]
-        wait_for_table_active(client, name)
+        dynamodb.create_table(**kwargs)  # type: ignore[arg-type]
+        wait_for_table_active(dynamodb, name)
         created = True
     if spec.ttl_attribute:
-        ttl = client.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
+        ttl = dynamodb.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
         if ttl.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING"):
-            client.update_time_to_live(
+            dynamodb.update_time_to_live(
                 TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": spec.ttl_attribute}
             )
     return f"dynamodb table {name}: {'created' if created else 'exists'}"
 
 
-def ensure_bucket(client: S3Client, name: str, region: str) -> str:
+def ensure_bucket(s3: S3Client, name: str, region: str) -> str:
     """Create the lake bucket unless it exists."""
     try:
-        client.head_bucket(Bucket=name)
+        s3.head_bucket(Bucket=name)
         return f"s3 bucket {name}: exists"
     except ClientError:
         pass
     if region == "us-east-1":
-        client.create_bucket(Bucket=name)
+        s3.create_bucket(Bucket=name)
     else:
-        client.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": region})  # type: ignore[typeddict-item]
+        s3.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": region})  # type: ignore[typeddict-item]
     return f"s3 bucket {name}: created"
 
 
-def ensure_glue(client: GlueClient, settings: Settings) -> list[str]:
+def ensure_glue(glue: GlueClient, settings: Settings) -> list[str]:
     """Create the Glue database and bring every lake table to its current definition."""
     lines = []
     try:
-        client.get_database(Name=settings.glue_database)
+        glue.get_database(Name=settings.glue_database)
         lines.append(f"glue database {settings.glue_database}: exists")
-    except client.exceptions.EntityNotFoundException:
-        client.create_database(DatabaseInput={"Name": settings.glue_database})
+    except glue.exceptions.EntityNotFoundException:
+        glue.create_database(DatabaseInput={"Name": settings.glue_database})
         lines.append(f"glue database {settings.glue_database}: created")
     for table_input in all_table_inputs(settings.bucket, settings.lake_prefix):
         name = table_input["Name"]
         try:
-            client.get_table(DatabaseName=settings.glue_database, Name=name)
-            client.update_table(DatabaseName=settings.glue_database, TableInput=table_input)  # type: ignore[arg-type]
+            glue.get_table(DatabaseName=settings.glue_database, Name=name)
+            glue.update_table(DatabaseName=settings.glue_database, TableInput=table_input)  # type: ignore[arg-type]
             lines.append(f"glue table {settings.glue_database}.{name}: updated")
-        except client.exceptions.EntityNotFoundException:
-            client.create_table(DatabaseName=settings.glue_database, TableInput=table_input)  # type: ignore[arg-type]
+        except glue.exceptions.EntityNotFoundException:
+            glue.create_table(DatabaseName=settings.glue_database, TableInput=table_input)  # type: ignore[arg-type]
             lines.append(f"glue table {settings.glue_database}.{name}: created")
     return lines
 
 
-def wait_for_table_active(client: DynamoDBClient, name: str, timeout: float = 30.0) -> None:
+def wait_for_table_active(dynamodb: DynamoDBClient, name: str, timeout: float = 30.0) -> None:
     """Poll until a table is ACTIVE (DynamoDB Local answers at once; AWS takes seconds)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if client.describe_table(TableName=name)["Table"]["TableStatus"] == "ACTIVE":
+        if dynamodb.describe_table(TableName=name)["Table"]["TableStatus"] == "ACTIVE":
             return
         time.sleep(0.2)
     raise TimeoutError(f"table {name} not ACTIVE after {timeout:.0f} s")

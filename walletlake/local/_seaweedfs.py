@@ -106,11 +106,22 @@ def write_identities(path: Path, access_key: str, secret_key: str) -> Path:
 
 
 def weed_argv(
-    weed: str, host: str, data_dir: Path, ports: SeaweedPorts, identities: Path, table_bucket: str
+    weed: str,
+    host: str,
+    data_dir: Path,
+    ports: SeaweedPorts,
+    identities: Path,
+    table_bucket: str,
+    *,
+    log_dir: Path,
 ) -> list[str]:
     """``weed mini`` on ``host`` only, data under ``data_dir``, nothing phoning home.
 
     ``table_bucket`` is created at start (if missing) as the Iceberg catalog's warehouse.
+
+    Its log files (glog's ``weed.INFO``, ``weed.ERROR``, ...) go to ``log_dir``, the stack's logs
+    folder: glog's default is the system temp folder, where every stack ever started would leave
+    its files behind and no one would look for them.
 
     The filer's and S3 gateway's Unix sockets go under ``data_dir`` (their default is a fixed name
     in /tmp per port, which another stack or a killed one could leave behind).
@@ -133,7 +144,8 @@ def weed_argv(
         "s3.localSocket": str(_socket_path(data_dir, "s3")),
         **{flag: str(port) for flag, port in ports.internal.items()},
     }
-    return [weed, "mini", *(f"-{flag}={value}" for flag, value in flags.items())]
+    # glog's flags are weed's own, so they come before the sub-command.
+    return [weed, f"-logdir={log_dir}", "mini", *(f"-{flag}={value}" for flag, value in flags.items())]
 
 
 def remove_stale_sockets(data_dir: Path) -> None:

@@ -155,6 +155,7 @@ class EmbeddedStack:
             LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
         )
         logs = self.data_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
         servers: dict[str, ManagedProcess] = {}
         try:
             servers["DynamoDB Local"] = ManagedProcess(
@@ -167,7 +168,13 @@ class EmbeddedStack:
             servers["SeaweedFS"] = ManagedProcess(
                 "SeaweedFS",
                 weed_argv(
-                    weed, self.host, s3_path, seaweed_ports, identities, self.settings.iceberg_warehouse
+                    weed,
+                    self.host,
+                    s3_path,
+                    seaweed_ports,
+                    identities,
+                    self.settings.iceberg_warehouse,
+                    log_dir=logs,
                 ),
                 logs / "seaweedfs.log",
                 cwd=s3_path,

@@ -606,9 +606,9 @@ def http_api_event(method: str, path: str, body: Mapping[str, Any] | None) -> di
 
 
 #: The handlers of the deployed functions, by the step that calls them.
-API_HANDLER: Final = "wallet.aws_lambda.handler"
-CONSUMER_HANDLER: Final = "stream_processor.handler.lambda_handler"
-COMMITTER_HANDLER: Final = "walletlake.commit_handlers.handler"
+API_HANDLER: Final = "walletlake.handlers.api.handler"
+CONSUMER_HANDLER: Final = "walletlake.handlers.stream.handler"
+COMMITTER_HANDLER: Final = "walletlake.handlers.commit.handler"
 
 
 def run_scenario(check: DeployCheck, *, today: dt.date | None = None) -> dict[str, Any]:

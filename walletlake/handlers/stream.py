@@ -1,4 +1,4 @@
-"""The Lambda handler for the ``wallets`` table's DynamoDB event source.
+"""The stream consumer: the Lambda handler for the ``wallets`` table's DynamoDB event source.
 
 Configure the event source mapping with ``FunctionResponseTypes: [ReportBatchItemFailures]``. When
 the batch's Parquet cannot be written, the handler answers ``batchItemFailures`` naming the batch's
@@ -12,9 +12,9 @@ function which shard a batch comes from (``shardId``), which the committer's exa
 progress is kept by (:mod:`lake.committer`); the handler answers the window's (unused) ``state``.
 
 Logs are structured JSON (Powertools ``Logger``); metrics are CloudWatch EMF (Powertools
-``Metrics``) in namespace :data:`METRICS_NAMESPACE`: ``RecordsIn``, ``LedgerRows``, ``WalletRows``,
-``TtlExpired``, ``Ignored``, ``Quarantined``, ``FilesWritten``, ``BytesWritten``,
-``MaxRecordAgeSeconds``, ``BatchSeconds`` and, on a failed write, ``BatchWriteFailures``.
+``Metrics``), named in :mod:`contracts.lambda_metrics` (service ``stream_processor``): records in,
+rows landed per table, TTL expiries, ignored and quarantined records, files and bytes written, the
+oldest record's age, the batch's seconds and, on a failed write, ``BatchWriteFailures``.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from contracts import lambda_metrics as names
 from contracts.settings import DEPLOYED_VARIABLES, HandlerSettings
 from lake.writer import LandingWriteError
 from stream_processor.batch import BatchOutcome, BatchProcessor
@@ -34,11 +35,8 @@ from stream_processor.batch import BatchOutcome, BatchProcessor
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
-METRICS_NAMESPACE: Final = "walletlake"
-SERVICE: Final = "stream_processor"
-
-logger = Logger(service=SERVICE)
-metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE)
+logger = Logger(service=names.CONSUMER_SERVICE)
+metrics = Metrics(namespace=names.NAMESPACE, service=names.CONSUMER_SERVICE)
 
 #: What the CDK app sets for the consumer (``cdk/walletlake_cdk/stream_consumer.py``); on Lambda,
 #: a function missing one or holding one it cannot use fails at cold start.
@@ -54,21 +52,23 @@ class LambdaBatchProcessor(BatchProcessor):
     def report(self, outcome: BatchOutcome) -> None:
         """EMF metrics and one JSON log line per batch."""
         counts = {
-            "RecordsIn": outcome.records,
-            "LedgerRows": outcome.ledger_rows,
-            "WalletRows": outcome.wallets,
-            "TtlExpired": outcome.ttl_expired,
-            "Ignored": outcome.ignored,
-            "Quarantined": outcome.quarantined,
-            "FilesWritten": outcome.files_written,
+            names.RECORDS_IN: outcome.records,
+            names.LEDGER_ROWS: outcome.ledger_rows,
+            names.WALLET_ROWS: outcome.wallets,
+            names.TTL_EXPIRED: outcome.ttl_expired,
+            names.IGNORED: outcome.ignored,
+            names.QUARANTINED: outcome.quarantined,
+            names.FILES_WRITTEN: outcome.files_written,
         }
         for name, value in counts.items():
             metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
-        metrics.add_metric(name="BytesWritten", unit=MetricUnit.Bytes, value=outcome.bytes_written)
-        metrics.add_metric(name="BatchSeconds", unit=MetricUnit.Seconds, value=outcome.seconds)
+        metrics.add_metric(name=names.BYTES_WRITTEN, unit=MetricUnit.Bytes, value=outcome.bytes_written)
+        metrics.add_metric(name=names.BATCH_SECONDS, unit=MetricUnit.Seconds, value=outcome.seconds)
         if outcome.max_record_age_seconds is not None:
             metrics.add_metric(
-                name="MaxRecordAgeSeconds", unit=MetricUnit.Seconds, value=outcome.max_record_age_seconds
+                name=names.MAX_RECORD_AGE_SECONDS,
+                unit=MetricUnit.Seconds,
+                value=outcome.max_record_age_seconds,
             )
         if outcome.quarantined:
             logger.warning(
@@ -82,7 +82,7 @@ class LambdaBatchProcessor(BatchProcessor):
 
     def write_failed(self, outcome: BatchOutcome, error: LandingWriteError) -> None:
         """Count and log it; the handler answers ``batchItemFailures`` so Lambda retries the batch."""
-        metrics.add_metric(name="BatchWriteFailures", unit=MetricUnit.Count, value=1)
+        metrics.add_metric(name=names.BATCH_WRITE_FAILURES, unit=MetricUnit.Count, value=1)
         logger.exception(
             "landing write failed; Lambda will retry the batch from its first record",
             extra=_log_fields(outcome),
@@ -91,7 +91,7 @@ class LambdaBatchProcessor(BatchProcessor):
 
 @metrics.log_metrics
 @logger.inject_lambda_context(log_event=False)
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Land one DynamoDB Streams batch in the lake; see the module docstring for the contract."""
     settings = SETTINGS()
     records = event.get("Records") or []
@@ -101,7 +101,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     answer: dict[str, Any] = {"state": {}} if windowed else {}
     if not records:  # a tumbling window's final invocation may carry none
         return {**answer, "batchItemFailures": []}
-    outcome = LambdaBatchProcessor(settings, s3_client=_s3_client(settings.region)).process(
+    outcome = LambdaBatchProcessor(settings, s3=_s3(settings.region)).process(
         records, shard=event.get("shardId")
     )
     if not outcome.ok:
@@ -110,7 +110,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
 
 
 @functools.cache
-def _s3_client(region: str) -> S3Client:
+def _s3(region: str) -> S3Client:
     """One client per container, reused across invocations (a new one costs tens of milliseconds)."""
     return boto3.client("s3", region_name=region)
 

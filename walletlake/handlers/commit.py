@@ -1,4 +1,4 @@
-"""Lambda entry point of the Iceberg committer in AWS: every minute, a commit every interval.
+"""The Iceberg committer's Lambda entry point: every minute, a commit every interval.
 
 An EventBridge schedule invokes :func:`handler` once a minute (EventBridge's finest rate); the
 invocation commits, waits, and commits again until the minute is over, so with the default
@@ -16,6 +16,13 @@ import functools
 import time
 from typing import TYPE_CHECKING, Any, Final
 
+import boto3
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from contracts import lambda_metrics as names
+from contracts.lake_layout import table_location_root
 from contracts.settings import (
     COMMIT_INTERVAL_SECONDS_VARIABLE,
     DEPLOYED_VARIABLES,
@@ -24,6 +31,9 @@ from contracts.settings import (
     HandlerSettings,
     Settings,
 )
+from lake.committer import commit_landed
+from lake.iceberg_catalog import open_catalog
+from lake.iceberg_tables import ensure_tables
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -38,18 +48,15 @@ REQUIRED_VARIABLES: Final = (
 )
 SETTINGS: Final = HandlerSettings(REQUIRED_VARIABLES)
 
+logger = Logger(service=names.COMMITTER_SERVICE)
+metrics = Metrics(namespace=names.NAMESPACE, service=names.COMMITTER_SERVICE)
+
 #: Seconds kept free at the end of the minute, so the next invocation never overlaps this one.
 _MARGIN_SECONDS: Final = 5
 
 
 @functools.cache
 def _resources(settings: Settings) -> tuple[S3Client, RestCatalog]:
-    import boto3
-
-    from contracts.lake_layout import table_location_root
-    from lake.iceberg_catalog import open_catalog
-    from lake.iceberg_tables import ensure_tables
-
     catalog = open_catalog(settings)
     ensure_tables(
         catalog,
@@ -59,33 +66,26 @@ def _resources(settings: Settings) -> tuple[S3Client, RestCatalog]:
     return boto3.client("s3", region_name=settings.region), catalog
 
 
-def handler(event: dict[str, Any] | None, context: Any) -> dict[str, Any]:
-    """Lambda: commit every interval until the minute (or the invocation's time) is nearly over.
+@metrics.log_metrics
+@logger.inject_lambda_context(log_event=False)
+def handler(event: dict[str, Any] | None, context: LambdaContext) -> dict[str, Any]:
+    """Commit every interval until the minute (or the invocation's time) is nearly over.
 
     ``{"cycles": N}`` stops after N commits; ``{"tidy": true}`` tidies the landing log first.
     """
-    from aws_lambda_powertools import Logger, Metrics
-    from aws_lambda_powertools.metrics import MetricUnit
-
-    from lake.committer import commit_landed
-
     settings = SETTINGS()
-    logger = Logger(service="walletlake-committer")
-    metrics = Metrics(namespace="walletlake", service="committer")
-    client, catalog = _resources(settings)
+    s3, catalog = _resources(settings)
     started = time.monotonic()
-    budget = 60 - _MARGIN_SECONDS
-    if context is not None and hasattr(context, "get_remaining_time_in_millis"):
-        budget = min(budget, context.get_remaining_time_in_millis() / 1000 - _MARGIN_SECONDS)
+    budget = min(60 - _MARGIN_SECONDS, context.get_remaining_time_in_millis() / 1000 - _MARGIN_SECONDS)
     event = event or {}
     tidy = dt.datetime.now(dt.UTC).minute == 0 or bool(event.get("tidy"))
     max_cycles = int(event.get("cycles", 0)) or None  # an operator's (or the deploy check's) single run
     cycles: list[dict[str, Any]] = []
     while True:
-        report = commit_landed(settings, client, catalog, tidy=tidy and not cycles)
+        report = commit_landed(settings, s3, catalog, tidy=tidy and not cycles)
         cycles.append(report.as_dict())
-        metrics.add_metric(name="CommittedRows", unit=MetricUnit.Count, value=report.rows)
-        metrics.add_metric(name="CommitSeconds", unit=MetricUnit.Seconds, value=report.seconds)
+        metrics.add_metric(name=names.COMMITTED_ROWS, unit=MetricUnit.Count, value=report.rows)
+        metrics.add_metric(name=names.COMMIT_SECONDS, unit=MetricUnit.Seconds, value=report.seconds)
         logger.info("commit cycle", extra=report.as_dict())
         elapsed = time.monotonic() - started
         if max_cycles is not None and len(cycles) >= max_cycles:
@@ -93,5 +93,4 @@ def handler(event: dict[str, Any] | None, context: Any) -> dict[str, Any]:
         if elapsed + settings.commit_interval_seconds + report.seconds > budget:
             break
         time.sleep(settings.commit_interval_seconds)
-    metrics.flush_metrics()
     return {"cycles": len(cycles), "rows": sum(cycle["rows"] for cycle in cycles)}

@@ -1,4 +1,4 @@
-"""The AWS nightly job's steps other than compaction, one Lambda handler per unit of work.
+"""The nightly job's Lambda entry points other than compaction, one handler per unit of work.
 
 In AWS the nightly job is a Step Functions state machine (``cdk/walletlake_cdk/nightly.py``), not
 one function, so no step is bounded by one function's 15 minutes, memory or ``/tmp``:
@@ -14,19 +14,24 @@ one function, so no step is bounded by one function's 15 minutes, memory or ``/t
    count asks for it, classifies with :func:`queries.reconciliation.classify` (the same pure
    code as the local run) and writes the same objects as ``walletlake reconcile``.
 
-Locally, :func:`walletlake.nightly.run_nightly` does all of it in one process on DuckDB.
+Locally, ``walletlake snapshot``, ``walletlake compact`` and ``walletlake reconcile`` (and the demo)
+run the same steps in one process on DuckDB.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import logging
+import functools
 from typing import TYPE_CHECKING, Any, Final
 
 import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from contracts import lambda_metrics as names
 from contracts.settings import (
     DEPLOYED_VARIABLES,
     SNAPSHOT_READ_UNITS_VARIABLE,
@@ -50,11 +55,10 @@ from queries.reconciliation import (
     rendered_sql,
 )
 from queries.time_travel import current_versions, pin_versions
+from walletlake.days import last_closed_day
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
-
-_logger = logging.getLogger(__name__)
 
 #: What the CDK app sets for every function of this module (``cdk/walletlake_cdk/nightly.py``):
 #: the module reads one settings object, so each of its functions gets the steps' three knobs. On
@@ -69,10 +73,8 @@ REQUIRED_VARIABLES: Final = (
 #: The functions' settings, read once (at import on Lambda).
 SETTINGS: Final = HandlerSettings(REQUIRED_VARIABLES)
 
-
-def previous_day(now: dt.datetime) -> dt.date:
-    """The last closed UTC day."""
-    return (now.astimezone(dt.UTC) - dt.timedelta(days=1)).date()
+logger = Logger(service=names.NIGHTLY_SERVICE)
+metrics = Metrics(namespace=names.NAMESPACE, service=names.NIGHTLY_SERVICE)
 
 
 def plan_night(event: dict[str, Any], settings: Settings, *, now: dt.datetime) -> dict[str, Any]:
@@ -81,7 +83,7 @@ def plan_night(event: dict[str, Any], settings: Settings, *, now: dt.datetime) -
     ``settings.snapshot_segments`` segments share ``settings.snapshot_read_units_per_second``.
     Pure: the state machine carries the result through every later step.
     """
-    day = dt.date.fromisoformat(str(event["date"])) if event.get("date") else previous_day(now)
+    day = dt.date.fromisoformat(str(event["date"])) if event.get("date") else last_closed_day(now)
     units = plan_snapshot(
         segments=settings.snapshot_segments,
         max_read_units_per_second=settings.snapshot_read_units_per_second,
@@ -94,14 +96,22 @@ def plan_night(event: dict[str, Any], settings: Settings, *, now: dt.datetime) -
     }
 
 
-def plan_night_handler(event: dict[str, Any] | None, context: Any) -> dict[str, Any]:
-    """Lambda: :func:`plan_night` with the deployment's segment count and read pace."""
-    return plan_night(event or {}, SETTINGS(), now=dt.datetime.now(dt.UTC))
+@logger.inject_lambda_context(log_event=False)
+def plan_night_handler(event: dict[str, Any] | None, context: LambdaContext) -> dict[str, Any]:
+    """:func:`plan_night` with the deployment's segment count and read pace."""
+    night = plan_night(event or {}, SETTINGS(), now=dt.datetime.now(dt.UTC))
+    logger.info("night planned", extra={"date": night["date"], "segments": len(night["segments"])})
+    return night
 
 
-def snapshot_segment_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Lambda: scan one segment of the table into its snapshot object."""
-    return snapshot_segment(SETTINGS(), SnapshotSegment.from_dict(event))
+@metrics.log_metrics
+@logger.inject_lambda_context(log_event=False)
+def snapshot_segment_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """Scan one segment of the table into its snapshot object."""
+    done = snapshot_segment(SETTINGS(), SnapshotSegment.from_dict(event))
+    metrics.add_metric(name=names.SNAPSHOT_WALLETS, unit=MetricUnit.Count, value=int(done.get("wallets", 0)))
+    logger.info("snapshot segment written", extra=done)
+    return done
 
 
 def unload_statement(sql: str, location: str) -> str:
@@ -115,17 +125,17 @@ def unload_statement(sql: str, location: str) -> str:
     return f"UNLOAD (\n{body}\n) TO '{location}' WITH (format = 'PARQUET', compression = 'ZSTD')"
 
 
-def plan_reconciliation(client: S3Client, settings: Settings, day: dt.date, *, run: str) -> dict[str, Any]:
+def plan_reconciliation(s3: S3Client, settings: Settings, day: dt.date, *, run: str) -> dict[str, Any]:
     """The days to reconcile (catch-up days, oldest first, then ``day``) with their UNLOAD statements.
 
     Each run's UNLOADs write under ``settings.unload_prefix``/``run`` in the lake bucket.
 
     Raises :class:`ReconciliationError` when no complete snapshot was taken on ``day`` or later.
     """
-    snapshot = latest_snapshot(client, settings, not_before=day)
+    snapshot = latest_snapshot(s3, settings, not_before=day)
     if snapshot is None:
         raise ReconciliationError(f"no complete balance snapshot taken on {day} or later")
-    days = [*days_to_catch_up(client, settings, day), day]
+    days = [*days_to_catch_up(s3, settings, day), day]
     # The Iceberg tables are read as of their current snapshots, the same for every day and every
     # step of the night (the UNLOADs here, the second pass in classify), and recorded with the run.
     versions = current_versions(settings) if settings.lake_format == "iceberg" else {}
@@ -150,28 +160,30 @@ def plan_reconciliation(client: S3Client, settings: Settings, day: dt.date, *, r
     return {"date": day.isoformat(), "days": items}
 
 
-def reconcile_plan_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Lambda: event ``{"date": "YYYY-MM-DD", "run": <execution name>}``."""
+@logger.inject_lambda_context(log_event=False)
+def reconcile_plan_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """Event ``{"date": "YYYY-MM-DD", "run": <execution name>}``."""
     settings = SETTINGS()
-    client: S3Client = boto3.Session(region_name=settings.region).client("s3")
-    return plan_reconciliation(
-        client, settings, dt.date.fromisoformat(str(event["date"])), run=str(event["run"])
+    planned = plan_reconciliation(
+        _s3(settings.region), settings, dt.date.fromisoformat(str(event["date"])), run=str(event["run"])
     )
+    logger.info("reconciliation planned", extra={"days": [item["date"] for item in planned["days"]]})
+    return planned
 
 
-def read_unloaded(client: S3Client, location: str) -> pa.Table | None:
+def read_unloaded(s3: S3Client, location: str) -> pa.Table | None:
     """Every Parquet file an UNLOAD wrote under ``location``; None when it wrote none (no rows)."""
     bucket, _, prefix = location.removeprefix("s3://").partition("/")
     tables = []
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         for item in page.get("Contents", []):
-            body = client.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
+            body = s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
             tables.append(pq.read_table(pa.BufferReader(body)))
     return pa.concat_tables(tables, promote_options="default") if tables else None
 
 
 def classify_unloaded(
-    client: S3Client, settings: Settings, item: dict[str, Any], *, now: dt.datetime, max_lag_seconds: int
+    s3: S3Client, settings: Settings, item: dict[str, Any], *, now: dt.datetime, max_lag_seconds: int
 ) -> dict[str, Any]:
     """Classify one day from its UNLOADed results and write what ``walletlake reconcile`` writes.
 
@@ -181,8 +193,8 @@ def classify_unloaded(
     day = dt.date.fromisoformat(item["date"])
     snapshot_at = dt.datetime.fromisoformat(item["snapshot_at"].replace("Z", "+00:00"))
     snapshot = SnapshotRef(day=dt.date.fromisoformat(item["snapshot_date"]), snapshot_at=snapshot_at, keys=())
-    wallets = read_unloaded(client, item["wallets_location"])
-    transfers = read_unloaded(client, item["transfers_location"])
+    wallets = read_unloaded(s3, item["wallets_location"])
+    transfers = read_unloaded(s3, item["transfers_location"])
     if wallets is None:
         raise ReconciliationError(f"the wallets query of {day} unloaded nothing (an empty snapshot?)")
     parameters = day_parameters(day, snapshot)
@@ -204,7 +216,7 @@ def classify_unloaded(
         max_lag_seconds=max_lag_seconds,
     )
     report = record_day(
-        client,
+        s3,
         settings,
         day,
         outcome,
@@ -217,24 +229,31 @@ def classify_unloaded(
     return {k: v for k, v in summary.items() if k not in ("findings", "earlier")}
 
 
-def reconcile_classify_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Lambda: one item of :func:`plan_reconciliation`; publishes one metric per status."""
-    from aws_lambda_powertools import Metrics
-    from aws_lambda_powertools.metrics import MetricUnit
-
+@metrics.log_metrics
+@logger.inject_lambda_context(log_event=False)
+def reconcile_classify_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """One item of :func:`plan_reconciliation`; publishes one metric per status."""
     settings = SETTINGS()
-    client: S3Client = boto3.Session(region_name=settings.region).client("s3")
     result = classify_unloaded(
-        client,
+        _s3(settings.region),
         settings,
         event,
         now=dt.datetime.now(dt.UTC),
         max_lag_seconds=int(event.get("max_lag_seconds", DEFAULT_MAX_LAG_SECONDS)),
     )
-    metrics = Metrics(namespace="walletlake", service="nightly")
     for status, count in result["counts"].items():
-        metrics.add_metric(name=f"reconciliation_{status}", unit=MetricUnit.Count, value=count)
-    metrics.add_metric(name="reconciliation_failed", unit=MetricUnit.Count, value=0 if result["ok"] else 1)
-    metrics.flush_metrics()
-    _logger.info("reconciled %s: ok=%s counts=%s", result["day"], result["ok"], result["counts"])
+        metrics.add_metric(
+            name=names.reconciliation_status_metric(status), unit=MetricUnit.Count, value=count
+        )
+    metrics.add_metric(
+        name=names.RECONCILIATION_FAILED, unit=MetricUnit.Count, value=0 if result["ok"] else 1
+    )
+    log = logger.info if result["ok"] else logger.error
+    log("day reconciled", extra={"day": result["day"], "ok": result["ok"], "counts": result["counts"]})
     return result
+
+
+@functools.cache
+def _s3(region: str) -> S3Client:
+    """One client per execution environment, reused across invocations."""
+    return boto3.client("s3", region_name=region)

@@ -1,4 +1,4 @@
-"""Lambda entry points of compaction in AWS: plan the units, then compact one unit per invocation.
+"""Compaction's Lambda entry points (plain-Parquet lake): plan the units, then one unit per invocation.
 
 The hourly and nightly state machines (``cdk/walletlake_cdk/nightly.py``) call
 :func:`plan_handler`, then run :func:`unit_handler` once per planned unit in a Distributed Map, so
@@ -13,6 +13,11 @@ import datetime as dt
 import time
 from typing import Any, Final
 
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from contracts import lambda_metrics as names
 from contracts.settings import (
     COMPACTION_UNIT_MINUTES_VARIABLE,
     DEPLOYED_VARIABLES,
@@ -33,6 +38,9 @@ REQUIRED_VARIABLES: Final = (*DEPLOYED_VARIABLES, COMPACTION_UNIT_MINUTES_VARIAB
 
 #: The functions' settings, read once (at import on Lambda).
 SETTINGS: Final = HandlerSettings(REQUIRED_VARIABLES)
+
+logger = Logger(service=names.COMPACTION_SERVICE)
+metrics = Metrics(namespace=names.NAMESPACE, service=names.COMPACTION_SERVICE)
 
 
 def plan(
@@ -59,30 +67,26 @@ def plan(
     return {"date": label, "units": [unit.to_dict() for unit in units]}
 
 
-def plan_handler(event: dict[str, Any] | None, context: Any) -> dict[str, Any]:
-    """Lambda: plan the units (one S3 listing per table and day)."""
-    from aws_lambda_powertools import Logger
-
+@metrics.log_metrics
+@logger.inject_lambda_context(log_event=False)
+def plan_handler(event: dict[str, Any] | None, context: LambdaContext) -> dict[str, Any]:
+    """Plan the units (one S3 listing per table and day)."""
     planned = plan(event or {}, SETTINGS(), now=dt.datetime.now(dt.UTC))
-    Logger(service="walletlake-compaction").info(
-        "compaction planned", extra={"date": planned["date"], "units": len(planned["units"])}
-    )
+    units = len(planned["units"])
+    metrics.add_metric(name=names.COMPACTION_UNITS_PLANNED, unit=MetricUnit.Count, value=units)
+    logger.info("compaction planned", extra={"date": planned["date"], "units": units})
     return planned
 
 
-def unit_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Lambda: compact one unit; returns its summary (rows, files, seconds)."""
-    from aws_lambda_powertools import Logger, Metrics
-    from aws_lambda_powertools.metrics import MetricUnit
-
-    logger = Logger(service="walletlake-compaction")
-    metrics = Metrics(namespace="walletlake", service="compaction")
+@metrics.log_metrics
+@logger.inject_lambda_context(log_event=False)
+def unit_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """Compact one unit; returns its summary (rows, files, seconds)."""
     unit = CompactionUnit.from_dict(event)
     started = time.perf_counter()
     done = compact_unit(SETTINGS(), unit)
     summary = unit_summary(unit, done, time.perf_counter() - started)
-    metrics.add_metric(name="compaction_rows", unit=MetricUnit.Count, value=done.rows_out)
-    metrics.add_metric(name="compaction_seconds", unit=MetricUnit.Seconds, value=summary["seconds"])
-    metrics.flush_metrics()
+    metrics.add_metric(name=names.COMPACTED_ROWS, unit=MetricUnit.Count, value=done.rows_out)
+    metrics.add_metric(name=names.COMPACTION_SECONDS, unit=MetricUnit.Seconds, value=summary["seconds"])
     logger.info("compaction unit done", extra=summary)
     return summary
