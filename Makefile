@@ -37,9 +37,11 @@ tools: $(VENV)/.installed
 demo: install tools
 	$(BIN)/walletlake demo
 
+# lint-imports: the layering and the no-cycle contracts of pyproject.toml ([tool.importlinter]).
 lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	PYTHONPATH=cdk $(BIN)/lint-imports --no-cache
 
 typecheck: install-dev
 	$(BIN)/mypy

@@ -48,6 +48,7 @@ import pyarrow.compute as pc
 from contracts.lake_layout import PARQUET_SUFFIX, partition_day, partition_prefix, table_prefix
 from contracts.lake_tables import BALANCE_SNAPSHOTS
 from contracts.settings import DEFAULT_SNAPSHOT_SEGMENTS, Settings
+from contracts.timestamps import parse_utc_text, utc_text
 from contracts.wallets_table import ENTITY_WALLET, Attr
 from lake import objects
 
@@ -131,7 +132,7 @@ class SnapshotReport:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary."""
         return {
-            "snapshot_at": _iso(self.snapshot_at),
+            "snapshot_at": utc_text(self.snapshot_at),
             "day": self.day.isoformat(),
             "wallets": self.wallets,
             "segments": self.segments,
@@ -201,7 +202,7 @@ def take_snapshot(
         skipped_items=sum(skipped for _, _, _, skipped in results),
     )
     _logger.info(
-        "snapshot %s: %d wallets, %.0f read units", _iso(snapshot_at), report.wallets, report.read_units
+        "snapshot %s: %d wallets, %.0f read units", utc_text(snapshot_at), report.wallets, report.read_units
     )
     return report
 
@@ -229,7 +230,7 @@ class SnapshotSegment:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (a Map item)."""
         return {
-            "snapshot_at": _iso(self.snapshot_at),
+            "snapshot_at": utc_text(self.snapshot_at),
             "segment": self.segment,
             "segments": self.segments,
             "max_read_units_per_second": self.max_read_units_per_second,
@@ -239,7 +240,7 @@ class SnapshotSegment:
     def from_dict(cls, value: dict[str, Any]) -> SnapshotSegment:
         """The inverse of :meth:`to_dict`; a clear error for a malformed item."""
         try:
-            moment = dt.datetime.fromisoformat(str(value["snapshot_at"]).replace("Z", "+00:00"))
+            moment = parse_utc_text(str(value["snapshot_at"]))
             rate = value.get("max_read_units_per_second")
             return cls(
                 snapshot_at=_to_ms(moment),
@@ -413,7 +414,3 @@ def _to_ms(moment: dt.datetime) -> dt.datetime:
         raise ValueError("snapshot time must be timezone-aware")
     moment = moment.astimezone(dt.UTC)
     return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
-
-
-def _iso(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

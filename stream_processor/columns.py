@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from contracts.lake_tables import LEDGER, QUARANTINE, TIMESTAMP_MS, WALLETS
 from contracts.money import INTEGER_TEXT, MAX_AMOUNT, MAX_BALANCE, MIN_AMOUNT
 from contracts.wallets_table import DIRECTION_CREDIT, DIRECTION_DEBIT, TXN_DEPOSIT, TXN_TRANSFER, Attr
+from stream_processor.lambda_records import sequence_number
 
 DEBIT: Final = DIRECTION_DEBIT
 CREDIT: Final = DIRECTION_CREDIT
@@ -446,13 +447,6 @@ def _quarantine(
 def raw_json(record: Any) -> str:
     """The record as JSON text, whatever it holds (quarantine keeps it whole for replay)."""
     return json.dumps(record, default=str, separators=(",", ":"), sort_keys=True)
-
-
-def sequence_number(record: Any) -> str | None:
-    """The record's ``SequenceNumber`` when it has a usable one."""
-    change = record.get("dynamodb") if isinstance(record, Mapping) else None
-    value = change.get("SequenceNumber") if isinstance(change, Mapping) else None
-    return value if isinstance(value, str) else None
 
 
 def _apply_checks(

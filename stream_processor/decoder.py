@@ -61,6 +61,7 @@ from stream_processor.lambda_records import (
     OLD_IMAGE,
     SEQUENCE_NUMBER,
     is_ttl_identity,
+    sequence_number,
 )
 
 #: A record's decoding step: ``(columns, position, record, change, image)``; ``change`` is the
@@ -603,23 +604,15 @@ def _unexpected(event: Any, entity: Any) -> str:
 
 def _sequence_bounds(records: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
     """First and last ``SequenceNumber``; Lambda always sends them, garbage may not."""
-    sequences = [_sequence(record) for record in (records[0], records[-1])] if records else [None, None]
+    sequences = [sequence_number(record) for record in (records[0], records[-1])] if records else [None, None]
     if sequences[0] is not None and sequences[1] is not None:
         return sequences[0], sequences[1]
-    found = [seq for seq in map(_sequence, records) if seq is not None]
+    found = [seq for seq in map(sequence_number, records) if seq is not None]
     if found:
         return found[0], found[-1]
     # No record names the batch: name it by its content, which a retry repeats exactly.
     digest = hashlib.sha256("\n".join(map(raw_json, records)).encode()).hexdigest()[:32]
     return f"content-{digest}", f"content-{digest}"
-
-
-def _sequence(record: Any) -> str | None:
-    try:
-        value = record["dynamodb"][SEQUENCE_NUMBER]
-    except (KeyError, TypeError):
-        return None
-    return value if isinstance(value, str) else None
 
 
 def _event_source_arn(records: Sequence[Mapping[str, Any]]) -> str:

@@ -324,8 +324,8 @@ def replay_dead_letters(
     queue_url: str,
     *,
     dry_run: bool = False,
-    sqs_client: Any = None,
-    streams_client: DynamoDBStreamsClient | None = None,
+    sqs: Any = None,  # an SQS client (no type stubs for SQS in the dev dependencies)
+    streams: DynamoDBStreamsClient | None = None,
     s3: S3Client | None = None,
     clock: Callable[[], float] = time.time,
     max_messages: int | None = None,
@@ -335,8 +335,8 @@ def replay_dead_letters(
     Messages that are not batch descriptions, and batches the stream no longer holds, are
     reported and left in the queue (they become visible again after the visibility timeout).
     """
-    sqs = sqs_client or _client("sqs", settings)
-    streams = streams_client or _client("dynamodbstreams", settings)
+    sqs = sqs or _client("sqs", settings)
+    streams = streams or _client("dynamodbstreams", settings)
     report = ReplayReport(source="dlq", dry_run=dry_run)
     for message in _receive_all(sqs, queue_url, max_messages):
         report.sources_read += 1

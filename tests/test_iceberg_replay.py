@@ -71,10 +71,10 @@ def test_a_dead_lettered_batch_replayed_twice_lands_once(
     )
     # WHEN it is replayed, committed, sent again, replayed and committed again
     sqs.send_message(QueueUrl=queue_url, MessageBody=message)
-    first = replay_dead_letters(settings, queue_url, sqs_client=sqs)
+    first = replay_dead_letters(settings, queue_url, sqs=sqs)
     commit(settings)
     sqs.send_message(QueueUrl=queue_url, MessageBody=message)
-    second = replay_dead_letters(settings, queue_url, sqs_client=sqs)
+    second = replay_dead_letters(settings, queue_url, sqs=sqs)
     commit(settings)
 
     # THEN the first replay landed the batch, the second nothing, and the lake holds each entry once

@@ -296,7 +296,7 @@ def test_dead_lettered_batch_is_read_again_and_landed_under_its_own_name(
     sqs = _sqs(stack)
     sqs.send_message(QueueUrl=queue_url, MessageBody=_failure_message(arn, shard, first, last, 2))
     # WHEN the DLQ is replayed
-    report = replay_dead_letters(settings, queue_url, sqs_client=sqs)
+    report = replay_dead_letters(settings, queue_url, sqs=sqs)
     # THEN exactly the two deposits landed, under the name the consumer gives that batch
     assert (report.records, report.ledger_rows, report.wallets, report.sources_cleared) == (2, 2, 0, 1)
     day = dt.datetime.fromtimestamp(CREATED_MS / 1000, dt.UTC).date()
@@ -308,7 +308,7 @@ def test_dead_lettered_batch_is_read_again_and_landed_under_its_own_name(
         (2, 7, last),
     ]
     # AND the message is gone; a second replay finds nothing
-    assert replay_dead_letters(settings, queue_url, sqs_client=sqs).sources_read == 0
+    assert replay_dead_letters(settings, queue_url, sqs=sqs).sources_read == 0
 
 
 def test_dead_letter_dry_run_keeps_the_message(
@@ -319,7 +319,7 @@ def test_dead_letter_dry_run_keeps_the_message(
     sequence = raw[0]["dynamodb"]["SequenceNumber"]
     sqs = _sqs(stack)
     sqs.send_message(QueueUrl=queue_url, MessageBody=_failure_message(arn, shard, sequence, sequence, 1))
-    report = replay_dead_letters(settings, queue_url, sqs_client=sqs, dry_run=True)
+    report = replay_dead_letters(settings, queue_url, sqs=sqs, dry_run=True)
     assert (report.records, report.wallets, report.files_written, report.sources_cleared) == (1, 1, 0, 0)
     assert _keys(settings, "wallets") == []
     attributes = sqs.get_queue_attributes(
@@ -346,7 +346,7 @@ def test_dead_letter_outside_the_stream_is_expired_and_kept(
         ),
     )
     sqs.send_message(QueueUrl=queue_url, MessageBody="not a batch record")
-    report = replay_dead_letters(settings, queue_url, sqs_client=sqs)
+    report = replay_dead_letters(settings, queue_url, sqs=sqs)
     assert (report.expired, report.unreadable, report.sources_cleared, report.files_written) == (1, 1, 0, 0)
     assert any("backfill" in problem for problem in report.problems)
 

@@ -41,7 +41,7 @@ from contracts.api_metrics import PUBLISHED
 from contracts.settings import SERVER_VARIABLES, Settings
 from contracts.wallets_table import Attr
 from wallet.dynamodb import DynamoDBClient
-from wallet.server import create_server, request_drain_seconds
+from walletlake.server import create_server, request_drain_seconds
 from wallet.store import WalletStore
 from walletlake.api_server import ApiFleet, ApiServer, ThreadedApiServer
 from walletlake.cli import main
@@ -478,7 +478,7 @@ def test_serve_reads_its_knobs_from_variables_and_flags_and_hands_them_to_uvicor
 
     # THEN uvicorn gets the variables' values and the flag's, the graceful-shutdown timeout inside
     # the drain bound, and the app factory of a fleet server
-    assert ran["app"] == "wallet.server:create_server"
+    assert ran["app"] == "walletlake.server:create_server"
     assert (ran["host"], ran["timeout_keep_alive"], ran["workers"]) == ("0.0.0.0", 70, 2)
     assert ran["timeout_graceful_shutdown"] == request_drain_seconds(Settings(drain_seconds=10)) == 8
     assert ran["lifespan"] == "on"

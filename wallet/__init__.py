@@ -10,12 +10,15 @@ Modules, by job:
 - :mod:`wallet.errors`: every refusal and failure, each with its public code;
 - :mod:`wallet.store` and :mod:`wallet.dynamodb`: the TransactWriteItems protocol and the lean
   signed client it runs on;
-- :mod:`wallet.api`: the FastAPI app (the one place errors become HTTP), :mod:`walletlake.handlers.api`
-  its Lambda entry point, :mod:`wallet.telemetry` its counters;
-- :mod:`wallet.server`: what a long-running server process runs (``walletlake serve``): the app
-  behind :mod:`wallet.admission` (429 past a bound of requests in flight), with a lifespan that
-  publishes the counters as CloudWatch embedded-metric-format lines (:mod:`wallet.emf`) and drains
-  the commit queue (:mod:`wallet.commit_queue`) at shutdown.
+- :mod:`wallet.api`: the FastAPI app (the one place errors become HTTP), :mod:`wallet.telemetry`
+  its counters;
+- :mod:`wallet.admission` (429 past a bound of requests in flight), :mod:`wallet.emf` (the counters
+  as CloudWatch embedded-metric-format lines) and :mod:`wallet.commit_queue` (group commits): the
+  parts a long-running server puts around the app.
+
+The processes that run the app are the application's (``walletlake/``): :mod:`walletlake.server`
+for the fleet's long-running servers (``walletlake serve``), :mod:`walletlake.handlers.api` for a
+Lambda deployment.
 
 Only the light, pure parts are re-exported here: importing :mod:`contracts.wallets_table` (as the stream
 processor's Lambda does) must not pull in FastAPI, botocore or the CRT.

@@ -30,10 +30,6 @@ COMMANDS = (
 )
 
 
-class CommandError(Exception):
-    """A command cannot do what was asked; its message is the one line the user sees."""
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The root parser with every sub-command registered."""
     epilog = "environment:\n" + "\n".join(f"  {k:<30} {v}" for k, v in ENVIRONMENT_VARIABLES.items())

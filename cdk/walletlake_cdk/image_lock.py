@@ -28,7 +28,7 @@ LOCK_PATH: Final = PROJECT_ROOT / "docker" / "api-requirements.txt"
 ENTRY_MODULES: Final = (
     "walletlake.cli",
     "wallet.api",
-    "wallet.server",
+    "walletlake.server",
     *(
         f"walletlake.commands.{path.stem}"
         for path in sorted((PROJECT_ROOT / "walletlake" / "commands").glob("*.py"))

@@ -13,7 +13,8 @@ Functions runs in parallel (``docs/operations.md`` has the figures behind each c
 
 Hourly (an EventBridge schedule at ``HH:10``)
     plan the closed hours' compaction units (``walletlake.handlers.compaction.plan_handler``) →
-    a Distributed Map runs each unit (``unit_handler``, one hour and ``wallet_id`` range each).
+    a Distributed Map runs each unit (``unit_handler``: one table's rows of ``compaction_unit_minutes``
+    minutes, found by their slot prefix; :mod:`lake.compaction_units` says why time, not wallet ranges).
 Nightly (01:30 UTC)
     plan the night (the day, the snapshot's segments) → a Distributed Map scans the table one
     parallel-scan segment per Lambda → plan and compact what is left of the day (the same Map of

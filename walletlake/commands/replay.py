@@ -72,7 +72,7 @@ def _run(args: argparse.Namespace) -> int:
             settings,
             args.dlq_url,
             dry_run=args.dry_run,
-            sqs_client=sqs_client_for(args.dlq_url, settings),
+            sqs=sqs_for(args.dlq_url, settings),
             max_messages=args.max_messages,
         )
     else:
@@ -87,7 +87,7 @@ def _run(args: argparse.Namespace) -> int:
     return 1 if values["still_failing"] or values["expired"] or values["unreadable"] else 0
 
 
-def sqs_client_for(queue_url: str, settings: Settings) -> Any:
+def sqs_for(queue_url: str, settings: Settings) -> Any:
     """An SQS client for the queue; outside AWS, the queue URL's own host is the endpoint.
 
     A queue URL names the server that holds it, so ``--dlq-url http://127.0.0.1:5000/...`` on the

@@ -3,7 +3,7 @@
 uvicorn with ``uvicorn[standard]`` runs on uvloop and httptools, the cheapest event loop and HTTP
 parser available to it; access logs are off by default because formatting a line per request costs
 more CPU than the request's own routing (``--access-log`` turns them on). Each worker process
-builds its own app from the environment (:func:`wallet.server.create_server` is the factory), so
+builds its own app from the environment (:func:`walletlake.server.create_server` is the factory), so
 ``--workers N`` scales across cores with no shared state: wallets live in DynamoDB.
 
 The server knobs are ``WALLETLAKE_*`` variables (:data:`contracts.settings.SERVER_VARIABLES`: how
@@ -43,7 +43,7 @@ from contracts.settings import (
 )
 
 #: The ASGI app factory every worker imports.
-APP_FACTORY = "wallet.server:create_server"
+APP_FACTORY = "walletlake.server:create_server"
 
 #: The flag of each server variable (its ``dest`` is the Settings field).
 _FLAGS = {
@@ -95,7 +95,7 @@ def _run(args: argparse.Namespace) -> int:
     from uvicorn.config import LOGGING_CONFIG
 
     from contracts.settings import Settings
-    from wallet.server import request_drain_seconds
+    from walletlake.server import request_drain_seconds
 
     # Fail here, with the reason, rather than in every worker; then hand the flags to the workers.
     flags = {

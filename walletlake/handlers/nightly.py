@@ -40,6 +40,7 @@ from contracts.settings import (
     HandlerSettings,
     Settings,
 )
+from contracts.timestamps import parse_utc_text
 from lake.snapshots import SnapshotRef, SnapshotSegment, latest_snapshot, plan_snapshot, snapshot_segment
 from queries._engine import engine_for
 from queries.reconciliation import (
@@ -191,7 +192,7 @@ def classify_unloaded(
     the findings are in the ``reconciliation`` table and the summary object.
     """
     day = dt.date.fromisoformat(item["date"])
-    snapshot_at = dt.datetime.fromisoformat(item["snapshot_at"].replace("Z", "+00:00"))
+    snapshot_at = parse_utc_text(item["snapshot_at"])
     snapshot = SnapshotRef(day=dt.date.fromisoformat(item["snapshot_date"]), snapshot_at=snapshot_at, keys=())
     wallets = read_unloaded(s3, item["wallets_location"])
     transfers = read_unloaded(s3, item["transfers_location"])
