@@ -13,7 +13,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 PYTEST_WORKERS ?= 2
 PYTEST_ARGS ?= -n $(PYTEST_WORKERS)
 
-.PHONY: demo test lint typecheck fmt pytest tools install install-dev clean bench deploy-check
+.PHONY: demo test test-unit lint typecheck fmt pytest tools install install-dev clean bench deploy-check
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,11 @@ pytest: install-dev tools
 	$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
 
 test: lint typecheck pytest
+
+# The unit tests alone (tests/unit: no server, no Java, no node), in seconds; tests/stack and
+# tests/cdk run in `make test`.
+test-unit: install-dev
+	$(BIN)/pytest -q tests/unit
 
 # Every Lambda function of the synthesized app imported and invoked from the files it ships, and both
 # state machines executed, on an embedded stack of its own (docs/operations.md, "Deploy check").

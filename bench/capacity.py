@@ -16,7 +16,7 @@ This script measures, on this machine, what one unit of each kind of work costs:
 - **Parquet**: compacted bytes per ledger row, and the share of them the reconciliation's
   queries read (the columns they name, from the column chunks' sizes).
 
-Then a pure model (:func:`model`, checked by ``tests/test_capacity.py``) turns those and AWS's
+Then a pure model (:func:`model`, checked by ``tests/unit/test_capacity.py``) turns those and AWS's
 published prices and limits into, per load: ledger rows and Parquet GB per day, landing objects
 per hour, compaction units and their size, parallel workers to finish in an hour, Athena bytes and
 cost per night, Lambda GB-seconds, DynamoDB request units, and the monthly cost. Money is integer
@@ -49,7 +49,8 @@ from reconcile import DAY, SNAPSHOT_AT, build_lake, timed_reconciliation
 from stream_to_parquet import StreamGenerator
 
 from contracts.settings import Settings
-from lake.compaction import compact_files, generation
+from lake.compaction import compact_files
+from lake.compaction_kernel import generation
 from lake.snapshots import SnapshotRef
 from queries.reconciliation import TRANSFERS_QUERY, WALLETS_QUERY, day_parameters, rendered_sql
 from stream_processor.batch import process_batch
@@ -590,7 +591,7 @@ def print_table(measured: Measured, loads: list[dict[str, Any]]) -> None:
 
 
 #: The unit costs the README's cost section is rendered from (``bench/capacity.py --readme``): the
-#: run of 2026-11-23 (docs/capacity.md, "Measured here"); ``tests/test_capacity.py`` fails when the
+#: run of 2026-11-23 (docs/capacity.md, "Measured here"); ``tests/unit/test_capacity.py`` fails when the
 #: README and the model disagree.
 PUBLISHED: Final = Measured(
     consumer_cpu_us_per_record=3.2,

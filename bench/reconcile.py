@@ -50,7 +50,8 @@ from contracts.lake_layout import landing_object_name
 from contracts.lake_tables import BALANCE_SNAPSHOTS, DAILY_BALANCES, LEDGER
 from contracts.settings import DEFAULT_COMPACTION_UNIT_MINUTES, Settings
 from lake import parquet
-from lake.compaction import compact_files, generation
+from lake.compaction import compact_files
+from lake.compaction_kernel import generation
 from lake.compaction_units import group_into_units
 from lake.snapshots import SnapshotRef
 from lake.writer import split_by_slot

@@ -11,9 +11,10 @@ Why units
     Units are compacted as soon as their slots close (the hourly schedule in AWS,
     ``compact_closed_units`` locally), so today's partition holds compacted files for the closed
     hours and landing files for the open one. Each unit runs the crash-safe protocol of
-    :mod:`lake.compaction` on its own inputs only: units never share an object, so they run in
-    parallel (a Step Functions Distributed Map in AWS, a process pool locally) and a failed one is
-    simply run again.
+    :func:`lake.compaction.compact_inputs` on its own inputs only: units never share an object,
+    so they run in parallel (a Step Functions Distributed Map in AWS, a process pool locally) and a
+    failed one is simply run again. :func:`compact_day` plans a day's units and runs them: what
+    the nightly job and ``walletlake compact`` call.
 
 Why slices of time, not ranges of wallet_id
     A unit must find its inputs without reading them. Landing objects are cut by the batch and by
@@ -24,7 +25,7 @@ Why slices of time, not ranges of wallet_id
 
     The price is pruning: each unit's output is sorted by ``wallet_id`` on its own, so a one-wallet
     statement over a day reads a row group or two *per unit*. Row groups are therefore sized per
-    unit (:func:`lake.compaction.unit_row_group_rows`) to keep that read under 1 % of the day.
+    unit (:func:`lake.compaction_kernel.unit_row_group_rows`) to keep that read under 1 % of the day.
 
 A partition holding an object without a slot in its name (an older layout, or a file put there
 by hand) cannot be split by time without reading it: its rows may belong to any hour, and copies of
@@ -50,15 +51,8 @@ from contracts.lake_layout import PARQUET_SUFFIX, SLOT_MINUTES, partition_prefix
 from contracts.lake_tables import STREAM_TABLES
 from contracts.settings import COMPACTION_UNIT_MINUTES_CHOICES, DEFAULT_COMPACTION_UNIT_MINUTES, Settings
 from lake import objects
-from lake.compaction import (
-    DEFAULT_MEMORY_LIMIT,
-    DEFAULT_TARGET_FILE_BYTES,
-    StepHook,
-    TableCompaction,
-    _Sizing,
-    compact_inputs,
-    is_compacted,
-)
+from lake.compaction import DEFAULT_TARGET_FILE_BYTES, StepHook, TableCompaction, compact_inputs, read_footer
+from lake.compaction_kernel import DEFAULT_MEMORY_LIMIT, Sizing, is_compacted
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -198,7 +192,7 @@ def plan_units(
     unit_minutes: int = DEFAULT_COMPACTION_UNIT_MINUTES,
     tables: Sequence[str] = tuple(STREAM_TABLES),
     closed_before: dt.datetime | None = None,
-    client: S3Client | None = None,
+    s3: S3Client | None = None,
 ) -> list[CompactionUnit]:
     """The units of ``day`` with work to do: inputs that are not already one unit's compaction.
 
@@ -207,13 +201,13 @@ def plan_units(
     """
     if unit_minutes not in COMPACTION_UNIT_MINUTES_CHOICES:
         raise ValueError(f"unit_minutes must be one of {COMPACTION_UNIT_MINUTES_CHOICES}, not {unit_minutes}")
-    client = client or boto3.client("s3", region_name=settings.region)
+    s3 = s3 or boto3.client("s3", region_name=settings.region)
     planned: list[CompactionUnit] = []
     for table in tables:
         prefix = partition_prefix(settings.lake_prefix, table, day)
         names = [
             key.removeprefix(prefix)
-            for key, _ in objects.iter_objects(client, settings.bucket, prefix)
+            for key, _ in objects.iter_objects(s3, settings.bucket, prefix)
             if key.endswith(PARQUET_SUFFIX) and "/" not in key.removeprefix(prefix)
         ]
         for unit, owned in sorted(
@@ -237,30 +231,31 @@ def compact_unit(
     row_group_rows: int | None = None,
     memory_limit: str = DEFAULT_MEMORY_LIMIT,
     on_step: StepHook | None = None,
-    client: S3Client | None = None,
+    s3: S3Client | None = None,
 ) -> TableCompaction:
     """Compact one unit: idempotent, safe to kill and rerun, independent of every other unit.
 
-    ``row_group_rows=None`` sizes row groups for the unit (:func:`lake.compaction.unit_row_group_rows`).
+    ``row_group_rows=None`` sizes row groups for the unit
+    (:func:`lake.compaction_kernel.unit_row_group_rows`).
     """
-    client = client or boto3.client("s3", region_name=settings.region)
+    sizing = Sizing(target_file_bytes, row_group_rows, memory_limit)
+    s3 = s3 or boto3.client("s3", region_name=settings.region)
     prefix = partition_prefix(settings.lake_prefix, unit.table, unit.day)
     if unit.whole_day:
-        listed = list(objects.iter_objects(client, settings.bucket, prefix))
+        listed = list(objects.iter_objects(s3, settings.bucket, prefix))
     else:
         listed = [
             item
             for slot in unit.slots
-            for item in objects.iter_objects(client, settings.bucket, f"{prefix}{slot_name(slot)}-")
+            for item in objects.iter_objects(s3, settings.bucket, f"{prefix}{slot_name(slot)}-")
         ]
     inputs = [
         (key, size)
         for key, size in listed
         if key.endswith(PARQUET_SUFFIX) and unit.owns(key.removeprefix(prefix))
     ]
-    sizing = _Sizing(target_file_bytes, row_group_rows or 0, memory_limit)
     return compact_inputs(
-        client,
+        s3,
         settings,
         unit.table,
         prefix,
@@ -337,24 +332,140 @@ def run_units(
     return results
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class CompactionReport:
+    """Compaction of one day, per table."""
+
+    day: dt.date
+    tables: dict[str, TableCompaction]
+    #: What each unit that had work did (:func:`unit_summary`).
+    units: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def rows_out(self) -> int:
+        """Ledger rows after compaction (the figure the demo and the nightly job check)."""
+        return self.tables["ledger"].rows_out if "ledger" in self.tables else 0
+
+    @property
+    def ledger_rows(self) -> int:
+        """Same as :attr:`rows_out`."""
+        return self.rows_out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary."""
+        return {
+            "day": self.day.isoformat(),
+            "tables": {k: v.to_dict() for k, v in self.tables.items()},
+            "units": list(self.units),
+        }
+
+
+def compact_day(
+    settings: Settings,
+    day: dt.date,
+    *,
+    target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
+    row_group_rows: int | None = None,
+    tables: Sequence[str] = tuple(STREAM_TABLES),
+    memory_limit: str = DEFAULT_MEMORY_LIMIT,
+    on_step: StepHook | None = None,
+    s3: S3Client | None = None,
+    unit_minutes: int | None = None,
+    workers: int = 1,
+    on_unit: Callable[[dict[str, Any]], None] | None = None,
+) -> CompactionReport:
+    """Compact what is left of one UTC day, unit by unit; idempotent, and safe to kill and rerun.
+
+    The day is worked as independent units (an hour each by default), ``workers`` at a time;
+    units already compacted (during the day, by the hourly schedule) are skipped. The report
+    covers the whole day: rows of skipped units are read from their files' footers. With
+    ``workers > 1`` each worker process makes its own S3 client (a client cannot cross a
+    process), so ``s3`` serves the planning and the report only, and ``on_step`` is refused.
+
+    Examples
+    --------
+    >>> compact_day(Settings.from_env(), dt.date(2026, 11, 21)).rows_out  # doctest: +SKIP
+    1200345
+    """
+    Sizing(target_file_bytes, row_group_rows, memory_limit)  # a bad option fails before any listing
+    if on_step is not None and workers > 1:
+        raise ValueError("on_step watches one process: use workers=1 with it")
+    s3 = s3 or boto3.client("s3", region_name=settings.region)
+    units = plan_units(
+        settings,
+        day,
+        unit_minutes=unit_minutes or DEFAULT_COMPACTION_UNIT_MINUTES,
+        tables=tables,
+        s3=s3,
+    )
+    options: dict[str, Any] = {
+        "target_file_bytes": target_file_bytes,
+        "row_group_rows": row_group_rows,
+        "memory_limit": memory_limit,
+    }
+    if workers <= 1:
+        options.update(on_step=on_step, s3=s3)
+    summaries: list[dict[str, Any]] = []
+
+    def done_one(summary: dict[str, Any]) -> None:
+        summaries.append(summary)
+        if on_unit:
+            on_unit(summary)
+
+    results = run_units(settings, units, workers=workers, on_done=done_one, **options)
+    report = {
+        table: _day_total(s3, settings, table, day, [done for unit, done in results if unit.table == table])
+        for table in tables
+    }
+    return CompactionReport(day=day, tables=report, units=tuple(summaries))
+
+
+def _day_total(
+    s3: S3Client, settings: Settings, table: str, day: dt.date, ran: Sequence[TableCompaction]
+) -> TableCompaction:
+    """The day's partition after its units ran: what they did plus what they left alone."""
+    prefix = partition_prefix(settings.lake_prefix, table, day)
+    after = [
+        (key, size)
+        for key, size in objects.iter_objects(s3, settings.bucket, prefix)
+        if key.endswith(PARQUET_SUFFIX)
+    ]
+    written = {key for done in ran for key in done.keys_out}
+    untouched = [(key, size) for key, size in after if key not in written]
+    rows = sum(read_footer(s3, settings.bucket, key).num_rows for key, _ in untouched)
+    size = sum(size for _, size in untouched)
+    return TableCompaction(
+        table=table,
+        files_in=len(untouched) + sum(done.files_in for done in ran),
+        files_out=len(after),
+        rows_in=rows + sum(done.rows_in for done in ran),
+        rows_out=rows + sum(done.rows_out for done in ran),
+        duplicates_dropped=sum(done.duplicates_dropped for done in ran),
+        bytes_in=size + sum(done.bytes_in for done in ran),
+        bytes_out=sum(size for _, size in after),
+        already_compact=not ran,
+        keys_out=tuple(key for key, _ in after),
+    )
+
+
 def closed_units(
     settings: Settings,
     now: dt.datetime,
     *,
     unit_minutes: int = DEFAULT_COMPACTION_UNIT_MINUTES,
     grace: dt.timedelta = DEFAULT_CLOSE_GRACE,
-    client: S3Client | None = None,
+    s3: S3Client | None = None,
 ) -> list[CompactionUnit]:
     """Units closed by ``now - grace`` with work to do: yesterday's left-overs and today's closed ones.
 
     What the hourly schedule compacts. Yesterday is included because its last hour closes after
     midnight (and the nightly job may not have run yet).
     """
-    client = client or boto3.client("s3", region_name=settings.region)
+    s3 = s3 or boto3.client("s3", region_name=settings.region)
     cutoff = now.astimezone(dt.UTC) - grace
     days = sorted({(cutoff - dt.timedelta(days=1)).date(), cutoff.date()})
     return [
         unit
         for day in days
-        for unit in plan_units(settings, day, unit_minutes=unit_minutes, closed_before=cutoff, client=client)
+        for unit in plan_units(settings, day, unit_minutes=unit_minutes, closed_before=cutoff, s3=s3)
     ]

@@ -58,7 +58,8 @@ import pyarrow.parquet as pq
 from contracts.lake_layout import PARQUET_SUFFIX, SLOT_MINUTES, partition_day, partition_prefix, table_prefix
 from contracts.lake_tables import PARTITION_COLUMN, STREAM_TABLES
 from lake import objects
-from lake.compaction import is_compacted, read_footer
+from lake.compaction import read_footer
+from lake.compaction_kernel import is_compacted
 from lake.iceberg_files import partitioned_data_file
 from lake.iceberg_tables import iceberg_arrow_schema, identifier
 

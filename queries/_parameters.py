@@ -5,7 +5,7 @@ client replaces with SQL literals before the query leaves the machine. The Athen
 typed values to awswrangler (``paramstyle="named"``); the DuckDB engine renders them here with the
 same pattern and the same literal spelling, then transpiles the rendered Trino SQL. One rendering
 rule for both engines is what keeps a query's meaning identical on AWS and on the embedded stack
-(``tests/test_queries.py`` checks this renderer against awswrangler's own).
+(``tests/stack/test_queries.py`` checks this renderer against awswrangler's own).
 
 Types, as the ``@param`` lines of a ``.sql`` header declare them:
 

@@ -1,6 +1,6 @@
 """Turning untrusted JSON values into commands, or refusing them with :class:`InvalidRequestError`.
 
-Pure functions: no I/O, so the rules are property-tested directly (tests/test_wallet_validation.py).
+Pure functions: no I/O, so the rules are property-tested directly (tests/unit/test_wallet_validation.py).
 The patterns below are also what the OpenAPI document publishes (:data:`AMOUNT_SCHEMA` and
 friends), so the documentation cannot drift from the checks.
 

@@ -295,7 +295,7 @@ def _nightly(
     settings: Settings, stages: _Stages, counts: dict[str, Any], result: DemoResult, today: dt.date
 ) -> tuple[Any, int | None, bool | None]:
     """Snapshot, compaction (or the Iceberg maintenance), reconciliation and, on Iceberg, its replay."""
-    from lake.compaction import compact_day
+    from lake.compaction_units import compact_day
     from lake.snapshots import take_snapshot
     from queries.reconciliation import reconcile
 

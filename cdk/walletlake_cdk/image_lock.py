@@ -1,7 +1,7 @@
 """The API image's locked dependencies: what ``walletlake serve`` imports, pinned to the tested versions.
 
 ``docker/api-requirements.txt`` is generated here (``python -m walletlake_cdk.image_lock``) and
-checked by the suite (``tests/test_api_service.py``): every third-party module the command line's
+checked by the suite (``tests/cdk/test_cdk_units.py``): every third-party module the command line's
 import closure reaches (the ``walletlake`` entry point registers every command, so all of them
 count), uvicorn's speed-ups the server relies on (uvloop, httptools), and every distribution they
 require, each ``==`` the version installed where the tests ran. The Dockerfile installs exactly

@@ -67,7 +67,7 @@ RECONCILE_PLAN_HANDLER: Final = "walletlake.handlers.nightly.reconcile_plan_hand
 RECONCILE_CLASSIFY_HANDLER: Final = "walletlake.handlers.nightly.reconcile_classify_handler"
 
 #: Where the reconciliation's UNLOADs write: inside the workgroup's results prefix (checked in
-#: tests/test_cdk.py), so the results' lifecycle rule expires them and no new S3 grant is needed.
+#: tests/cdk/test_cdk.py), so the results' lifecycle rule expires them and no new S3 grant is needed.
 UNLOAD_PREFIX: Final = DEFAULT_UNLOAD_PREFIX
 
 #: Athena actions a classification needs for its rare second pass (awswrangler's read path).

@@ -9,8 +9,8 @@ import sys
 from typing import Any
 
 from contracts.settings import COMPACTION_UNIT_MINUTES_CHOICES, Settings
-from lake.compaction import DEFAULT_TARGET_FILE_BYTES, compact_day
-from lake.compaction_units import closed_units, run_units
+from lake.compaction import DEFAULT_TARGET_FILE_BYTES
+from lake.compaction_units import closed_units, compact_day, run_units
 from lake.iceberg_maintenance import DEFAULT_TARGET_FILE_BYTES as ICEBERG_TARGET_FILE_BYTES
 from walletlake.days import day_argument, last_closed_day
 

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 import boto3
 import pyarrow as pa
-import pyarrow.parquet as pq
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -41,6 +40,7 @@ from contracts.settings import (
     Settings,
 )
 from contracts.timestamps import parse_utc_text
+from lake import objects
 from lake.snapshots import SnapshotRef, SnapshotSegment, latest_snapshot, plan_snapshot, snapshot_segment
 from queries._engine import engine_for
 from queries.reconciliation import (
@@ -175,11 +175,7 @@ def reconcile_plan_handler(event: dict[str, Any], context: LambdaContext) -> dic
 def read_unloaded(s3: S3Client, location: str) -> pa.Table | None:
     """Every Parquet file an UNLOAD wrote under ``location``; None when it wrote none (no rows)."""
     bucket, _, prefix = location.removeprefix("s3://").partition("/")
-    tables = []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        for item in page.get("Contents", []):
-            body = s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
-            tables.append(pq.read_table(pa.BufferReader(body)))
+    tables = [objects.get_table(s3, bucket, key) for key in objects.list_keys(s3, bucket, prefix)]
     return pa.concat_tables(tables, promote_options="default") if tables else None
 
 

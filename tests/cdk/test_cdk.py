@@ -1,0 +1,1054 @@
+"""The CDK app, synthesized once per module with no Docker, no network and no AWS credentials.
+
+Assertions read the synthesized CloudFormation template and compare it with the project's own
+definitions (``contracts.wallets_table``, ``lake.glue``, ``contracts.settings``, ``queries/sql``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+from aws_cdk import assertions
+from cfnlint.api import lint_file
+
+from contracts import lambda_metrics
+from contracts.lake_tables import STREAM_TABLES, TABLES
+from contracts.settings import Settings
+from contracts.wallets_table import WALLETS_TABLE
+from lake.glue import iceberg_table_input, table_input
+from queries import list_queries
+from walletlake_cdk.assembly import build_app, error_messages
+from walletlake_cdk.committer import COMMITTER_HANDLER
+from walletlake_cdk.monitoring import (
+    COMMIT_LAG_MINUTES,
+    ITERATOR_AGE_ALARM_FRACTION,
+)
+from walletlake_cdk.nightly import (
+    COMPACTION_LEASE_HANDLER,
+    COMPACTION_PLAN_HANDLER,
+    COMPACTION_UNIT_HANDLER,
+    LEASE_BUSY,
+    PLAN_NIGHT_HANDLER,
+    RECONCILE_CLASSIFY_HANDLER,
+    RECONCILE_PLAN_HANDLER,
+    SNAPSHOT_SEGMENT_HANDLER,
+    UNLOAD_PREFIX,
+)
+from walletlake_cdk.storage import ATHENA_RESULTS_PREFIX
+from walletlake_cdk.stream_consumer import CONSUMER_HANDLER
+from walletlake_cdk.write_api import API_HANDLER, TABLE_ACTIONS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+BUCKET = "walletlake-lake-test"
+CONTEXT = {"lambda_deps": "skip", "bucket_name": BUCKET, "alarm_email": "oncall@example.com"}
+SETTINGS = Settings()
+
+
+class Synthesized:
+    """The synthesized app: its template as a dict and as an assertions object, and its files."""
+
+    def __init__(self, outdir: Path, **context: str) -> None:
+        with mock.patch.dict(os.environ):
+            for name in ("CDK_OUTDIR", "CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION", "CDK_CONTEXT_JSON"):
+                os.environ.pop(name, None)
+            app, self.stack = build_app({**CONTEXT, **context}, outdir=str(outdir))
+            self.assembly = app.synth()
+        self.directory = Path(self.assembly.directory)
+        self.template_path = (
+            self.directory / self.assembly.get_stack_by_name(self.stack.stack_name).template_file
+        )
+        self.template: dict[str, Any] = json.loads(self.template_path.read_text())
+        self.assertions = assertions.Template.from_json(self.template)
+
+    def resources(self, resource_type: str) -> dict[str, dict[str, Any]]:
+        return dict(self.assertions.find_resources(resource_type))  # type: ignore[arg-type]
+
+    def only(self, resource_type: str) -> tuple[str, dict[str, Any]]:
+        found = self.resources(resource_type)
+        assert len(found) == 1, f"expected one {resource_type}, found {sorted(found)}"
+        return next(iter(found.items()))
+
+    def logical_id(self, resource_type: str, path_part: str) -> str:
+        """The logical id of the one resource of a type whose construct path contains ``path_part``."""
+        matches = [
+            logical_id
+            for logical_id, resource in self.resources(resource_type).items()
+            if path_part in resource.get("Metadata", {}).get("aws:cdk:path", logical_id)
+        ]
+        if not matches:
+            matches = [
+                logical_id for logical_id in self.resources(resource_type) if logical_id.startswith(path_part)
+            ]
+        assert len(matches) == 1, f"{path_part}: {matches}"
+        return matches[0]
+
+
+@pytest.fixture(scope="module")
+def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    return Synthesized(tmp_path_factory.mktemp("cdk.out"))
+
+
+@pytest.fixture(scope="module")
+def parquet(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """The plain-Parquet lake (``-c lake_format=parquet``), kept deployable behind one switch."""
+    return Synthesized(tmp_path_factory.mktemp("cdk.out-parquet"), lake_format="parquet")
+
+
+@pytest.fixture(scope="module")
+def lambda_front(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """The low-load variant: the write path on API Gateway + Lambda (``-c api_front=lambda``)."""
+    return Synthesized(tmp_path_factory.mktemp("cdk.out-lambda"), api_front="lambda")
+
+
+def functions_by_handler(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
+    return {
+        resource["Properties"]["Handler"]: resource["Properties"]
+        for resource in synthesized.resources("AWS::Lambda::Function").values()
+    }
+
+
+def policy_statements(synthesized: Synthesized, role_logical_id: str) -> list[dict[str, Any]]:
+    statements: list[dict[str, Any]] = []
+    for policy in synthesized.resources("AWS::IAM::Policy").values():
+        if {"Ref": role_logical_id} in policy["Properties"]["Roles"]:
+            statements.extend(policy["Properties"]["PolicyDocument"]["Statement"])
+    return statements
+
+
+UNIT_HANDLERS = (
+    COMPACTION_PLAN_HANDLER,
+    COMPACTION_UNIT_HANDLER,
+    PLAN_NIGHT_HANDLER,
+    SNAPSHOT_SEGMENT_HANDLER,
+    RECONCILE_PLAN_HANDLER,
+    RECONCILE_CLASSIFY_HANDLER,
+    COMPACTION_LEASE_HANDLER,
+)
+
+
+def wallets_table(synthesized: Synthesized) -> tuple[str, dict[str, Any]]:
+    table_id = synthesized.logical_id("AWS::DynamoDB::Table", "WalletsTable")
+    return table_id, synthesized.resources("AWS::DynamoDB::Table")[table_id]
+
+
+def function_id(synthesized: Synthesized, handler: str) -> str:
+    return next(
+        logical_id
+        for logical_id, resource in synthesized.resources("AWS::Lambda::Function").items()
+        if resource["Properties"]["Handler"] == handler
+    )
+
+
+def role_of(synthesized: Synthesized, handler: str) -> str:
+    function = synthesized.resources("AWS::Lambda::Function")[function_id(synthesized, handler)]
+    return str(function["Properties"]["Role"]["Fn::GetAtt"][0])
+
+
+def definition_of(synthesized: Synthesized, path_part: str) -> tuple[str, dict[str, Any]]:
+    """A state machine's logical id and its definition, tokens replaced by ``<ref LogicalId>``."""
+    machine_id = synthesized.logical_id("AWS::StepFunctions::StateMachine", path_part)
+    parts = synthesized.resources("AWS::StepFunctions::StateMachine")[machine_id]["Properties"][
+        "DefinitionString"
+    ]["Fn::Join"][1]
+    text = "".join(
+        part if isinstance(part, str) else f"<ref {part.get('Ref') or part.get('Fn::GetAtt', ['?'])[0]}>"
+        for part in parts
+    )
+    return machine_id, json.loads(text)
+
+
+def actions_by_resource(statements: list[dict[str, Any]]) -> list[tuple[frozenset[str], str]]:
+    return [
+        (frozenset(as_list(statement["Action"])), json.dumps(resource))
+        for statement in statements
+        for resource in as_list(statement["Resource"])
+    ]
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+# --- checkers -------------------------------------------------------------------------------
+
+
+def test_cdk_nag_leaves_no_unsuppressed_error_and_every_suppression_has_a_reason(
+    synthesized: Synthesized,
+) -> None:
+    # GIVEN the app synthesized with AwsSolutionsChecks applied as an Aspect
+    # WHEN its annotations and the cdk-nag report are read
+    report = next(synthesized.directory.glob("AwsSolutions-*NagReport.csv"))
+    rows = list(csv.DictReader(report.open()))
+    # THEN no error annotation is left, the checks ran, and each suppression says why
+    assert error_messages(synthesized.assembly) == []
+    assert len(rows) > 20
+    assert {row["Compliance"] for row in rows} <= {"Compliant", "Suppressed"}
+    suppressed = [row for row in rows if row["Compliance"] == "Suppressed"]
+    assert suppressed
+    assert all(len(row["Exception Reason"]) >= 40 for row in suppressed)
+
+
+def test_cfn_lint_finds_nothing_in_the_template(synthesized: Synthesized) -> None:
+    # GIVEN the synthesized template
+    # WHEN cfn-lint checks it (its default rules: errors, warnings and informational)
+    matches = lint_file(synthesized.template_path)
+    # THEN it reports nothing
+    assert [str(match) for match in matches] == []
+
+
+# --- DynamoDB -------------------------------------------------------------------------------
+
+
+def test_table_is_the_wallets_contract_with_stream_ttl_pitr_and_protection(synthesized: Synthesized) -> None:
+    # GIVEN the table definition in contracts.wallets_table
+    # WHEN the synthesized table is read
+    _, table = wallets_table(synthesized)
+    properties = table["Properties"]
+    # THEN key, stream and TTL are the contract's, and the table is protected and encrypted
+    assert properties["TableName"] == SETTINGS.table
+    assert properties["KeySchema"] == [{"AttributeName": WALLETS_TABLE.partition_key, "KeyType": "HASH"}]
+    assert properties["AttributeDefinitions"] == [
+        {"AttributeName": WALLETS_TABLE.partition_key, "AttributeType": "S"}
+    ]
+    assert properties["StreamSpecification"] == {"StreamViewType": WALLETS_TABLE.stream_view_type}
+    assert properties["TimeToLiveSpecification"] == {
+        "AttributeName": WALLETS_TABLE.ttl_attribute,
+        "Enabled": True,
+    }
+    assert properties["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert properties["DeletionProtectionEnabled"] is True
+    assert properties["BillingMode"] == "PAY_PER_REQUEST"
+    assert properties["SSESpecification"]["SSEEnabled"] is True
+    assert properties["SSESpecification"]["SSEType"] == "KMS"
+    assert table["DeletionPolicy"] == "Retain"
+
+
+# --- stream consumer ------------------------------------------------------------------------
+
+
+def test_event_source_mapping_is_bounded_ordered_and_reports_item_failures(synthesized: Synthesized) -> None:
+    # GIVEN the consumer's event source mapping
+    _, mapping = synthesized.only("AWS::Lambda::EventSourceMapping")
+    properties = mapping["Properties"]
+    queue_id, queue = synthesized.only("AWS::SQS::Queue")
+    table_id, _ = wallets_table(synthesized)
+    # THEN it reads the table's stream from the oldest record, reports item failures, gives up
+    # within the stream's retention, keeps order, and hands exhausted batches to the queue
+    assert properties["EventSourceArn"] == {"Fn::GetAtt": [table_id, "StreamArn"]}
+    assert properties["StartingPosition"] == "TRIM_HORIZON"
+    assert properties["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert properties["BatchSize"] == 10_000  # Lambda's largest for DynamoDB Streams
+    assert properties["MaximumBatchingWindowInSeconds"] == 30  # the freshness cost, docs/operations.md
+    # AND (the Iceberg lake) one batch per shard at a time, in a tumbling window that names the shard
+    assert properties["ParallelizationFactor"] == 1
+    assert properties["TumblingWindowInSeconds"] == 60
+    assert properties["MaximumRetryAttempts"] == 10
+    assert properties["MaximumRecordAgeInSeconds"] == 12 * 3600
+    assert properties["MaximumRecordAgeInSeconds"] < 24 * 3600
+    assert properties["BisectBatchOnFunctionError"] is False
+    assert "FilterCriteria" not in properties  # TTL deletions reach the handler, which counts them
+    assert properties["DestinationConfig"] == {
+        "OnFailure": {"Destination": {"Fn::GetAtt": [queue_id, "Arn"]}}
+    }
+    assert "KmsMasterKeyId" in queue["Properties"]
+    function_id = properties["FunctionName"]["Ref"]
+    consumer = synthesized.resources("AWS::Lambda::Function")[function_id]
+    assert consumer["Properties"]["Handler"] == CONSUMER_HANDLER
+
+
+def test_parquet_lake_consumer_role_may_only_put_objects_under_the_lake_prefix(parquet: Synthesized) -> None:
+    # GIVEN the consumer function's role
+    consumer = functions_by_handler(parquet)[CONSUMER_HANDLER]
+    role_id = consumer["Role"]["Fn::GetAtt"][0]
+    statements = policy_statements(parquet, role_id)
+    # WHEN its S3 statements are collected
+    s3_statements = [s for s in statements if any(a.startswith("s3:") for a in as_list(s["Action"]))]
+    # THEN it can write objects, only under the lake prefix, and nothing else in S3
+    assert len(s3_statements) == 1
+    assert s3_statements[0]["Action"] == "s3:PutObject"
+    assert s3_statements[0]["Resource"]["Fn::Join"][1][-1] == f"/{SETTINGS.lake_prefix}/*"
+    assert not any(
+        a.startswith("dynamodb:") and "Item" in a for s in statements for a in as_list(s["Action"])
+    )
+
+
+# --- write path -----------------------------------------------------------------------------
+
+
+def test_the_lambda_front_requires_iam_is_throttled_and_logs_every_request(lambda_front: Synthesized) -> None:
+    # GIVEN the HTTP API's route and stage of the low-load variant
+    _, route = lambda_front.only("AWS::ApiGatewayV2::Route")
+    _, stage = lambda_front.only("AWS::ApiGatewayV2::Stage")
+    log_group_id = lambda_front.logical_id("AWS::Logs::LogGroup", "ApiAccessLogs")
+    # THEN every request needs SigV4, bursts are throttled and each request is logged
+    assert route["Properties"]["RouteKey"] == "$default"
+    assert route["Properties"]["AuthorizationType"] == "AWS_IAM"
+    throttle = stage["Properties"]["DefaultRouteSettings"]
+    assert throttle["ThrottlingRateLimit"] == 22_000
+    assert throttle["ThrottlingBurstLimit"] == 5_000
+    access = stage["Properties"]["AccessLogSettings"]
+    assert access["DestinationArn"] == {"Fn::GetAtt": [log_group_id, "Arn"]}
+    assert "$context.requestId" in access["Format"]
+
+
+@pytest.mark.parametrize("front", ["fleet", "lambda"])
+def test_api_role_holds_exactly_the_write_path_actions_on_the_table(
+    front: str, synthesized: Synthesized, lambda_front: Synthesized
+) -> None:
+    # GIVEN the write path's role: the fleet's task role, or the low-load variant's function role
+    built = synthesized if front == "fleet" else lambda_front
+    if front == "fleet":
+        (task,) = built.resources("AWS::ECS::TaskDefinition").values()
+        role_id = task["Properties"]["TaskRoleArn"]["Fn::GetAtt"][0]
+    else:
+        role_id = functions_by_handler(built)[API_HANDLER]["Role"]["Fn::GetAtt"][0]
+    table_id, _ = wallets_table(built)
+    statements = policy_statements(built, role_id)
+    # WHEN the DynamoDB statements are collected
+    dynamodb = [s for s in statements if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
+    # THEN there is one, with the write path's actions, on the table only
+    assert len(dynamodb) == 1
+    assert sorted(as_list(dynamodb[0]["Action"])) == sorted(TABLE_ACTIONS)
+    assert dynamodb[0]["Resource"] == {"Fn::GetAtt": [table_id, "Arn"]}
+    assert not any(a.startswith("s3:") for s in statements for a in as_list(s["Action"]))
+
+
+def test_parquet_lake_functions_ship_their_own_layers_and_name_the_deployed_resources(
+    parquet: Synthesized,
+) -> None:
+    # GIVEN the functions
+    functions = functions_by_handler(parquet)
+    # THEN their handlers are the modules' entry points on Python 3.11: the API, the consumer and
+    # one function per kind of unit of the hourly and nightly jobs
+    assert set(functions) == {CONSUMER_HANDLER, *UNIT_HANDLERS}
+    knobs: dict[str, dict[str, Any]] = {
+        COMPACTION_PLAN_HANDLER: {"compaction_unit_minutes": 5},
+        COMPACTION_UNIT_HANDLER: {"compaction_unit_minutes": 5},
+        **{
+            handler: {
+                "snapshot_segments": 200,
+                "snapshot_read_units_per_second": 60_000,
+                "unload_prefix": UNLOAD_PREFIX,
+            }
+            for handler in (
+                PLAN_NIGHT_HANDLER,
+                SNAPSHOT_SEGMENT_HANDLER,
+                RECONCILE_PLAN_HANDLER,
+                RECONCILE_CLASSIFY_HANDLER,
+            )
+        },
+    }
+    for handler, properties in functions.items():
+        assert properties["Runtime"] == "python3.11"
+        assert properties["Architectures"] == ["x86_64"]
+        # AND their environment makes Settings.from_env name what was deployed
+        environment = properties["Environment"]["Variables"]
+        settings = Settings.from_env(
+            {name: value for name, value in environment.items() if isinstance(value, str)}
+        )
+        expected = SETTINGS.replace(
+            bucket=BUCKET, query_engine="athena", lake_format="parquet", **knobs.get(handler, {})
+        )
+        assert settings == expected, handler
+        # AND each takes exactly one layer, the project's own (no AWS-published layer ARN): what
+        # its handler imports beyond the runtime, derived at synth (lambda_code.function_packages)
+        layer_refs = properties["Layers"]
+        assert len(layer_refs) == 1, handler
+        assert set(layer_refs[0]) == {"Ref"}, handler
+        assert parquet.template["Resources"][layer_refs[0]["Ref"]]["Type"] == "AWS::Lambda::LayerVersion"
+    assert "Mappings" not in parquet.template
+    # AND functions needing the same packages share one layer: consumer, compaction, nightly, lease
+    assert len({json.dumps(properties["Layers"]) for properties in functions.values()}) == 4
+
+
+# --- lake bucket ----------------------------------------------------------------------------
+
+
+def test_lake_bucket_is_private_encrypted_versioned_tiered_and_logged(synthesized: Synthesized) -> None:
+    # GIVEN the lake bucket
+    buckets = synthesized.resources("AWS::S3::Bucket")
+    lake_id = synthesized.logical_id("AWS::S3::Bucket", "LakeBucket")
+    log_id = synthesized.logical_id("AWS::S3::Bucket", "AccessLogBucket")
+    lake = buckets[lake_id]["Properties"]
+    # THEN it blocks public access, uses SSE-KMS with bucket keys, keeps versions, logs access
+    assert lake["BucketName"] == BUCKET
+    assert lake["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
+    }
+    encryption = lake["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
+    assert encryption["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms"
+    assert encryption["BucketKeyEnabled"] is True
+    assert lake["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert lake["LoggingConfiguration"]["DestinationBucketName"] == {"Ref": log_id}
+    rules = {rule["Id"]: rule for rule in lake["LifecycleConfiguration"]["Rules"]}
+    assert rules["expire-noncurrent-versions"]["NoncurrentVersionExpiration"] == {"NoncurrentDays": 30}
+    assert rules["lake-tiering"]["Prefix"] == f"{SETTINGS.lake_prefix}/"
+    assert [t["StorageClass"] for t in rules["lake-tiering"]["Transitions"]] == [
+        "INTELLIGENT_TIERING",
+        "GLACIER_IR",
+    ]
+    assert rules["expire-athena-results"]["Prefix"] == ATHENA_RESULTS_PREFIX
+    assert buckets[log_id]["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"][0][
+        "ServerSideEncryptionByDefault"
+    ] == {"SSEAlgorithm": "AES256"}
+
+
+def test_bucket_policies_deny_plain_http_and_old_tls(synthesized: Synthesized) -> None:
+    # GIVEN both bucket policies
+    policies = synthesized.resources("AWS::S3::BucketPolicy")
+    # THEN each denies requests without TLS and with TLS older than 1.2
+    assert len(policies) == 2
+    for policy in policies.values():
+        denies = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"]
+        conditions = [s["Condition"] for s in denies]
+        assert {"Bool": {"aws:SecureTransport": "false"}} in conditions
+        assert {"NumericLessThan": {"s3:TlsVersion": 1.2}} in conditions
+        assert all(s["Principal"] == {"AWS": "*"} and s["Action"] == "s3:*" for s in denies)
+
+
+# --- catalog --------------------------------------------------------------------------------
+
+
+def test_parquet_lake_glue_tables_are_lake_glue_table_inputs_verbatim(parquet: Synthesized) -> None:
+    # GIVEN the Glue tables of the template
+    tables = {
+        resource["Properties"]["TableInput"]["Name"]: resource["Properties"]
+        for resource in parquet.resources("AWS::Glue::Table").values()
+    }
+    _, database = parquet.only("AWS::Glue::Database")
+    # THEN there is one per lake table, each exactly lake.glue.table_input (columns from
+    # contracts.lake_tables, partition projection on dt), in the settings' database
+    assert set(tables) == set(TABLES)
+    assert database["Properties"]["DatabaseInput"]["Name"] == SETTINGS.glue_database
+    for name, properties in tables.items():
+        assert properties["TableInput"] == table_input(name, BUCKET, SETTINGS.lake_prefix)
+        assert properties["DatabaseName"] == SETTINGS.glue_database
+
+
+def test_athena_workgroup_enforces_encrypted_results_and_a_scan_cutoff(synthesized: Synthesized) -> None:
+    # GIVEN the workgroup
+    _, workgroup = synthesized.only("AWS::Athena::WorkGroup")
+    properties = workgroup["Properties"]
+    configuration = properties["WorkGroupConfiguration"]
+    # THEN clients cannot override it, results are KMS-encrypted under their own prefix, and
+    # a query scanning more than the cutoff is cancelled
+    assert properties["Name"] == SETTINGS.athena_workgroup
+    assert configuration["EnforceWorkGroupConfiguration"] is True
+    assert configuration["BytesScannedCutoffPerQuery"] == 200 * 1024**3
+    result = configuration["ResultConfiguration"]
+    assert result["OutputLocation"] == f"s3://{BUCKET}/{ATHENA_RESULTS_PREFIX}"
+    assert result["EncryptionConfiguration"]["EncryptionOption"] == "SSE_KMS"
+
+
+def test_every_sql_file_is_a_named_query_in_the_workgroup(synthesized: Synthesized) -> None:
+    # GIVEN the .sql files present at synth time, as the queries catalogue reads them
+    files = {path.stem for path in (ROOT / "queries" / "sql").glob("*.sql")}
+    catalogue = {query.name: query for query in list_queries()}
+    # WHEN the named queries are read
+    queries = {
+        resource["Properties"]["Name"]: resource["Properties"]
+        for resource in synthesized.resources("AWS::Athena::NamedQuery").values()
+    }
+    workgroup_id, _ = synthesized.only("AWS::Athena::WorkGroup")
+    # THEN each file is one query with its exact text and description, in the workgroup and database
+    assert set(queries) == set(catalogue) == files
+    for name, query in catalogue.items():
+        assert queries[name]["QueryString"] == query.sql
+        assert queries[name]["Description"] == query.description[:1024]
+        assert queries[name]["WorkGroup"] == {"Ref": workgroup_id}
+        assert queries[name]["Database"] == SETTINGS.glue_database
+
+
+# --- nightly job and alarms -----------------------------------------------------------------
+
+
+def test_parquet_lake_nightly_schedule_starts_the_state_machine_that_runs_the_units_and_reports(
+    parquet: Synthesized,
+) -> None:
+    # GIVEN the nightly schedule and state machine
+    machine_id, definition = definition_of(parquet, "NightlyStateMachine")
+    rules = {
+        rule["Properties"]["Targets"][0]["Arn"]["Ref"]: rule["Properties"]
+        for rule in parquet.resources("AWS::Events::Rule").values()
+    }
+    topic_id, _ = parquet.only("AWS::SNS::Topic")
+    states = definition["States"]
+    # THEN it runs daily at 01:30 UTC: plan → snapshot segments → plan and compact the units left →
+    # plan the reconciliation → reconcile each day → report
+    assert rules[machine_id]["ScheduleExpression"] == "cron(30 1 * * ? *)"
+    order, state = [], definition["StartAt"]
+    while state in states and "Next" in states[state]:
+        order.append(state)
+        state = states[state]["Next"]
+    assert order == [
+        "PlanNight",
+        "SnapshotSegments",
+        "NightlyTakeLease",
+        "NightlyPlanUnits",
+        "NightlyCompactUnits",
+        "NightlyReleaseLease",
+        "PlanReconciliation",
+        "ReconcileDays",
+        "ReportSuccess",
+    ]
+    # AND the compaction steps run under the lease: waited for while an hourly run holds it,
+    # given back on failure too
+    lease_retry = [
+        retry for retry in states["NightlyTakeLease"]["Retry"] if retry["ErrorEquals"] == [LEASE_BUSY]
+    ]
+    assert lease_retry
+    assert lease_retry[0]["IntervalSeconds"] * lease_retry[0]["MaxAttempts"] >= 3600
+    for step in ("NightlyPlanUnits", "NightlyCompactUnits"):
+        assert [catch["Next"] for catch in states[step]["Catch"]] == ["NightlyReleaseLeaseOnError"]
+    assert states["NightlyReleaseLeaseOnError"]["Next"] == "ReportError"
+    # AND the segments and the units are Distributed Maps of STANDARD children with bounded concurrency
+    for name, items, concurrency in (
+        ("SnapshotSegments", "$.night.segments", 200),
+        ("NightlyCompactUnits", "$.compaction.units", 100),
+    ):
+        processor = states[name]["ItemProcessor"]["ProcessorConfig"]
+        assert processor == {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"}
+        assert states[name]["ItemsPath"] == items
+        assert states[name]["MaxConcurrency"] == concurrency
+    unit = states["NightlyCompactUnits"]["ItemProcessor"]["States"]["NightlyCompactUnit"]
+    assert unit["Resource"] == f"<ref {function_id(parquet, COMPACTION_UNIT_HANDLER)}>"
+    assert "Parameters" not in unit  # the function gets the unit (the Map item) as it is
+    retried = [error for retry in unit["Retry"] for error in retry["ErrorEquals"]]
+    assert {"Lambda.ServiceException", "Lambda.TooManyRequestsException"} <= set(retried)
+    assert "States.ALL" not in retried  # a unit that ran and failed is reported, not retried
+    # AND days are reconciled one at a time, oldest first, each by two Athena UNLOADs run by
+    # Step Functions itself, then classified by a function
+    days = states["ReconcileDays"]
+    assert days["MaxConcurrency"] == 1
+    day_states = days["ItemProcessor"]["States"]
+    branches = day_states["ReconcileQueries"]["Branches"]
+    athena = [next(iter(branch["States"].values())) for branch in branches]
+    assert [task["Resource"] for task in athena] == [
+        "arn:<ref AWS::Partition>:states:::athena:startQueryExecution.sync"
+    ] * 2
+    assert {task["Parameters"]["QueryString.$"] for task in athena} == {"$.wallets_sql", "$.transfers_sql"}
+    assert {task["Parameters"]["WorkGroup"] for task in athena} == {SETTINGS.athena_workgroup}
+    assert day_states["ReconcileQueries"]["Next"] == "ClassifyDay"
+    assert f"<ref {function_id(parquet, RECONCILE_CLASSIFY_HANDLER)}>" in json.dumps(
+        day_states["ClassifyDay"]
+    )
+    # AND findings and failures of any step go to the alerts topic
+    assert [catch["Next"] for catch in days["Catch"]] == ["ReportFindings", "ReportError"]
+    for step in order[:-1]:
+        if step in ("NightlyPlanUnits", "NightlyCompactUnits", "NightlyReleaseLease"):
+            continue
+        assert "ReportError" in [catch["Next"] for catch in states[step]["Catch"]], step
+    for report in ("ReportSuccess", "ReportFindings", "ReportError"):
+        assert states[report]["Parameters"]["TopicArn"] == f"<ref {topic_id}>"
+    machine = parquet.resources("AWS::StepFunctions::StateMachine")[machine_id]
+    assert machine["Properties"]["TracingConfiguration"] == {"Enabled": True}
+    assert machine["Properties"]["LoggingConfiguration"]["Level"] == "ALL"
+
+
+def test_parquet_lake_hourly_schedule_compacts_the_closed_hours_in_parallel_units(
+    parquet: Synthesized,
+) -> None:
+    # GIVEN the hourly schedule and state machine
+    machine_id, definition = definition_of(parquet, "HourlyStateMachine")
+    rules = {
+        rule["Properties"]["Targets"][0]["Arn"]["Ref"]: rule["Properties"]
+        for rule in parquet.resources("AWS::Events::Rule").values()
+    }
+    states = definition["States"]
+    # THEN ten minutes past every hour it plans today's closed hours and runs their units
+    target = rules[machine_id]["Targets"][0]
+    assert rules[machine_id]["ScheduleExpression"] == "cron(10 * * * ? *)"
+    assert json.loads(target["Input"]) == {"closed_hours_of": "today"}
+    assert definition["StartAt"] == "HourlyTakeLease"
+    take = states["HourlyTakeLease"]
+    assert take["Next"] == "HourlyPlanUnits"
+    # AND while the nightly run holds the compaction lease it ends at once, successfully
+    assert next((catch["ErrorEquals"], catch["Next"]) for catch in take["Catch"]) == (
+        [LEASE_BUSY],
+        "HourlyLeaseBusy",
+    )
+    assert states["HourlyLeaseBusy"]["Type"] == "Succeed"
+    plan = states["HourlyPlanUnits"]
+    assert plan["Resource"] == f"<ref {function_id(parquet, COMPACTION_PLAN_HANDLER)}>"
+    assert plan["ResultPath"] == "$.compaction"
+    assert plan["Next"] == "HourlyCompactUnits"
+    units = states["HourlyCompactUnits"]
+    assert units["ItemsPath"] == "$.compaction.units"
+    assert units["MaxConcurrency"] == 100
+    assert units["ItemProcessor"]["ProcessorConfig"]["Mode"] == "DISTRIBUTED"
+    assert units["Next"] == "HourlyReleaseLease"
+    # AND a failure gives the lease back and is published before the execution fails
+    assert [catch["Next"] for catch in units["Catch"]] == ["HourlyReleaseLeaseOnError"]
+    assert states["HourlyReleaseLeaseOnError"]["Next"] == "ReportHourlyError"
+    assert states["ReportHourlyError"]["Next"] == "HourlyCompactionFailed"
+
+
+def test_parquet_lake_each_unit_function_holds_only_what_its_unit_does(parquet: Synthesized) -> None:
+    # GIVEN each unit function's role
+    lake_objects = f"/{SETTINGS.lake_prefix}/*"
+    table_id, _ = wallets_table(parquet)
+
+    def grants(handler: str) -> list[tuple[frozenset[str], str]]:
+        return [
+            (actions, resource)
+            for actions, resource in actions_by_resource(
+                policy_statements(parquet, role_of(parquet, handler))
+            )
+            if not any(action.startswith(("logs:", "kms:")) for action in actions)
+        ]
+
+    # THEN planning compaction only lists the lake prefix
+    assert [actions for actions, _ in grants(COMPACTION_PLAN_HANDLER)] == [frozenset({"s3:ListBucket"})]
+    # AND a compaction unit reads, writes and deletes lake objects and nothing else
+    unit = grants(COMPACTION_UNIT_HANDLER)
+    assert (
+        frozenset({"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}),
+        json.dumps(
+            {
+                "Fn::Join": [
+                    "",
+                    [
+                        {"Fn::GetAtt": [parquet.logical_id("AWS::S3::Bucket", "LakeBucket"), "Arn"]},
+                        lake_objects,
+                    ],
+                ]
+            }
+        ),
+    ) in unit
+    assert not any("dynamodb" in action for actions, _ in unit for action in actions)
+    # AND a snapshot segment scans the table and puts objects; planning the night holds nothing
+    segment = grants(SNAPSHOT_SEGMENT_HANDLER)
+    assert (frozenset({"dynamodb:Scan"}), json.dumps({"Fn::GetAtt": [table_id, "Arn"]})) in segment
+    assert {actions for actions, _ in segment} == {frozenset({"dynamodb:Scan"}), frozenset({"s3:PutObject"})}
+    assert grants(PLAN_NIGHT_HANDLER) == []
+    # AND planning the reconciliation only lists and reads; classifying may query Athena in the workgroup
+    assert {actions for actions, _ in grants(RECONCILE_PLAN_HANDLER)} == {
+        frozenset({"s3:ListBucket"}),
+        frozenset({"s3:GetObject"}),
+    }
+    classify = grants(RECONCILE_CLASSIFY_HANDLER)
+    athena = [resource for actions, resource in classify if "athena:StartQueryExecution" in actions]
+    assert len(athena) == 1
+    assert f"workgroup/{SETTINGS.athena_workgroup}" in athena[0]
+    assert not any("s3:DeleteObject" in actions for actions, _ in classify)
+    # AND the lease function may only put and delete items of the lease table
+    lease_table = parquet.logical_id("AWS::DynamoDB::Table", "LeaseTable")
+    assert grants(COMPACTION_LEASE_HANDLER) == [
+        (
+            frozenset({"dynamodb:PutItem", "dynamodb:DeleteItem"}),
+            json.dumps({"Fn::GetAtt": [lease_table, "Arn"]}),
+        )
+    ]
+    # AND every unit fits Lambda's limits: at most 15 minutes, 10,240 MB of memory and of /tmp
+    for handler in UNIT_HANDLERS:
+        properties = functions_by_handler(parquet)[handler]
+        assert properties["Timeout"] <= 900
+        assert properties["MemorySize"] <= 10_240
+        assert properties["EphemeralStorage"]["Size"] <= 10_240
+
+
+def test_the_nightly_state_machine_runs_athena_with_scoped_grants(synthesized: Synthesized) -> None:
+    # GIVEN the nightly state machine's role
+    machine_id, _ = definition_of(synthesized, "NightlyStateMachine")
+    machine = synthesized.resources("AWS::StepFunctions::StateMachine")[machine_id]
+    role_id = machine["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+    statements = policy_statements(synthesized, role_id)
+    granted = actions_by_resource(statements)
+    # THEN it may start and watch queries in the workgroup only
+    athena = [resource for actions, resource in granted if "athena:StartQueryExecution" in actions]
+    assert any(f"workgroup/{SETTINGS.athena_workgroup}" in resource for resource in athena)
+    assert all("workgroup/" in resource or "datacatalog/AwsDataCatalog" in resource for resource in athena)
+    # AND S3 writes only under the Athena results prefix (where the UNLOADs go), never on "*"
+    writes = [resource for actions, resource in granted if "s3:PutObject" in actions]
+    assert writes
+    assert all(f"/{ATHENA_RESULTS_PREFIX}*" in resource for resource in writes)
+    assert UNLOAD_PREFIX.startswith(ATHENA_RESULTS_PREFIX)
+    assert not any(
+        resource == '"*"' and any(action.startswith(("s3:", "glue:", "athena:")) for action in actions)
+        for actions, resource in granted
+    )
+    assert not any(
+        action.startswith("glue:") and "Get" not in action for actions, _ in granted for action in actions
+    )
+
+
+def test_alarms_cover_lag_errors_failures_and_reconciliation_and_publish_to_the_topic(
+    synthesized: Synthesized,
+) -> None:
+    # GIVEN the alarms and the alerts topic
+    alarms = synthesized.resources("AWS::CloudWatch::Alarm")
+    topic_id, _ = synthesized.only("AWS::SNS::Topic")
+    by_name = {
+        logical_id.split("Alarm")[0]: resource["Properties"] for logical_id, resource in alarms.items()
+    }
+    # THEN every alarm notifies the topic
+    assert all(properties["AlarmActions"] == [{"Ref": topic_id}] for properties in by_name.values())
+    assert {
+        "StreamIteratorAgeNearLimit",
+        "StreamConsumerErrors",
+        "StreamFailuresQueued",
+        "ApiServerErrorRate",
+        "ApiFleetCpuHigh",
+        "ApiDynamoDbThrottles",
+        "ApiRequestsShed",
+        "NightlyReconciliationFailed",
+    } <= set(by_name)
+    # AND the fleet's own alarms read what every task publishes (EMF: namespace walletlake)
+    assert by_name["ApiDynamoDbThrottles"]["Namespace"] == "walletlake"
+    assert by_name["ApiDynamoDbThrottles"]["MetricName"] == "DynamoDBThrottles"
+    # AND lag is caught before records age out of the consumer's reach
+    near_limit = by_name["StreamIteratorAgeNearLimit"]
+    assert near_limit["MetricName"] == "IteratorAge"
+    assert near_limit["Threshold"] == 12 * 3600 * 1000 * ITERATOR_AGE_ALARM_FRACTION
+    queue_id, _ = synthesized.only("AWS::SQS::Queue")
+    failures = by_name["StreamFailuresQueued"]
+    assert failures["MetricName"] == "ApproximateNumberOfMessagesVisible"
+    assert failures["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}]
+    machine_id = synthesized.logical_id("AWS::StepFunctions::StateMachine", "NightlyStateMachine")
+    assert machine_id in json.dumps(by_name["NightlyReconciliationFailed"]["Metrics"])
+    # AND the topic is encrypted and has the on-call subscription
+    _, subscription = synthesized.only("AWS::SNS::Subscription")
+    assert subscription["Properties"]["Endpoint"] == "oncall@example.com"
+    assert synthesized.only("AWS::CloudWatch::Dashboard")
+
+
+def test_outputs_give_the_cli_its_environment(synthesized: Synthesized) -> None:
+    # GIVEN the stack outputs
+    outputs = synthesized.template["Outputs"]
+    # THEN the CLI environment names the deployed table, bucket, database and workgroup
+    cli = json.dumps(outputs["CliEnvironment"]["Value"])
+    for fragment in (
+        f"WALLETLAKE_TABLE={SETTINGS.table}",
+        f"WALLETLAKE_BUCKET={BUCKET}",
+        f"WALLETLAKE_GLUE_DATABASE={SETTINGS.glue_database}",
+        f"WALLETLAKE_ATHENA_WORKGROUP={SETTINGS.athena_workgroup}",
+        "WALLETLAKE_QUERY_ENGINE=athena",
+    ):
+        assert fragment in cli
+    assert {"ApiUrl", "TableName", "LakeBucketName", "AlertsTopicArn", "AnalystPolicyArn"} <= set(outputs)
+
+
+# --- the Iceberg lake (the default) ------------------------------------------------------------
+
+
+def test_the_stream_tables_are_iceberg_tables_and_only_the_nightly_outputs_hive_tables(
+    synthesized: Synthesized,
+) -> None:
+    # GIVEN the Glue tables of the default (Iceberg) template
+    tables = {
+        resource["Properties"]["TableInput"]["Name"]: resource
+        for resource in synthesized.resources("AWS::Glue::Table").values()
+    }
+    # THEN the nightly outputs are lake.glue's projected Hive tables, as before
+    hive = {name for name, resource in tables.items() if "OpenTableFormatInput" not in resource["Properties"]}
+    assert hive == set(TABLES) - set(STREAM_TABLES)
+    for name in hive:
+        assert tables[name]["Properties"]["TableInput"] == table_input(name, BUCKET, SETTINGS.lake_prefix)
+    # AND ledger, wallets and quarantine are Iceberg tables Glue creates from lake.glue's input:
+    # the schema ensure_tables would create (field ids, identity(dt), write order, properties),
+    # in the lake bucket under lake/iceberg/, retained with the bucket
+    for name in STREAM_TABLES:
+        resource = tables[name]
+        iceberg = resource["Properties"]["OpenTableFormatInput"]["IcebergInput"]
+        assert iceberg["MetadataOperation"] == "CREATE"
+        assert iceberg["Version"] == "2"
+        location = f"s3://{BUCKET}/{SETTINGS.lake_prefix}/iceberg/{name}"
+        assert iceberg["IcebergTableInput"] == iceberg_table_input(name, location)
+        assert iceberg["IcebergTableInput"]["PartitionSpec"]["Fields"][0]["Transform"] == "identity"
+        assert resource["DeletionPolicy"] == "Retain"
+
+
+def test_glue_optimizers_compact_expire_and_remove_orphans_of_each_iceberg_table(
+    synthesized: Synthesized,
+) -> None:
+    # GIVEN the table optimizers
+    optimizers = synthesized.resources("AWS::Glue::TableOptimizer")
+    by_table: dict[str, dict[str, Any]] = {}
+    for resource in optimizers.values():
+        properties = resource["Properties"]
+        by_table.setdefault(properties["TableName"], {})[properties["Type"]] = properties
+    # THEN every Iceberg table has its compaction, snapshot retention and orphan file deletion
+    assert set(by_table) == set(STREAM_TABLES)
+    for kinds in by_table.values():
+        assert set(kinds) == {"compaction", "retention", "orphan_file_deletion"}
+        for kind in kinds.values():
+            assert kind["TableOptimizerConfiguration"]["Enabled"] is True
+    # AND orphans are removed only days after they were written (a landed file waits seconds)
+    orphans = by_table["ledger"]["orphan_file_deletion"]["TableOptimizerConfiguration"]
+    assert (
+        orphans["OrphanFileDeletionConfiguration"]["IcebergConfiguration"]["OrphanFileRetentionPeriodInDays"]
+        >= 1
+    )
+    retention = by_table["ledger"]["retention"]["TableOptimizerConfiguration"]["RetentionConfiguration"]
+    assert retention["IcebergConfiguration"]["SnapshotRetentionPeriodInDays"] >= 1
+    # AND they run as a role Glue assumes, allowed to rewrite only the tables' prefix
+    role_id = by_table["ledger"]["compaction"]["TableOptimizerConfiguration"]["RoleArn"]["Fn::GetAtt"][0]
+    role = synthesized.resources("AWS::IAM::Role")[role_id]
+    assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
+        "Service": "glue.amazonaws.com"
+    }
+    writes = [
+        resource
+        for actions, resource in actions_by_resource(policy_statements(synthesized, role_id))
+        if "s3:DeleteObject" in actions
+    ]
+    assert writes
+    assert all(f"/{SETTINGS.lake_prefix}/iceberg/*" in resource for resource in writes)
+    # AND no hourly compaction state machine, compaction unit or lease remains
+    machines = synthesized.resources("AWS::StepFunctions::StateMachine")
+    assert [logical_id for logical_id in machines if "Hourly" in logical_id] == []
+    handlers = set(functions_by_handler(synthesized))
+    assert not handlers & {COMPACTION_PLAN_HANDLER, COMPACTION_UNIT_HANDLER, COMPACTION_LEASE_HANDLER}
+
+
+def test_the_committer_runs_every_minute_alone_with_the_grants_of_a_commit(synthesized: Synthesized) -> None:
+    # GIVEN the committer function
+    functions = functions_by_handler(synthesized)
+    committer = functions[COMMITTER_HANDLER]
+    committer_id = function_id(synthesized, COMMITTER_HANDLER)
+    # THEN it is one at a time, sized for a minute of commits plus a cold start
+    assert committer["ReservedConcurrentExecutions"] == 1
+    assert committer["MemorySize"] == 512
+    assert 60 < committer["Timeout"] <= 90
+    environment = committer["Environment"]["Variables"]
+    assert environment["WALLETLAKE_LAKE_FORMAT"] == "iceberg"
+    assert environment["WALLETLAKE_ICEBERG_WAREHOUSE"] == {"Ref": "AWS::AccountId"}
+    assert environment["WALLETLAKE_COMMIT_INTERVAL_SECONDS"] == "30"
+    assert "WALLETLAKE_ICEBERG_CATALOG_URI" not in environment  # Glue's endpoint in its region
+    # AND an EventBridge rule invokes it every minute
+    rules = [
+        rule["Properties"]
+        for rule in synthesized.resources("AWS::Events::Rule").values()
+        if rule["Properties"]["Targets"][0]["Arn"] == {"Fn::GetAtt": [committer_id, "Arn"]}
+    ]
+    assert [rule["ScheduleExpression"] for rule in rules] == ["rate(1 minute)"]
+    # AND it may read and delete the landing log, read and write the tables' files, and commit
+    granted = actions_by_resource(policy_statements(synthesized, role_of(synthesized, COMMITTER_HANDLER)))
+    landing = [actions for actions, resource in granted if f"/{SETTINGS.lake_prefix}/_landed/*" in resource]
+    assert landing == [frozenset({"s3:GetObject", "s3:DeleteObject"})]
+    tables = [actions for actions, resource in granted if f"/{SETTINGS.lake_prefix}/iceberg/*" in resource]
+    assert tables == [frozenset({"s3:GetObject", "s3:PutObject"})]
+    glue_actions = {action for actions, _ in granted for action in actions if action.startswith("glue:")}
+    assert {"glue:GetCatalog", "glue:GetTable", "glue:UpdateTable", "glue:CreateTable"} <= glue_actions
+    assert not any(resource == '"*"' for _, resource in granted)
+    # AND every function names the lake's format (and the Iceberg functions the warehouse)
+    for handler, properties in functions.items():
+        assert properties["Environment"]["Variables"]["WALLETLAKE_LAKE_FORMAT"] == "iceberg", handler
+
+
+def test_the_consumer_writes_data_files_and_landing_records_and_reads_the_catalog(
+    synthesized: Synthesized,
+) -> None:
+    # GIVEN the consumer's role in the Iceberg lake
+    granted = actions_by_resource(policy_statements(synthesized, role_of(synthesized, CONSUMER_HANDLER)))
+    # THEN it puts objects only under the tables' data folders and the landing log
+    puts = sorted(resource for actions, resource in granted if "s3:PutObject" in actions)
+    assert len(puts) == 2
+    assert f"/{SETTINGS.lake_prefix}/_landed/*" in puts[0]
+    assert f"/{SETTINGS.lake_prefix}/iceberg/*/data/*" in puts[1]
+    assert not any("s3:DeleteObject" in actions for actions, _ in granted)
+    # AND lists only the landing log, and reads (never writes) the catalog
+    statements = policy_statements(synthesized, role_of(synthesized, CONSUMER_HANDLER))
+    lists = [statement for statement in statements if "s3:ListBucket" in as_list(statement["Action"])]
+    assert len(lists) == 1
+    assert lists[0]["Condition"] == {"StringLike": {"s3:prefix": [f"{SETTINGS.lake_prefix}/_landed/*"]}}
+    glue_actions = {action for actions, _ in granted for action in actions if action.startswith("glue:")}
+    assert glue_actions == {"glue:GetCatalog", "glue:GetDatabase", "glue:GetTable"}
+
+
+def test_the_nightly_machine_snapshots_and_reconciles_without_compacting(synthesized: Synthesized) -> None:
+    # GIVEN the nightly state machine of the Iceberg lake
+    _, definition = definition_of(synthesized, "NightlyStateMachine")
+    states = definition["States"]
+    order, state = [], definition["StartAt"]
+    while state in states and "Next" in states[state]:
+        order.append(state)
+        state = states[state]["Next"]
+    # THEN it snapshots and reconciles; the stream tables are compacted by Glue, not by the night
+    assert order == ["PlanNight", "SnapshotSegments", "PlanReconciliation", "ReconcileDays", "ReportSuccess"]
+    for step in order[:-1]:
+        assert "ReportError" in [catch["Next"] for catch in states[step]["Catch"]], step
+
+
+def test_committer_alarms_catch_errors_and_rows_landing_without_commits(synthesized: Synthesized) -> None:
+    # GIVEN the alarms
+    alarms = {
+        logical_id.split("Alarm")[0]: resource["Properties"]
+        for logical_id, resource in synthesized.resources("AWS::CloudWatch::Alarm").items()
+    }
+    # THEN the committer's errors and its lag (rows landing, none committed for 15 minutes) alarm
+    committer_id = function_id(synthesized, COMMITTER_HANDLER)
+    assert alarms["CommitterErrors"]["MetricName"] == "Errors"
+    assert alarms["CommitterErrors"]["Dimensions"] == [
+        {"Name": "FunctionName", "Value": {"Ref": committer_id}}
+    ]
+    lag = json.dumps(alarms["CommitLag"]["Metrics"])
+    assert "CommittedRows" in lag
+    assert "LedgerRows" in lag
+    assert alarms["CommitLag"]["EvaluationPeriods"] * 5 == COMMIT_LAG_MINUTES
+
+
+def test_cdk_app_py_synthesizes_as_the_cdk_cli_runs_it(tmp_path: Path) -> None:
+    # GIVEN the environment the CDK CLI gives `python app.py` (cdk.json's "app") when it has
+    # credentials: an output directory, the context, and a concrete account and region
+    environment = {
+        **os.environ,
+        "CDK_OUTDIR": str(tmp_path),
+        "CDK_CONTEXT_JSON": json.dumps({**CONTEXT, "stack_name": "WalletLakeEuWest1"}),
+        "CDK_DEFAULT_ACCOUNT": "123456789012",
+        "CDK_DEFAULT_REGION": "eu-west-1",
+    }
+    # WHEN the entry point runs in its own process
+    completed = subprocess.run(
+        [sys.executable, str(ROOT / "cdk" / "app.py")],
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    # THEN it succeeds into that directory: cdk-nag found nothing unsuppressed with literal
+    # partition and region in the ARNs
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert f"synthesized WalletLakeEuWest1 into {tmp_path}" in completed.stdout
+    template = json.loads((tmp_path / "WalletLakeEuWest1.template.json").read_text())
+    assert "Mappings" not in template
+    assert ":layer:AWS" not in json.dumps(template)
+
+
+def test_dashboard_graphs_the_metrics_the_consumer_publishes(synthesized: Synthesized) -> None:
+    # GIVEN the stream consumer's handler module, which publishes its counters with Powertools
+    import inspect
+
+    from walletlake.handlers import stream as handler
+
+    source = inspect.getsource(handler)
+    # THEN it publishes under the contract's namespace and service each metric the dashboard graphs
+    assert handler.metrics.namespace == lambda_metrics.NAMESPACE
+    assert handler.metrics.service == lambda_metrics.CONSUMER_SERVICE
+    names = {value: name for name, value in vars(lambda_metrics).items() if isinstance(value, str)}
+    assert all(f"names.{names[metric]}" in source for metric in lambda_metrics.CONSUMER_GRAPHED)
+    _, dashboard = synthesized.only("AWS::CloudWatch::Dashboard")
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    assert all(metric in body for metric in lambda_metrics.CONSUMER_GRAPHED)
+
+
+# --- the write path's fleet -----------------------------------------------------------------
+
+
+def test_the_write_path_is_a_fleet_of_arm64_tasks_across_three_azs_with_no_api_gateway(
+    synthesized: Synthesized,
+) -> None:
+    # GIVEN the default deployment
+    template = synthesized.template
+    # THEN no request path goes through API Gateway + Lambda
+    assert not synthesized.resources("AWS::ApiGatewayV2::Api")
+    assert API_HANDLER not in functions_by_handler(synthesized)
+    # AND the write path is an ECS service of ARM64 Fargate tasks running `walletlake serve`
+    (task,) = synthesized.resources("AWS::ECS::TaskDefinition").values()
+    properties = task["Properties"]
+    assert properties["RuntimePlatform"]["CpuArchitecture"] == "ARM64"
+    assert properties["RequiresCompatibilities"] == ["FARGATE"]
+    (container,) = properties["ContainerDefinitions"]
+    assert container["Command"][:4] == ["python", "-m", "walletlake.cli", "serve"]
+    assert container["Command"][container["Command"].index("--host") + 1] == "0.0.0.0"
+    assert container["Command"][container["Command"].index("--workers") + 1] == str(
+        int(properties["Cpu"]) // 1024
+    )
+    assert container["ReadonlyRootFilesystem"] is True
+    assert "/healthz" in " ".join(container["HealthCheck"]["Command"])
+    (service,) = synthesized.resources("AWS::ECS::Service").values()
+    assert service["Properties"]["LaunchType"] == "FARGATE"
+    assert service["Properties"]["DeploymentConfiguration"]["DeploymentCircuitBreaker"]["Rollback"] is True
+    # AND it runs in three Availability Zones, in isolated subnets: no NAT, no internet route
+    subnets = synthesized.resources("AWS::EC2::Subnet")
+    assert len(subnets) == 3
+    assert {subnet["Properties"]["AvailabilityZone"]["Fn::Select"][0] for subnet in subnets.values()} == {
+        0,
+        1,
+        2,
+    }
+    assert not synthesized.resources("AWS::EC2::NatGateway")
+    assert not synthesized.resources("AWS::EC2::InternetGateway")
+    assert len(service["Properties"]["NetworkConfiguration"]["AwsvpcConfiguration"]["Subnets"]) == 3
+    # AND DynamoDB and S3 are reached through gateway endpoints, ECR and logs through interface ones
+    endpoints = [
+        resource["Properties"] for resource in synthesized.resources("AWS::EC2::VPCEndpoint").values()
+    ]
+    kinds = {
+        json.dumps(endpoint["ServiceName"]).split(".")[-1].strip('"]}'): endpoint.get(
+            "VpcEndpointType", "Gateway"
+        )
+        for endpoint in endpoints
+    }
+    assert kinds["dynamodb"] == "Gateway"
+    assert kinds["s3"] == "Gateway"
+    assert {"api", "dkr", "logs"} <= set(kinds)
+    assert "Mappings" not in template
+
+
+def test_the_fleet_scales_on_cpu_at_half_and_on_requests_per_task(synthesized: Synthesized) -> None:
+    # GIVEN the service's scalable target and its policies
+    (target,) = synthesized.resources("AWS::ApplicationAutoScaling::ScalableTarget").values()
+    policies = [
+        resource["Properties"]
+        for resource in synthesized.resources("AWS::ApplicationAutoScaling::ScalingPolicy").values()
+    ]
+    # THEN it runs 3..60 tasks
+    assert (target["Properties"]["MinCapacity"], target["Properties"]["MaxCapacity"]) == (3, 60)
+    configurations = [policy["TargetTrackingScalingPolicyConfiguration"] for policy in policies]
+    # AND tracks CPU at 50 % (seed 000's rule)
+    cpu = [c for c in configurations if "PredefinedMetricSpecification" in c]
+    assert (
+        cpu[0]["PredefinedMetricSpecification"]["PredefinedMetricType"] == "ECSServiceAverageCPUUtilization"
+    )
+    assert cpu[0]["TargetValue"] == 50
+    # AND Lattice requests per running task (1,400 a second, per minute)
+    (requests,) = [c for c in configurations if "CustomizedMetricSpecification" in c]
+    assert requests["TargetValue"] == 1_400 * 60
+    queries = {query["Id"]: query for query in requests["CustomizedMetricSpecification"]["Metrics"]}
+    assert queries["per_task"]["Expression"] == "requests / MAX([tasks, 1])"
+    assert queries["requests"]["MetricStat"]["Metric"]["Namespace"] == "AWS/VpcLattice"
+
+
+def test_callers_authenticate_with_iam_through_vpc_lattice(synthesized: Synthesized) -> None:
+    # GIVEN the Lattice service, its auth policy and the ECS service's registration
+    (lattice_service,) = synthesized.resources("AWS::VpcLattice::Service").values()
+    (network,) = synthesized.resources("AWS::VpcLattice::ServiceNetwork").values()
+    (policy,) = synthesized.resources("AWS::VpcLattice::AuthPolicy").values()
+    (target_group,) = synthesized.resources("AWS::VpcLattice::TargetGroup").values()
+    (service,) = synthesized.resources("AWS::ECS::Service").values()
+    # THEN every request must be SigV4-signed by a principal of this account allowed to invoke
+    assert lattice_service["Properties"]["AuthType"] == "AWS_IAM"
+    assert network["Properties"]["AuthType"] == "AWS_IAM"
+    (statement,) = policy["Properties"]["Policy"]["Statement"]
+    assert statement["Action"] == "vpc-lattice-svcs:Invoke"
+    assert statement["Condition"]["StringNotEqualsIgnoreCase"] == {"aws:PrincipalType": "anonymous"}
+    assert statement["Condition"]["StringEquals"] == {"aws:PrincipalAccount": "${aws:ResourceAccount}"}
+    # AND ECS registers the tasks in the target group, health-checked on /healthz
+    assert target_group["Properties"]["Config"]["HealthCheck"]["Path"] == "/healthz"
+    (registration,) = service["Properties"]["VpcLatticeConfigurations"]
+    assert registration["PortName"] == "api"
+    # AND the tasks admit traffic from Lattice's range only
+    groups = synthesized.resources("AWS::EC2::SecurityGroupIngress")
+    inline = [
+        rule
+        for group in synthesized.resources("AWS::EC2::SecurityGroup").values()
+        for rule in group["Properties"].get("SecurityGroupIngress", [])
+    ]
+    assert any(rule.get("CidrIp") == "169.254.171.0/24" and rule["FromPort"] == 8080 for rule in inline)
+    assert not any(rule.get("CidrIp") == "0.0.0.0/0" for rule in inline)
+    assert not groups

@@ -1,0 +1,118 @@
+"""Reading the wallets table back in tests: every item, as plain values (ints, not Decimals).
+
+The write-path tests assert on what DynamoDB Local actually holds after each request, read over
+HTTP with boto3 (strongly consistent scans), so "nothing written on a refused request" is checked
+against the store itself, not against the API's answer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from decimal import Decimal
+from typing import Any
+
+import boto3
+
+from contracts.settings import Settings
+from contracts.wallets_table import ENTITY_TRANSACTION, ENTITY_USER, ENTITY_WALLET, Attr
+from stream_processor.consumer import drain
+from support.stream_records import read_lake_table
+
+
+def scan(settings: Settings) -> list[dict[str, Any]]:
+    """Every item of the table, numbers as ``int``."""
+    table = boto3.resource("dynamodb", region_name=settings.region).Table(settings.table)
+    items: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"ConsistentRead": True}
+    while True:
+        page = table.scan(**kwargs)
+        items += [
+            {k: int(v) if isinstance(v, Decimal) else v for k, v in item.items()} for item in page["Items"]
+        ]
+        if "LastEvaluatedKey" not in page:
+            return items
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+@dataclasses.dataclass
+class TableContents:
+    """The table split by entity; wallets and claims keyed by id."""
+
+    wallets: dict[str, dict[str, Any]]
+    claims: dict[str, dict[str, Any]]
+    transactions: list[dict[str, Any]]
+
+    @property
+    def item_count(self) -> int:
+        return len(self.wallets) + len(self.claims) + len(self.transactions)
+
+
+def contents(settings: Settings) -> TableContents:
+    """The table as wallets, user claims and transaction items."""
+    items = scan(settings)
+    unknown = [
+        item for item in items if item[Attr.ENTITY] not in (ENTITY_WALLET, ENTITY_USER, ENTITY_TRANSACTION)
+    ]
+    assert not unknown, f"unexpected items: {unknown}"
+    return TableContents(
+        wallets={i[Attr.WALLET_ID]: i for i in items if i[Attr.ENTITY] == ENTITY_WALLET},
+        claims={i[Attr.PK]: i for i in items if i[Attr.ENTITY] == ENTITY_USER},
+        transactions=sorted(
+            (i for i in items if i[Attr.ENTITY] == ENTITY_TRANSACTION), key=lambda i: i[Attr.CREATED_AT]
+        ),
+    )
+
+
+def stream_ledger(settings: Settings) -> list[dict[str, Any]]:
+    """The ledger the table's stream gives: drained by the consumer into the lake and read back.
+
+    The write path no longer states versions anywhere but on the wallet items, so a test that wants
+    each entry's version and balance after reads them where the lake does: the wallet MODIFYs.
+    """
+    drain(settings, quiet_seconds=0.2)
+    return read_lake_table(settings, "ledger").to_pylist()
+
+
+def ledger_of(ledger: list[dict[str, Any]], wallet_id: str) -> list[tuple[int, int, int, int]]:
+    """``(version, delta, balance_after, created_at ms)`` of every entry of ``wallet_id``, by version."""
+    return sorted(
+        (
+            row["wallet_version"],
+            row["delta"],
+            row["balance_after"],
+            int(row["created_at"].timestamp() * 1000),
+        )
+        for row in ledger
+        if row["wallet_id"] == wallet_id
+    )
+
+
+def assert_chains(settings: Settings, wallet_ids: list[str] | None = None) -> TableContents:
+    """Per wallet: versions 1..N, balance_after = previous + delta, created_at strictly increasing,
+    ending at the wallet item; and the entries are exactly the committed transaction items'.
+
+    Returns the table's contents, read before the stream was drained.
+    """
+    table = contents(settings)
+    ledger = stream_ledger(settings)
+    for wallet_id in wallet_ids if wallet_ids is not None else list(table.wallets):
+        wallet = table.wallets[wallet_id]
+        entries = ledger_of(ledger, wallet_id)
+        assert [version for version, *_ in entries] == list(range(1, wallet[Attr.VERSION] + 1)), wallet_id
+        balance, previous_time = 0, -1
+        for version, delta, balance_after, created_at in entries:
+            balance += delta
+            assert balance_after == balance, f"wallet {wallet_id} version {version}"
+            assert balance >= 0
+            assert created_at > previous_time, f"created_at did not increase at version {version}"
+            previous_time = created_at
+        assert wallet[Attr.BALANCE] == balance
+        if entries:
+            assert wallet[Attr.UPDATED_AT] == entries[-1][3]
+        committed = {
+            txn[Attr.TXN_ID]
+            for txn in table.transactions
+            if wallet_id in (txn[Attr.WALLET_ID], txn.get(Attr.TO_WALLET_ID))
+        }
+        assert {row["txn_id"] for row in ledger if row["wallet_id"] == wallet_id} == committed, wallet_id
+    return table
