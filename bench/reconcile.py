@@ -58,7 +58,9 @@ from lake.writer import split_by_slot
 from queries import get_query
 from queries._duckdb import DuckDBEngine
 from queries._parameters import render
-from queries.reconciliation import DEFAULT_MAX_LAG_SECONDS, OK, DayOutcome, findings_table, reconcile_day
+from queries.reconciliation import reconcile_day
+from queries.reconciliation_rules import DEFAULT_MAX_LAG_SECONDS, OK, DayOutcome
+from queries.reconciliation_runs import findings_table
 
 DAY = dt.date(2026, 11, 22)
 SNAPSHOT_AT = dt.datetime(2026, 11, 23, 0, 30, tzinfo=dt.UTC)

@@ -404,14 +404,14 @@ def test_every_unit_handler_the_state_machines_invoke_is_a_project_function(
     # AND planning the night reads its knobs from the environment the CDK app sets
     from support.lambda_context import FakeLambdaContext
 
-    from walletlake.handlers import nightly as nightly_steps
+    from walletlake.handlers import nightly as nightly_handlers
 
     environment = Settings(snapshot_segments=5, snapshot_read_units_per_second=1000).to_env(
-        nightly_steps.REQUIRED_VARIABLES
+        nightly_handlers.REQUIRED_VARIABLES
     )
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
-    night = importlib.reload(nightly_steps).plan_night_handler({"date": "2026-11-20"}, FakeLambdaContext())
+    night = importlib.reload(nightly_handlers).plan_night_handler({"date": "2026-11-20"}, FakeLambdaContext())
     assert night["date"] == "2026-11-20"
     assert [item["segment"] for item in night["segments"]] == [0, 1, 2, 3, 4]
     assert {item["max_read_units_per_second"] for item in night["segments"]} == {200.0}

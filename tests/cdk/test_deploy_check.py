@@ -21,7 +21,7 @@ from typing import Any
 import boto3
 import pytest
 
-from queries.reconciliation import summary_key
+from queries.reconciliation_runs import summary_key
 from walletlake.local import EmbeddedStack
 from walletlake_cdk import lambda_code
 from walletlake_cdk.deploy_check.__main__ import synthesize

@@ -30,8 +30,9 @@ from lake.snapshots import (
 )
 from queries import engine_for, get_query
 from queries.reconciliation import TRANSFERS_QUERY, WALLETS_QUERY, day_parameters, reconcile
-from walletlake.handlers import nightly as nightly_steps
-from walletlake.handlers.nightly import classify_unloaded, plan_night, plan_reconciliation, unload_statement
+from queries.reconciliation_athena import classify_unloaded, plan_reconciliation, unload_statement
+from walletlake.handlers import nightly as nightly_handlers
+from walletlake.handlers.nightly import plan_night
 
 pytestmark = pytest.mark.stack
 
@@ -46,13 +47,13 @@ def cold_start(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Settings],
 
     def start(settings: Settings) -> ModuleType:
         monkeypatch.setenv(LAMBDA_FUNCTION_VARIABLE, "walletlake-nightly-step")
-        for name, value in settings.to_env(nightly_steps.REQUIRED_VARIABLES).items():
+        for name, value in settings.to_env(nightly_handlers.REQUIRED_VARIABLES).items():
             monkeypatch.setenv(name, value)
-        return importlib.reload(nightly_steps)
+        return importlib.reload(nightly_handlers)
 
     yield start
     monkeypatch.undo()
-    importlib.reload(nightly_steps)  # reading at first use again, as everywhere off Lambda
+    importlib.reload(nightly_handlers)  # reading at first use again, as everywhere off Lambda
 
 
 def a_day() -> Book:

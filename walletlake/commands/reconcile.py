@@ -7,14 +7,9 @@ import json
 from typing import Any
 
 from contracts.settings import Settings
-from queries.reconciliation import (
-    DEFAULT_MAX_LAG_SECONDS,
-    OK,
-    ReconciliationError,
-    ReconciliationReport,
-    reconcile,
-    replay,
-)
+from queries.reconciliation import ReconciliationError, reconcile, replay
+from queries.reconciliation_rules import DEFAULT_MAX_LAG_SECONDS, OK
+from queries.reconciliation_runs import ReconciliationReport
 from walletlake.days import day_argument, last_closed_day
 
 _SHOWN_FINDINGS = 20

@@ -13,7 +13,7 @@ import datetime as dt
 import pandas as pd
 import pyarrow as pa
 
-from queries.reconciliation import _PROBLEM_DETAILS, _with_problems
+from queries.reconciliation_rules import PROBLEM_DETAILS, join_problem_details
 
 
 def problems_rows() -> dict[str, list[object]]:
@@ -36,7 +36,7 @@ def test_details_from_pandas_join_as_details_from_arrow() -> None:
     wallets = pa.table({"wallet_id": pa.array(["w1", "w2"], pa.string()), "gaps": [1, 0]})
     from_duckdb = pa.table(
         {
-            name: pa.array(values, _PROBLEM_DETAILS.get(name, pa.string()))
+            name: pa.array(values, PROBLEM_DETAILS.get(name, pa.string()))
             for name, values in problems_rows().items()
         }
     )
@@ -48,8 +48,8 @@ def test_details_from_pandas_join_as_details_from_arrow() -> None:
     from_athena = pa.Table.from_pandas(frame, preserve_index=False)
     assert from_athena.schema.field("wallet_id").type != pa.string()  # what awswrangler hands over
     # WHEN each is joined to the wallets
-    joined_duckdb = _with_problems(wallets, from_duckdb).sort_by("wallet_id")
-    joined_athena = _with_problems(wallets, from_athena).sort_by("wallet_id")
+    joined_duckdb = join_problem_details(wallets, from_duckdb).sort_by("wallet_id")
+    joined_athena = join_problem_details(wallets, from_athena).sort_by("wallet_id")
     # THEN both give the same rows and types
     assert joined_athena.equals(joined_duckdb)
     assert joined_athena.column("gap_starts").to_pylist() == ["1", None]

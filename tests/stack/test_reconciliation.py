@@ -2,7 +2,9 @@
 
 Every scenario starts from the same clean day (five wallets, deposits and transfers landed in
 small batches, the wallet items in DynamoDB, a snapshot taken after midnight), then breaks one
-thing and checks the findings name the wallets and versions, and the exit code.
+thing and checks the findings name the wallets and versions, and the exit code: the queries, the
+rules and the records of a run together, on the embedded stack. The rules alone, on hand-built
+query results and with no server, are tests/test_reconciliation_rules.py.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from ledger_builder import (
+from support.ledger_builder import (
     USD,
     Book,
     ledger_table,
@@ -26,10 +28,11 @@ from ledger_builder import (
 from contracts.lake_tables import DAILY_BALANCES
 from contracts.settings import Settings
 from lake import objects
-from lake.compaction import compact_day
+from lake.compaction_units import compact_day
 from lake.snapshots import take_snapshot
 from queries import run_query
-from queries.reconciliation import (
+from queries.reconciliation import ReconciliationError, reconcile
+from queries.reconciliation_rules import (
     CHAIN_BREAK,
     DUPLICATE,
     LAGGING,
@@ -39,12 +42,8 @@ from queries.reconciliation import (
     OK,
     PROBLEM_COUNTS,
     TRANSFER_UNBALANCED,
-    Finding,
-    ReconciliationError,
-    ReconciliationReport,
-    reconcile,
-    summary_key,
 )
+from queries.reconciliation_runs import ReconciliationReport, summary_key
 from walletlake import cli
 
 pytestmark = pytest.mark.stack
@@ -413,17 +412,6 @@ def test_the_command_exits_0_when_clean_and_1_otherwise(
     # AND a day with no snapshot after it is a one-line error
     assert cli.main(["reconcile", "--date", "2026-11-25"]) == 1
     assert "no complete balance snapshot" in capsys.readouterr().err
-
-
-def test_findings_serialise_money_as_digits() -> None:
-    finding = Finding("w", MISMATCH, 9_000_000_000_000_000_001, 1, "x")
-    assert finding.to_dict() == {
-        "wallet_id": "w",
-        "status": MISMATCH,
-        "expected": "9000000000000000001",
-        "actual": "1",
-        "detail": "x",
-    }
 
 
 def test_a_day_depends_on_the_previous_close_not_on_older_history(settings: Settings) -> None:
