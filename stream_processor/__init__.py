@@ -9,11 +9,11 @@ Where things are:
 - :mod:`walletlake.handlers.stream` — the Lambda handler (Powertools logs and EMF metrics);
 - :mod:`stream_processor.consumer` — the local poller with per-shard checkpoints;
 - :mod:`stream_processor.lambda_records` — Lambda's record shape, and DynamoDB Local's differences;
-- :mod:`stream_processor.checkpoint_table`, :mod:`stream_processor.checkpoints` — checkpoint storage;
+- :mod:`stream_processor.checkpoints` — checkpoint storage (its items: :mod:`contracts.checkpoint_table`);
 - :mod:`stream_processor.shards` — shard lineage (parents before children).
 
-Names are imported lazily, so modules that only need the checkpoint table's definition (the local
-stack, the CDK app) do not load pyarrow and boto3 through this package.
+Names are imported lazily, so a caller of one light module (``lambda_records``, ``shards``) does not
+load pyarrow and boto3 through this package.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from stream_processor.checkpoint_table import CheckpointAttr, lease_key
+from contracts.checkpoint_table import CheckpointAttr, lease_key
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -25,7 +25,7 @@ class CheckpointConflictError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Checkpoint:
-    """Where a shard stands (see :mod:`stream_processor.checkpoint_table` for the fields' meaning)."""
+    """Where a shard stands (see :mod:`contracts.checkpoint_table` for the fields' meaning)."""
 
     stream_arn: str
     shard_id: str

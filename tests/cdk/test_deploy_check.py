@@ -223,8 +223,11 @@ def test_the_api_layer_as_shipped_before_the_fix_fails_the_check(
     lambda_variant: DeployCheck, tmp_path: Path
 ) -> None:
     # GIVEN the API function with the layer it shipped with before the fix (kept by hand:
-    # fastapi, mangum and orjson), built by the same pip step a deploy uses
-    before = lambda_code.DependencySet("api-as-shipped-before", ("fastapi", "mangum", "orjson"))
+    # fastapi, mangum and orjson; plus Powertools, which its handler has imported since),
+    # built by the same pip step a deploy uses
+    before = lambda_code.DependencySet(
+        "api-as-shipped-before", ("fastapi", "mangum", "orjson", "aws-lambda-powertools")
+    )
     folder = lambda_code.dependency_layer_dir(before, "install")
     api = dataclasses.replace(
         lambda_variant.function(API_HANDLER), layers=(Layer(arn="before", folder=folder),)

@@ -12,7 +12,6 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from support.ledger_builder import (
-    USD,
     Book,
     SimulatedCrashError,
     day_keys,
@@ -21,6 +20,7 @@ from support.ledger_builder import (
     write_landing,
     write_table,
 )
+from support.ledger_builder import busy_day as shared_busy_day
 
 from contracts.lake_layout import partition_prefix
 from contracts.lake_tables import QUARANTINE, WALLETS
@@ -35,21 +35,8 @@ DAY = dt.date(2026, 11, 20)
 T0 = dt.datetime(2026, 11, 20, 8, tzinfo=dt.UTC)
 
 
-def busy_day(wallets: int = 12, rounds: int = 6) -> Book:
-    """Deposits then transfers in arrival order: every batch touches many wallets."""
-    book = Book()
-    names = [f"w{i:02d}" for i in range(wallets)]
-    for name in names:
-        book.open(name, T0)
-    clock = T0
-    for name in names:
-        clock += dt.timedelta(seconds=1)
-        book.deposit(name, 100 * USD, clock)
-    for round_ in range(rounds):
-        for index, name in enumerate(names):
-            clock += dt.timedelta(seconds=1)
-            book.transfer(name, names[(index + round_ + 1) % wallets], (round_ + 1) * USD, clock)
-    return book
+def busy_day() -> Book:
+    return shared_busy_day(T0, wallets=12, rounds=6)
 
 
 def partition_keys(settings: Settings, table: str = "ledger") -> list[str]:

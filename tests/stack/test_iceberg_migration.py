@@ -16,7 +16,7 @@ from contracts.lake_layout import partition_prefix
 from contracts.lake_tables import STREAM_TABLES, TABLES
 from contracts.settings import Settings
 from lake import objects
-from lake.compaction import compact_day
+from lake.compaction_units import compact_day
 from lake.iceberg_catalog import open_catalog
 from lake.iceberg_migration import (
     DAYS_PROPERTY,

@@ -208,3 +208,23 @@ def day_keys(settings: Settings, day: dt.date, table: str = "ledger") -> list[st
     """The Parquet objects of one table's day partition, in key order."""
     prefix = partition_prefix(settings.lake_prefix, table, day)
     return objects.list_keys(s3_client(settings), settings.bucket, prefix, ".parquet")
+
+
+def busy_day(start: dt.datetime, *, wallets: int, rounds: int, deposit_order_reversed: bool = False) -> Book:
+    """Deposits then transfers in arrival order, one second apart: every batch touches many wallets.
+
+    ``deposit_order_reversed`` makes arrival order differ from wallet order from the first entry on.
+    """
+    book = Book()
+    names = [f"w{i:02d}" for i in range(wallets)]
+    for name in names:
+        book.open(name, start)
+    clock = start
+    for name in reversed(names) if deposit_order_reversed else names:
+        clock += dt.timedelta(seconds=1)
+        book.deposit(name, 100 * USD, clock)
+    for round_ in range(rounds):
+        for index, name in enumerate(names):
+            clock += dt.timedelta(seconds=1)
+            book.transfer(name, names[(index + round_ + 1) % wallets], (round_ + 1) * USD, clock)
+    return book

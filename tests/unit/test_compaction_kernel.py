@@ -16,7 +16,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from support.ledger_builder import USD, Book, ledger_table
+from support.ledger_builder import Book, ledger_table
+from support.ledger_builder import busy_day as shared_busy_day
 
 from contracts.lake_tables import STREAM_TABLES, TABLES
 from lake.compaction_kernel import (
@@ -37,20 +38,8 @@ T0 = dt.datetime(2026, 11, 20, 8, tzinfo=dt.UTC)
 
 
 def busy_day(wallets: int = 4, rounds: int = 2) -> Book:
-    """Deposits then transfers in arrival order: every wallet's entries spread over the day."""
-    book = Book()
-    names = [f"w{i:02d}" for i in range(wallets)]
-    for name in names:
-        book.open(name, T0)
-    clock = T0
-    for name in reversed(names):  # arrival order is not wallet order
-        clock += dt.timedelta(seconds=1)
-        book.deposit(name, 100 * USD, clock)
-    for round_ in range(rounds):
-        for index, name in enumerate(names):
-            clock += dt.timedelta(seconds=1)
-            book.transfer(name, names[(index + round_ + 1) % wallets], (round_ + 1) * USD, clock)
-    return book
+    """Every wallet's entries spread over the day, arriving out of wallet order."""
+    return shared_busy_day(T0, wallets=wallets, rounds=rounds, deposit_order_reversed=True)
 
 
 def later_copies(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

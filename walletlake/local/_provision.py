@@ -1,6 +1,6 @@
 """Create every resource the pipeline needs, idempotently, from the shared definitions.
 
-The same definitions (``contracts.wallets_table``, ``stream_processor.checkpoint_table``, ``lake.glue``) feed
+The same definitions (``contracts.wallets_table``, ``contracts.checkpoint_table``, ``lake.glue``) feed
 the CDK app, so the embedded stack and AWS cannot drift apart.
 """
 
@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 import boto3
 from botocore.exceptions import ClientError
 
+from contracts.checkpoint_table import CHECKPOINT_TABLE
 from contracts.lease_table import LEASE_TABLE
 from contracts.settings import Settings
 from contracts.wallets_table import WALLETS_TABLE, TableSpec
 from lake.glue import all_table_inputs
 from lake.iceberg_catalog import open_catalog
 from lake.iceberg_tables import ensure_tables
-from stream_processor.checkpoint_table import CHECKPOINT_TABLE
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

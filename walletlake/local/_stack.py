@@ -24,8 +24,8 @@ from typing import Any
 
 import boto3
 
+from contracts.checkpoint_table import LEASE_KEY
 from contracts.settings import ICEBERG_CATALOG_URI_VARIABLE, Settings
-from stream_processor.checkpoint_table import LEASE_KEY
 from walletlake.local._provision import provision
 from walletlake.local._seaweedfs import (
     SeaweedPorts,
