@@ -34,6 +34,7 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from contracts import lambda_metrics
 from contracts.lake_layout import ICEBERG_FOLDER, LANDING_LOG_FOLDER
 from contracts.settings import environment_for
 from walletlake_cdk.catalog import Catalog
@@ -88,7 +89,7 @@ def build_committer(
         },
         memory_mb=config.committer_memory_mb,
         timeout=COMMITTER_TIMEOUT,
-        service="committer",
+        service=lambda_metrics.COMMITTER_SERVICE,
         reserved_concurrency=1,
     )
     grant_committer(handler.role, config, storage)

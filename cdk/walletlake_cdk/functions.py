@@ -18,6 +18,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from contracts import lambda_metrics
 from contracts.settings import (
     DEPLOYED_VARIABLES,
     ICEBERG_WAREHOUSE_VARIABLE,
@@ -159,7 +160,7 @@ def python_function(
         environment={
             **environment,
             "POWERTOOLS_SERVICE_NAME": service,
-            "POWERTOOLS_METRICS_NAMESPACE": "walletlake",
+            "POWERTOOLS_METRICS_NAMESPACE": lambda_metrics.NAMESPACE,
         },
     )
     return PythonFunction(function=function, role=role, log_group=log_group)

@@ -50,6 +50,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
+from contracts import lambda_metrics
 from contracts.lake_tables import TABLES
 from contracts.lease_table import LEASE_TABLE
 from contracts.settings import DEFAULT_UNLOAD_PREFIX, environment_for
@@ -94,6 +95,12 @@ GLUE_READ_ACTIONS: Final = ("glue:GetDatabase", "glue:GetTable", "glue:GetTables
 PLANNING_MEMORY_MB: Final = 512
 #: The lease both compaction runs take; its error type as Lambda reports it.
 COMPACTION_LEASE_HANDLER: Final = "walletlake.handlers.lease.handler"
+#: The Powertools service each function logs and publishes metrics as (the rest: nightly).
+_SERVICES: Final = {
+    "compaction_plan": lambda_metrics.COMPACTION_SERVICE,
+    "compaction_unit": lambda_metrics.COMPACTION_SERVICE,
+    "compaction_lease": lambda_metrics.LEASE_SERVICE,
+}
 LEASE_BUSY: Final = "LeaseBusyError"
 #: How long the nightly run waits between tries while an hourly run holds the lease.
 LEASE_RETRY_SECONDS: Final = 60
@@ -319,7 +326,7 @@ def _unit_functions(
             environment={**environment, **extra},
             memory_mb=memory,
             timeout=Duration.minutes(15),
-            service="nightly",
+            service=_SERVICES.get(name, lambda_metrics.NIGHTLY_SERVICE),
             ephemeral_storage_mb=ephemeral,
         )
         for name, (construct_id, handler, description, memory, ephemeral, extra) in specs.items()

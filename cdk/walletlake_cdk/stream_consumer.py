@@ -46,6 +46,7 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from contracts import lambda_metrics
 from contracts.lake_layout import ICEBERG_FOLDER, LANDING_LOG_FOLDER
 from contracts.lake_tables import STREAM_TABLES
 from walletlake_cdk.config import DeploymentConfig
@@ -98,7 +99,7 @@ def build_stream_consumer(
         environment=environment,
         memory_mb=config.consumer_memory_mb,
         timeout=Duration.minutes(2),
-        service="stream_processor",
+        service=lambda_metrics.CONSUMER_SERVICE,
     )
     if config.iceberg:
         grant_iceberg_landing(handler.role, config, storage)

@@ -26,6 +26,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from contracts import api_metrics
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import FunctionAssets, PythonFunction, log_retention, python_function
 
@@ -89,7 +90,7 @@ def build_write_api(
         environment=environment,
         memory_mb=config.api_memory_mb,
         timeout=Duration.seconds(10),
-        service="wallet-api",
+        service=api_metrics.SERVICE,
         # Per-request INFO lines at 20,000 requests/s cost more than the compute; the access
         # log already records every request, and the write path logs what needs a human at WARN.
         application_log_level=lambda_.ApplicationLogLevel.WARN,

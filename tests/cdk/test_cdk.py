@@ -929,6 +929,29 @@ def test_cdk_app_py_synthesizes_as_the_cdk_cli_runs_it(tmp_path: Path) -> None:
     assert ":layer:AWS" not in json.dumps(template)
 
 
+def test_every_function_logs_and_publishes_as_the_service_its_template_names(
+    synthesized: Synthesized, parquet: Synthesized
+) -> None:
+    # GIVEN every function of both lake formats, and the handler module each one names
+    import importlib
+
+    functions = {**functions_by_handler(synthesized), **functions_by_handler(parquet)}
+    checked = 0
+    for handler, properties in sorted(functions.items()):
+        module_name = handler.rpartition(".")[0]
+        if module_name == "walletlake.handlers.api":
+            continue  # builds its app at import, from the deployment's variables (tests/stack)
+        module = importlib.import_module(module_name)
+        environment = properties["Environment"]["Variables"]
+        # THEN its Powertools logger and metrics carry the service and namespace the template sets
+        assert module.logger.service == environment["POWERTOOLS_SERVICE_NAME"], handler
+        assert module.metrics.service == environment["POWERTOOLS_SERVICE_NAME"], handler
+        assert module.metrics.namespace == environment["POWERTOOLS_METRICS_NAMESPACE"], handler
+        checked += 1
+    # (the stream consumer, the committer, the two compaction steps, the lease, four nightly steps)
+    assert checked == 9
+
+
 def test_dashboard_graphs_the_metrics_the_consumer_publishes(synthesized: Synthesized) -> None:
     # GIVEN the stream consumer's handler module, which publishes its counters with Powertools
     import inspect
