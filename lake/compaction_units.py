@@ -8,9 +8,10 @@ Why units
     by configuration (``unit_minutes``: 60 by default, down to 5) times the load, never by the
     day's volume; at the seed's load 5-minute units hold ~10 million rows (``bench/capacity.py``).
 
-    Units are compacted as soon as their slots close (the hourly schedule in AWS,
-    ``compact_closed_units`` locally), so today's partition holds compacted files for the closed
-    hours and landing files for the open one. Each unit runs the crash-safe protocol of
+    Units are compacted as soon as their slots close (the hourly schedule in AWS, ``walletlake
+    compact --closed-hours`` locally: :func:`closed_units`, then :func:`run_units`), so today's
+    partition holds compacted files for the closed hours and landing files for the open one.
+    Each unit runs the crash-safe protocol of
     :func:`lake.compaction.compact_inputs` on its own inputs only: units never share an object,
     so they run in parallel (a Step Functions Distributed Map in AWS, a process pool locally) and a
     failed one is simply run again. :func:`compact_day` plans a day's units and runs them: what
