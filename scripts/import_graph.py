@@ -5,8 +5,8 @@ Usage::
     PYTHONPATH=cdk .venv/bin/python scripts/import_graph.py [--root DIR]
 
 ``--root`` points at another checkout (``git worktree add /tmp/before <commit>``) so the same
-command draws the graph before and after a change. The layer order is the one
-``pyproject.toml``'s import-linter contract enforces (docs/architecture.md, "Layers"); a package
+command draws the graph before and after a change. The layer order is read from this checkout's
+``pyproject.toml`` (the import-linter contract, docs/architecture.md, "Layers"); a package
 that a checkout does not have is skipped, so older checkouts draw with the same ruler. Only
 imports between the project's own packages count: stdlib and third-party imports are no part of
 the layering. Prints, in this order:
@@ -25,20 +25,28 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tomllib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Final
 
 import grimp
 
-# Top to bottom; packages on one line are siblings and may not import each other.
-LAYERS: tuple[tuple[str, ...], ...] = (
-    ("walletlake_cdk",),
-    ("walletlake",),
-    ("stream_processor", "queries"),
-    ("wallet", "lake"),
-    ("contracts",),
-)
+#: The layering, top to bottom, as ``make lint`` enforces it: pyproject.toml's import-linter
+#: ``layers`` contract (packages on one line, "a | b", are siblings that may not import each other).
+_PYPROJECT: Final = Path(__file__).resolve().parent.parent / "pyproject.toml"
+
+
+def layers(pyproject: Path = _PYPROJECT) -> tuple[tuple[str, ...], ...]:
+    """The layers of the ``layers`` contract in ``pyproject``, top first."""
+    with pyproject.open("rb") as handle:
+        config = tomllib.load(handle)["tool"]["importlinter"]
+    (contract,) = [each for each in config["contracts"] if each["type"] == "layers"]
+    return tuple(tuple(name.strip() for name in line.split("|")) for line in contract["layers"])
+
+
+LAYERS: Final = layers()
 
 
 def _rank(package: str) -> int:

@@ -57,6 +57,7 @@ from botocore.exceptions import ClientError
 from contracts.lake_layout import PARQUET_SUFFIX, partition_day, table_prefix
 from contracts.lake_tables import QUARANTINE
 from contracts.settings import Settings
+from contracts.timestamps import parse_utc_text
 from contracts.wallets_table import ENTITY_TRANSACTION, ENTITY_WALLET, PARTITION_KEY, Attr
 from lake.landing_log import LandingRecord
 from lake.objects import delete_keys, get_table, iter_objects, list_keys, put_table
@@ -623,7 +624,7 @@ def _export_time(s3: S3Client, bucket: str, folder: str) -> int:
     key = f"{folder}/manifest-summary.json"
     try:
         summary = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
-        moment = dt.datetime.fromisoformat(str(summary["exportTime"]).replace("Z", "+00:00"))
+        moment = parse_utc_text(str(summary["exportTime"]))
     except (ClientError, KeyError, ValueError, TypeError) as error:
         raise FileNotFoundError(
             f"s3://{bucket}/{key} does not state the export's exportTime, which numbering its "

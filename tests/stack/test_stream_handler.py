@@ -23,6 +23,7 @@ from support.stream_records import (
     transaction_image,
 )
 
+from contracts import lambda_metrics
 from contracts.lake_layout import landing_key, stream_label
 from contracts.lake_tables import LEDGER
 from contracts.settings import Settings
@@ -230,6 +231,8 @@ def test_handler_emits_emf_metrics_and_json_logs(
         "BytesWritten",
         "MaxRecordAgeSeconds",
     } <= names
+    # AND every metric the dashboard graphs is among them (a failed write's counter aside)
+    assert set(lambda_metrics.CONSUMER_GRAPHED) - {lambda_metrics.BATCH_WRITE_FAILURES} <= names
     ledger_rows = 1 + 2 * 3
     ignored = 2 + 1 + 3  # user claims, and the transaction INSERTs of the deposit and the transfers
     figures = {

@@ -5,16 +5,21 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from contracts.settings import (
     BUCKET_VARIABLE,
+    COMMIT_INTERVAL_SECONDS_VARIABLE,
     COMPACTION_UNIT_MINUTES_VARIABLE,
     DEFAULT_HOT_TTL_SECONDS,
     DEPLOYED_VARIABLES,
     ENVIRONMENT_VARIABLES,
+    ICEBERG_WAREHOUSE_VARIABLE,
+    LAKE_FORMAT_VARIABLE,
     LAMBDA_FUNCTION_VARIABLE,
+    LEASE_TABLE_VARIABLE,
     SERVER_VARIABLES,
     SNAPSHOT_READ_UNITS_VARIABLE,
     SNAPSHOT_SEGMENTS_VARIABLE,
@@ -37,6 +42,13 @@ HANDLER_MODULES = {
         SNAPSHOT_READ_UNITS_VARIABLE,
         UNLOAD_PREFIX_VARIABLE,
     ),
+    "walletlake.handlers.commit": (
+        *DEPLOYED_VARIABLES,
+        LAKE_FORMAT_VARIABLE,
+        ICEBERG_WAREHOUSE_VARIABLE,
+        COMMIT_INTERVAL_SECONDS_VARIABLE,
+    ),
+    "walletlake.handlers.lease": (*DEPLOYED_VARIABLES, LEASE_TABLE_VARIABLE),
 }
 
 #: Settings as a deployment would have them, every knob away from its default.
@@ -251,6 +263,17 @@ def cold_start(module: str, environment: dict[str, str]) -> subprocess.Completed
         timeout=120,
         check=False,
     )
+
+
+def test_every_handler_module_is_listed() -> None:
+    # GIVEN the modules of walletlake/handlers that hold Lambda entry points
+    folder = Path(__file__).resolve().parents[2] / "walletlake" / "handlers"
+    modules = {f"walletlake.handlers.{path.stem}" for path in folder.glob("*.py")} - {
+        "walletlake.handlers.__init__",
+        "walletlake.handlers.clients",
+    }
+    # THEN each is cold-started by the tests below
+    assert modules == set(HANDLER_MODULES)
 
 
 @pytest.mark.parametrize("module", sorted(HANDLER_MODULES))

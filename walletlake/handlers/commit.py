@@ -16,7 +16,6 @@ import functools
 import time
 from typing import TYPE_CHECKING, Any, Final
 
-import boto3
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -34,6 +33,7 @@ from contracts.settings import (
 from lake.committer import commit_landed
 from lake.iceberg_catalog import open_catalog
 from lake.iceberg_tables import ensure_tables
+from walletlake.handlers import clients
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -63,7 +63,7 @@ def _resources(settings: Settings) -> tuple[S3Client, RestCatalog]:
         settings.glue_database,
         location_root=table_location_root(settings.bucket, settings.lake_prefix),
     )
-    return boto3.client("s3", region_name=settings.region), catalog
+    return clients.s3(settings.region), catalog
 
 
 @metrics.log_metrics

@@ -9,10 +9,8 @@ Event ``{"action": "acquire", "owner": <execution id>, "ttl_seconds": N}`` or
 from __future__ import annotations
 
 import datetime as dt
-import functools
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-import boto3
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -20,9 +18,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from contracts import lambda_metrics as names
 from contracts.settings import DEPLOYED_VARIABLES, LEASE_TABLE_VARIABLE, HandlerSettings
 from lake.compaction_lease import LeaseBusyError, acquire, release
-
-if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
+from walletlake.handlers import clients
 
 REQUIRED_VARIABLES: Final = (*DEPLOYED_VARIABLES, LEASE_TABLE_VARIABLE)
 SETTINGS: Final = HandlerSettings(REQUIRED_VARIABLES)
@@ -31,17 +27,12 @@ logger = Logger(service=names.LEASE_SERVICE)
 metrics = Metrics(namespace=names.NAMESPACE, service=names.LEASE_SERVICE)
 
 
-@functools.cache
-def _dynamodb(region: str) -> DynamoDBClient:
-    return boto3.client("dynamodb", region_name=region)
-
-
 @metrics.log_metrics
 @logger.inject_lambda_context(log_event=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Take or give back the compaction lease for the execution named in the event."""
     settings = SETTINGS()
-    dynamodb = _dynamodb(settings.region)
+    dynamodb = clients.dynamodb(settings.region)
     owner = str(event["owner"])
     action = event.get("action")
     if action == "acquire":

@@ -21,10 +21,8 @@ run the same steps in one process on DuckDB.
 from __future__ import annotations
 
 import datetime as dt
-import functools
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-import boto3
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -42,9 +40,7 @@ from lake.snapshots import SnapshotSegment, plan_snapshot, snapshot_segment
 from queries.reconciliation_athena import classify_unloaded, plan_reconciliation
 from queries.reconciliation_rules import DEFAULT_MAX_LAG_SECONDS
 from walletlake.days import last_closed_day
-
-if TYPE_CHECKING:
-    from mypy_boto3_s3 import S3Client
+from walletlake.handlers import clients
 
 #: What the CDK app sets for every function of this module (``cdk/walletlake_cdk/nightly.py``):
 #: the module reads one settings object, so each of its functions gets the steps' three knobs. On
@@ -105,7 +101,10 @@ def reconcile_plan_handler(event: dict[str, Any], context: LambdaContext) -> dic
     """Event ``{"date": "YYYY-MM-DD", "run": <execution name>}``."""
     settings = SETTINGS()
     planned = plan_reconciliation(
-        _s3(settings.region), settings, dt.date.fromisoformat(str(event["date"])), run=str(event["run"])
+        clients.s3(settings.region),
+        settings,
+        dt.date.fromisoformat(str(event["date"])),
+        run=str(event["run"]),
     )
     logger.info("reconciliation planned", extra={"days": [item["date"] for item in planned["days"]]})
     return planned
@@ -117,7 +116,7 @@ def reconcile_classify_handler(event: dict[str, Any], context: LambdaContext) ->
     """One item of :func:`plan_reconciliation`; publishes one metric per status."""
     settings = SETTINGS()
     result = classify_unloaded(
-        _s3(settings.region),
+        clients.s3(settings.region),
         settings,
         event,
         now=dt.datetime.now(dt.UTC),
@@ -133,9 +132,3 @@ def reconcile_classify_handler(event: dict[str, Any], context: LambdaContext) ->
     log = logger.info if result["ok"] else logger.error
     log("day reconciled", extra={"day": result["day"], "ok": result["ok"], "counts": result["counts"]})
     return result
-
-
-@functools.cache
-def _s3(region: str) -> S3Client:
-    """One client per execution environment, reused across invocations."""
-    return boto3.client("s3", region_name=region)

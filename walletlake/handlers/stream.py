@@ -19,10 +19,8 @@ oldest record's age, the batch's seconds and, on a failed write, ``BatchWriteFai
 
 from __future__ import annotations
 
-import functools
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-import boto3
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -31,9 +29,7 @@ from contracts import lambda_metrics as names
 from contracts.settings import DEPLOYED_VARIABLES, HandlerSettings
 from lake.writer import LandingWriteError
 from stream_processor.batch import BatchOutcome, BatchProcessor
-
-if TYPE_CHECKING:
-    from mypy_boto3_s3 import S3Client
+from walletlake.handlers import clients
 
 logger = Logger(service=names.CONSUMER_SERVICE)
 metrics = Metrics(namespace=names.NAMESPACE, service=names.CONSUMER_SERVICE)
@@ -101,18 +97,12 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     answer: dict[str, Any] = {"state": {}} if windowed else {}
     if not records:  # a tumbling window's final invocation may carry none
         return {**answer, "batchItemFailures": []}
-    outcome = LambdaBatchProcessor(settings, s3=_s3(settings.region)).process(
+    outcome = LambdaBatchProcessor(settings, s3=clients.s3(settings.region)).process(
         records, shard=event.get("shardId")
     )
     if not outcome.ok:
         return {**answer, "batchItemFailures": [{"itemIdentifier": outcome.first_sequence_number}]}
     return {**answer, "batchItemFailures": []}
-
-
-@functools.cache
-def _s3(region: str) -> S3Client:
-    """One client per container, reused across invocations (a new one costs tens of milliseconds)."""
-    return boto3.client("s3", region_name=region)
 
 
 def _log_fields(outcome: BatchOutcome) -> dict[str, Any]:
