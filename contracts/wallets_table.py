@@ -17,6 +17,9 @@ STREAM_VIEW_TYPE: Final = "NEW_AND_OLD_IMAGES"
 ENTITY_WALLET: Final = "wallet"
 ENTITY_USER: Final = "user"
 ENTITY_TRANSACTION: Final = "transaction"
+# the idempotency record of one request (pk ``{wallet_id}_{nonce}#idempotency``), kept for the
+# idempotency window (issue 27); its stream records make no lake row (ignored and counted)
+ENTITY_IDEMPOTENCY: Final = "idempotency"
 
 TXN_DEPOSIT: Final = "deposit"
 TXN_TRANSFER: Final = "transfer"
