@@ -135,14 +135,22 @@ def _catalog() -> dict[str, QueryInfo]:
     return dict(sorted(queries.items()))
 
 
+class UnknownQueryError(ParameterError, KeyError):
+    """No query has that name: bad input (exit 2), and a ``KeyError`` for the callers that catch
+    one, printed without the quotes ``KeyError`` puts around its message."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 def list_queries() -> list[QueryInfo]:
     """Every named query, by name."""
     return list(_catalog().values())
 
 
 def get_query(name: str) -> QueryInfo:
-    """The named query, or a ``KeyError`` naming the ones that exist."""
+    """The named query, or an :class:`UnknownQueryError` naming the ones that exist."""
     try:
         return _catalog()[name]
     except KeyError:
-        raise KeyError(f"no query named {name!r}; known: {', '.join(_catalog())}") from None
+        raise UnknownQueryError(f"no query named {name}; known: {', '.join(_catalog())}") from None

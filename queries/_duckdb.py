@@ -46,9 +46,10 @@ from sqlglot import exp
 
 from contracts.lake_tables import PARTITION_COLUMN, TABLES, glue_type
 from contracts.settings import Settings
+from lake.iceberg_catalog import load_table
 from queries._iceberg_views import Snapshots, check_pins, is_iceberg_view, resolve
 from queries._parameters import QueryValue, render
-from queries.time_travel import split_versions
+from queries._table_clauses import split_table_clauses
 
 if TYPE_CHECKING:
     from pyiceberg.catalog.rest import RestCatalog
@@ -264,11 +265,16 @@ class DuckDBEngine:
         """Run a Trino query and return its result as Arrow, integers as ``int64``.
 
         A table the statement reads ``FOR VERSION AS OF`` a snapshot (as Athena runs the AWS
-        nightly's UNLOADs) is read at that snapshot for this statement.
+        nightly's UNLOADs) is read at that snapshot for this statement; ``FOR TIMESTAMP AS OF`` an
+        instant, at the snapshot that was current then (an empty table before its first commit).
+        Tables may be named as Athena names them (``walletlake.ledger``).
         """
-        plain, named = split_versions(render(sql, params))
-        query = self.translate(plain, {})
+        clauses = split_table_clauses(render(sql, params), self.settings.glue_database)
+        query = self.translate(clauses.sql, {})
         with self._lock:
+            named: dict[str, int | None] = {**clauses.versions}
+            for table, moment in clauses.timestamps.items():
+                named[table] = self._snapshot_at(table, moment)
             self._refresh_views(_referenced_tables(query), check_pins(named) if named else None)
             relation = self._connection.sql(query)
             wide = [
@@ -285,6 +291,17 @@ class DuckDBEngine:
                 )
                 relation = relation.project(projection)
             return relation.to_arrow_table()
+
+    def _snapshot_at(self, table: str, moment: str) -> int | None:
+        """The snapshot of ``table`` current at a Trino timestamp expression, evaluated by DuckDB."""
+        if not is_iceberg_view(self.settings, table):
+            raise ValueError(f"{table} is not an Iceberg table: it has no history to read at a timestamp")
+        expression = self.translate(f"SELECT {moment}", {}).removeprefix("SELECT ")
+        row = self._connection.execute(f"SELECT epoch_ms(CAST({expression} AS TIMESTAMPTZ))").fetchone()
+        if row is None or row[0] is None:
+            raise ValueError(f"FOR TIMESTAMP AS OF {moment}: not an instant")
+        snapshot = load_table(self.settings, table, self._catalog).snapshot_as_of_timestamp(int(row[0]))
+        return snapshot.snapshot_id if snapshot is not None else None
 
     def run(self, sql: str, params: Mapping[str, QueryValue]) -> pd.DataFrame:
         """Run a Trino query with parameters; the frame uses pandas' nullable dtypes."""

@@ -20,7 +20,10 @@ Types, as the ``@param`` lines of a ``.sql`` header declare them:
     compared with, the partition column ``dt``, is a string (``dt = '2026-11-22'`` prunes
     partitions in Athena; ``dt = DATE '…'`` would not even type-check in Trino).
 ``integer``
-    a signed decimal integer, rendered as a bare number (usable in ``LIMIT``).
+    a signed decimal integer, rendered as a bare number.
+``count``
+    an integer of 1 or more, rendered as a bare number: what ``LIMIT`` takes. Checked here, so
+    ``limit=-1`` is refused in one line before any SQL runs, not by the engine's binder.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ def _parse_timestamp(text: str) -> dt.datetime:
     try:
         value = dt.datetime.fromisoformat(text.strip())
     except ValueError:
-        raise ParameterError(f"{text!r} is not an ISO-8601 timestamp") from None
+        raise ParameterError(f"{text} is not an ISO-8601 timestamp (2026-11-22T09:00:00Z)") from None
     if value.tzinfo is not None:
         value = value.astimezone(dt.UTC).replace(tzinfo=None)
     return value.replace(microsecond=value.microsecond // 1000 * 1000)
@@ -61,13 +64,20 @@ def _parse_date(text: str) -> str:
     try:
         return dt.date.fromisoformat(text.strip()).isoformat()
     except ValueError:
-        raise ParameterError(f"{text!r} is not a date (yyyy-MM-dd)") from None
+        raise ParameterError(f"{text} is not a date (yyyy-MM-dd)") from None
 
 
 def _parse_integer(text: str) -> int:
     if not _INTEGER.fullmatch(text.strip()):
-        raise ParameterError(f"{text!r} is not an integer")
+        raise ParameterError(f"{text} is not an integer")
     return int(text)
+
+
+def _parse_count(text: str) -> int:
+    value = _parse_integer(text)
+    if value < 1:
+        raise ParameterError(f"{text.strip()} is not a count (an integer of 1 or more)")
+    return value
 
 
 PARSERS: Final[dict[str, Callable[[str], QueryValue]]] = {
@@ -75,6 +85,7 @@ PARSERS: Final[dict[str, Callable[[str], QueryValue]]] = {
     "timestamp": _parse_timestamp,
     "date": _parse_date,
     "integer": _parse_integer,
+    "count": _parse_count,
 }
 
 
@@ -83,7 +94,7 @@ def parse_value(parameter_type: str, text: str) -> QueryValue:
     try:
         parser = PARSERS[parameter_type]
     except KeyError:
-        raise ParameterError(f"unknown parameter type {parameter_type!r}") from None
+        raise ParameterError(f"unknown parameter type {parameter_type}") from None
     return parser(text)
 
 

@@ -13,6 +13,12 @@ import sys
 from collections.abc import Sequence
 
 from contracts.settings import ENVIRONMENT_VARIABLES
+from queries import ParameterError
+from walletlake.refusals import BAD_INPUT, STACK_NOT_ANSWERING, RefusalError
+from walletlake.stack_probe import not_answering_message, silent_endpoint
+
+#: Commands that run without the stack (``local`` starts it).
+_STACKLESS = frozenset({"local"})
 
 #: Sub-command modules, in the order ``--help`` lists them. Each has ``register(subparsers)``,
 #: which adds its parser and sets ``func(args) -> int`` as the parser's default.
@@ -24,7 +30,9 @@ COMMANDS = (
     "snapshot",
     "compact",
     "reconcile",
+    "lake",
     "query",
+    "sql",
     "replay",
     "demo",
 )
@@ -55,16 +63,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
+        if _needs_stack(args):
+            silent = silent_endpoint()
+            if silent is not None:
+                raise RefusalError(not_answering_message(silent), STACK_NOT_ANSWERING)
         return int(args.func(args))
     except KeyboardInterrupt:
         print("walletlake: interrupted", file=sys.stderr)
         return 130
+    except (RefusalError, ParameterError) as error:
+        if args.debug:
+            raise
+        print(f"walletlake {args.command}: error: {_one_line(error)}", file=sys.stderr)
+        return error.exit_code if isinstance(error, RefusalError) else BAD_INPUT
     except Exception as error:
         if args.debug:
             raise
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        print(f"walletlake {args.command}: error: {reason}", file=sys.stderr)
+        print(f"walletlake {args.command}: error: {_one_line(error)}", file=sys.stderr)
         return 1
+
+
+def _needs_stack(args: argparse.Namespace) -> bool:
+    return args.command not in _STACKLESS and not getattr(args, "list", False)
+
+
+def _one_line(error: BaseException) -> str:
+    """The error's first line, never its repr (a ``KeyError`` prints its message quoted)."""
+    text = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 -- Wallets ranked by the money they moved (credits plus debits) over a range of UTC days.
 -- @param start_date  date     first day, inclusive
 -- @param end_date    date     last day, inclusive
--- @param limit       integer  how many wallets
+-- @param limit       count    how many wallets
 WITH entries AS (
     SELECT
         wallet_id, direction, amount, delta,

@@ -26,7 +26,7 @@ from walletlake import cli
 DAY = dt.date(2026, 11, 20)
 NEXT = dt.date(2026, 11, 21)
 T0 = dt.datetime(2026, 11, 20, 9, 0, tzinfo=dt.UTC)
-EXAMPLES = {"string": "w'1", "timestamp": "2026-11-20T10:00:00Z", "date": "2026-11-20", "integer": "5"}
+EXAMPLES = {"string": "w'1", "timestamp": "2026-11-20T10:00:00Z", "date": "2026-11-20", "integer": "5", "count": "5"}
 #: The files this module answers for; every file in queries/sql/ is parsed and pruning-checked.
 OWN_QUERIES = (
     "wallet_statement",
@@ -469,9 +469,17 @@ def test_query_command_prints_table_csv_and_json(
     assert capsys.readouterr().out.splitlines()[1] == f"a,2,{130 * USD},{100 * USD},{30 * USD},{70 * USD}"
     assert cli.main(argv) == 0
     assert "130000000" in capsys.readouterr().out
-    # AND a bad parameter is a one-line error with exit code 1
-    assert cli.main(["query", "top_wallets", "-p", "start_date=2026-11-20"]) == 1
+    # AND a bad parameter is a one-line error with exit code 2, before any SQL runs
+    assert cli.main(["query", "top_wallets", "-p", "start_date=2026-11-20"]) == 2
     assert "needs end_date, limit" in capsys.readouterr().err
+    limits = ["-p", "start_date=2026-11-20", "-p", "end_date=2026-11-20", "-p", "limit=-1"]
+    assert cli.main(["query", "top_wallets", *limits]) == 2
+    assert capsys.readouterr().err == (
+        "walletlake query: error: top_wallets: limit: -1 is not a count (an integer of 1 or more)\n"
+    )
+    # AND an unknown query's message carries no repr quotes
+    assert cli.main(["query", "nope"]) == 2
+    assert capsys.readouterr().err.startswith("walletlake query: error: no query named nope; known: ")
 
 
 def test_query_list_names_every_query_and_parameter(capsys: pytest.CaptureFixture[str]) -> None:
@@ -479,7 +487,7 @@ def test_query_list_names_every_query_and_parameter(capsys: pytest.CaptureFixtur
     out = capsys.readouterr().out
     for name in OWN_QUERIES:
         assert f"{name}(" in out
-    assert "--param limit=<integer>" in out
+    assert "--param limit=<count>" in out
 
 
 def _copy(settings: Settings, source: str, target: str) -> None:

@@ -34,12 +34,18 @@ def register(subparsers: Any) -> None:
     up.add_argument("--aws-port", type=int, default=5000, help="moto server's port for Glue (default 5000)")
     up.add_argument("--s3-port", type=int, default=8333, help="SeaweedFS's S3 port (default 8333)")
     up.add_argument(
+        "--iceberg-port",
+        type=int,
+        default=8181,
+        help="SeaweedFS's Iceberg REST catalog port (default 8181)",
+    )
+    up.add_argument(
         "--seaweedfs-port-base",
         type=int,
         default=None,
         help=(
             "first of the 9 consecutive ports SeaweedFS uses inside (master, volume, filer, admin; HTTP "
-            "and gRPC); default: free ports chosen at start"
+            "and gRPC), never exported to clients; default: free ports chosen at start"
         ),
     )
     up.add_argument(
@@ -66,6 +72,7 @@ def _up(args: argparse.Namespace) -> int:
         aws_port=args.aws_port,
         s3_port=args.s3_port,
         seaweedfs_port_base=args.seaweedfs_port_base,
+        iceberg_port=args.iceberg_port,
         settings=Settings.from_env(),
     )
     print("starting DynamoDB Local, SeaweedFS and moto server ...", file=sys.stderr, flush=True)
@@ -79,6 +86,10 @@ def _up(args: argparse.Namespace) -> int:
             print(f"export {key}={value}")
         # Last line on stdout, after the exports, so a reader of stdout knows the stack is ready.
         print("# running; Ctrl-C or SIGTERM stops every server", flush=True)
+        # And on the terminal, which stays with the user when standard output goes to a file.
+        print(
+            "running: source the exports (Ctrl-C or SIGTERM stops every server)", file=sys.stderr, flush=True
+        )
         stop.wait()
     print("stopped", file=sys.stderr)
     return 0

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import textwrap
 from typing import Any
 
-import pandas as pd
-
 from contracts.settings import Settings
 from queries import engine_for, get_query, list_queries, run_query
+from walletlake.result_formats import FORMATS, render
 
 
 def register(subparsers: Any) -> None:
@@ -29,7 +27,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--param", "-p", action="append", default=[], metavar="KEY=VALUE", help="a parameter (repeatable)"
     )
-    parser.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
+    parser.add_argument("--format", choices=FORMATS, default="table", help="output format")
     parser.add_argument("--engine", choices=("duckdb", "athena"), help="override WALLETLAKE_QUERY_ENGINE")
     parser.set_defaults(func=_run)
 
@@ -52,34 +50,6 @@ def _run(args: argparse.Namespace) -> int:
         engine.close()
     print(render(frame, args.format), end="")
     return 0
-
-
-def render(frame: pd.DataFrame, output: str) -> str:
-    """A result frame as ``table``, ``csv`` or ``json`` text, ending in a newline."""
-    if output == "csv":
-        return str(frame.to_csv(index=False))
-    if output == "json":
-        return (
-            json.dumps([{k: _json_value(v) for k, v in row.items()} for row in frame.to_dict("records")])
-            + "\n"
-        )
-    if frame.empty:
-        return "(no rows)\n"
-    return str(frame.to_string(index=False)) + "\n"
-
-
-def _json_value(value: Any) -> Any:
-    if value is None or value is pd.NA or value is pd.NaT:
-        return None
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, pd.Timestamp):
-        return value.isoformat()
-    if isinstance(value, float):
-        return None if pd.isna(value) else value
-    return value if isinstance(value, str) else str(value)
 
 
 def _pair(text: str) -> tuple[str, str]:

@@ -52,23 +52,34 @@ class SeaweedPorts:
     internal: dict[str, int]
 
     @classmethod
-    def choose(cls, host: str, s3: int | None, internal_base: int | None) -> SeaweedPorts:
-        """Free ports by default; the given ones checked, with a one-line error naming the flag."""
+    def choose(
+        cls, host: str, s3: int | None, internal_base: int | None, iceberg: int | None = None
+    ) -> SeaweedPorts:
+        """Free ports by default; the given ones checked, with a one-line error naming the flag.
+
+        The Iceberg catalog's port is exported to clients (``WALLETLAKE_ICEBERG_CATALOG_URI``), so
+        ``walletlake local up`` gives it a fixed default, as it does S3's: a restart then leaves a
+        shell's exports right. Without ``iceberg`` it is the tenth port after ``internal_base``.
+        """
         if s3 is None:
             s3 = free_port(host)
         else:
             ensure_port_free(host, s3, "--s3-port")
+        if iceberg is not None:
+            ensure_port_free(host, iceberg, "--iceberg-port")
         internal: dict[str, int] = {}
-        for offset, flag in enumerate((*INTERNAL_PORT_FLAGS, ICEBERG_PORT_FLAG)):
+        flags = (*INTERNAL_PORT_FLAGS, *(() if iceberg is not None else (ICEBERG_PORT_FLAG,)))
+        for offset, flag in enumerate(flags):
             if internal_base is None:
                 port = free_port(host)
-                while port in internal.values() or port == s3:
+                while port in internal.values() or port in (s3, iceberg):
                     port = free_port(host)
             else:
                 port = internal_base + offset
                 ensure_port_free(host, port, f"--seaweedfs-port-base (SeaweedFS's -{flag})")
             internal[flag] = port
-        iceberg = internal.pop(ICEBERG_PORT_FLAG)
+        if iceberg is None:
+            iceberg = internal.pop(ICEBERG_PORT_FLAG)
         return cls(s3=s3, iceberg=iceberg, internal=internal)
 
 

@@ -114,6 +114,7 @@ class EmbeddedStack:
         aws_port: int | None = None,
         s3_port: int | None = None,
         seaweedfs_port_base: int | None = None,
+        iceberg_port: int | None = None,
         settings: Settings | None = None,
     ) -> None:
         self.data_dir = data_dir.resolve()
@@ -122,6 +123,7 @@ class EmbeddedStack:
         self.aws_port = aws_port
         self.s3_port = s3_port
         self.seaweedfs_port_base = seaweedfs_port_base
+        self.iceberg_port = iceberg_port
         self.footprint: StackFootprint | None = None
         self.settings = settings or Settings()
         self.provisioned: list[str] = []
@@ -143,7 +145,9 @@ class EmbeddedStack:
         weed = find_weed()
         dynamodb_port = self._port(self.dynamodb_port, "--dynamodb-port")
         aws_port = self._port(self.aws_port, "--aws-port")
-        seaweed_ports = SeaweedPorts.choose(self.host, self.s3_port, self.seaweedfs_port_base)
+        seaweed_ports = SeaweedPorts.choose(
+            self.host, self.s3_port, self.seaweedfs_port_base, self.iceberg_port
+        )
         db_path = self.data_dir / "dynamodb"
         db_path.mkdir(parents=True, exist_ok=True)
         s3_path = self.data_dir / "s3"

@@ -1,0 +1,43 @@
+"""A query's result as the terminal, a spreadsheet or a program reads it: ``table``, ``csv``, ``json``.
+
+In ``json`` integers (micro-USD amounts, versions, counts) and decimals (USD amounts) are strings of
+digits, so no JSON reader rounds them through a float.
+"""
+
+from __future__ import annotations
+
+import decimal
+import json
+from typing import Any, Final
+
+import pandas as pd
+
+FORMATS: Final = ("table", "csv", "json")
+
+
+def render(frame: pd.DataFrame, output: str) -> str:
+    """A result frame as ``table``, ``csv`` or ``json`` text, ending in a newline."""
+    if output == "csv":
+        return str(frame.to_csv(index=False))
+    if output == "json":
+        return (
+            json.dumps([{k: _json_value(v) for k, v in row.items()} for row in frame.to_dict("records")])
+            + "\n"
+        )
+    if frame.empty:
+        return "(no rows)\n"
+    return str(frame.to_string(index=False, na_rep="")) + "\n"
+
+
+def _json_value(value: Any) -> Any:
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | decimal.Decimal):
+        return str(value)
+    if isinstance(value, pd.Timestamp):
+        return value.isoformat()
+    if isinstance(value, float):
+        return None if pd.isna(value) else value
+    return value if isinstance(value, str) else str(value)
