@@ -26,7 +26,13 @@ from walletlake import cli
 DAY = dt.date(2026, 11, 20)
 NEXT = dt.date(2026, 11, 21)
 T0 = dt.datetime(2026, 11, 20, 9, 0, tzinfo=dt.UTC)
-EXAMPLES = {"string": "w'1", "timestamp": "2026-11-20T10:00:00Z", "date": "2026-11-20", "integer": "5", "count": "5"}
+EXAMPLES = {
+    "string": "w'1",
+    "timestamp": "2026-11-20T10:00:00Z",
+    "date": "2026-11-20",
+    "integer": "5",
+    "count": "5",
+}
 #: The files this module answers for; every file in queries/sql/ is parsed and pruning-checked.
 OWN_QUERIES = (
     "wallet_statement",
