@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -61,7 +62,7 @@ def test_the_required_queries_exist_with_their_parameters() -> None:
     assert signatures["wallet_statement"] == "wallet_id string, start timestamp, end timestamp"
     assert signatures["balance_as_of"] == "wallet_id string, at timestamp"
     assert signatures["daily_volume"] == "start_date date, end_date date"
-    assert signatures["top_wallets"] == "start_date date, end_date date, limit integer"
+    assert signatures["top_wallets"] == "start_date date, end_date date, limit count"
     assert signatures["money_conservation"] == "date date"
     assert "reconcile_wallets" in signatures
     assert "reconcile_transfers" in signatures
@@ -281,6 +282,68 @@ def test_balance_as_of(settings: Settings, book: Book, engine: DuckDBEngine) -> 
     assert balance("b", "2026-11-21T08:00:00Z") == (None, None, None)
 
 
+def _wallet_rows(book: Book) -> list[dict[str, Any]]:
+    return [
+        {"wallet_id": state.wallet_id, "user_id": state.user_id, "created_at": state.created_at}
+        for state in book.wallets.values()
+    ]
+
+
+@pytest.mark.stack
+def test_balance_at_reads_the_ledger_when_no_close_covers_the_instant(
+    settings: Settings, book: Book, engine: DuckDBEngine
+) -> None:
+    # GIVEN the ledger and no reconciled day at all
+    write_landing(settings, book.rows)
+
+    def balance(wallet: str, at: str) -> tuple[Any, ...]:
+        row = run_query("balance_at", {"wallet_id": wallet, "at": at}, settings, engine).iloc[0]
+        return _value(row["balance"]), row["balance_usd"], _value(row["version"])
+
+    # THEN the day after, before b's first entry of it, the ledger's history answers (balance_as_of
+    # has nothing: no reconciled close)
+    assert balance("b", "2026-11-21T08:00:00Z") == (75 * USD, decimal.Decimal("75.000000"), 3)
+    assert balance("a", "2026-11-21T23:00:00Z") == (72 * USD, decimal.Decimal("72.000000"), 3)
+    assert balance("b", "2026-11-20T09:01:59.999Z") == (50 * USD, decimal.Decimal("50.000000"), 1)
+    # AND before any entry the wallet held nothing
+    assert balance("c", "2026-11-19T00:00:00Z") == (0, decimal.Decimal("0.000000"), 0)
+    # AND balance_as_of says it has no source, with its USD column null too
+    as_of = run_query("balance_as_of", {"wallet_id": "b", "at": "2026-11-21T08:00:00Z"}, settings, engine)
+    assert as_of.iloc[0]["balance_usd"] is None or pd.isna(as_of.iloc[0]["balance_usd"])
+
+
+@pytest.mark.stack
+def test_a_users_wallets_and_every_current_balance(
+    settings: Settings, book: Book, engine: DuckDBEngine
+) -> None:
+    # GIVEN the ledger, the wallets (owned by user-a, user-b, user-c) and one wallet without entries
+    write_landing(settings, book.rows)
+    idle = {"wallet_id": "d", "user_id": "user-d", "created_at": T0 + dt.timedelta(days=1)}
+    write_table(settings, "wallets", DAY, "w.parquet", _wallet_rows(book))
+    write_table(settings, "wallets", DAY + dt.timedelta(days=1), "w.parquet", [idle])
+    # WHEN a user's wallets are asked by user_id
+    owned = run_query("user_wallets", {"user_id": "user-c"}, settings, engine)
+    # THEN the wallet comes with its balance now, in micro-USD and in exact USD
+    assert owned[["wallet_id", "balance", "version"]].to_dict("records") == [
+        {"wallet_id": "c", "balance": 10 * USD, "version": 3}
+    ]
+    assert owned.iloc[0]["balance_usd"] == decimal.Decimal("10.000000")
+    assert run_query("user_wallets", {"user_id": "nobody"}, settings, engine).empty
+    # AND every wallet's current balance, the idle one at 0
+    balances = run_query("current_balances", {}, settings, engine)
+    assert balances[["wallet_id", "balance", "version"]].to_dict("records") == [
+        {"wallet_id": "b", "balance": 75 * USD, "version": 3},
+        {"wallet_id": "a", "balance": 72 * USD, "version": 3},
+        {"wallet_id": "c", "balance": 10 * USD, "version": 3},
+        {"wallet_id": "d", "balance": 0, "version": 0},
+    ]
+    assert balances["balance_usd"].tolist() == [
+        decimal.Decimal(v) for v in ("75.000000", "72.000000", "10.000000", "0.000000")
+    ]
+    # AND no column an analyst reads as dollars is a float
+    assert not any(str(kind).startswith("float") for kind in balances.dtypes)
+
+
 @pytest.mark.stack
 def test_daily_volume_and_top_wallets(settings: Settings, book: Book, engine: DuckDBEngine) -> None:
     keys = write_landing(settings, book.rows)
@@ -298,6 +361,8 @@ def test_daily_volume_and_top_wallets(settings: Settings, book: Book, engine: Du
             "transfers": 2,
             "transfer_amount": 35 * USD,
             "active_wallets": 3,
+            "deposit_usd": decimal.Decimal("150.000000"),
+            "transfer_usd": decimal.Decimal("35.000000"),
         },
         {
             "day": "2026-11-21",
@@ -306,6 +371,8 @@ def test_daily_volume_and_top_wallets(settings: Settings, book: Book, engine: Du
             "transfers": 1,
             "transfer_amount": 2 * USD,
             "active_wallets": 2,
+            "deposit_usd": decimal.Decimal("7.000000"),
+            "transfer_usd": decimal.Decimal("2.000000"),
         },
     ]
     # AND the top wallets by money moved, limited
@@ -468,11 +535,15 @@ def test_query_command_prints_table_csv_and_json(
             "credit_amount": str(100 * USD),
             "debit_amount": str(30 * USD),
             "net_amount": str(70 * USD),
+            "total_usd": "130.000000",
+            "net_usd": "70.000000",
         }
     ]
     # AND csv and table formats print the same row
     assert cli.main([*argv, "--format", "csv"]) == 0
-    assert capsys.readouterr().out.splitlines()[1] == f"a,2,{130 * USD},{100 * USD},{30 * USD},{70 * USD}"
+    assert capsys.readouterr().out.splitlines()[1] == (
+        f"a,2,{130 * USD},{100 * USD},{30 * USD},{70 * USD},130.000000,70.000000"
+    )
     assert cli.main(argv) == 0
     assert "130000000" in capsys.readouterr().out
     # AND a bad parameter is a one-line error with exit code 2, before any SQL runs
