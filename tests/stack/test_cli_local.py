@@ -61,6 +61,8 @@ def local_up(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[str, 
         str(free_port()),
         "--s3-port",
         str(free_port()),
+        "--iceberg-port",
+        str(free_port()),
     ]
     process = subprocess.Popen(
         [*argv, "--data-dir", str(data_dir)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
@@ -123,18 +125,17 @@ def test_local_up_prints_sdk_exports_and_stops_on_sigterm(
     assert _port_is_free(exports["AWS_ENDPOINT_URL_S3"])
 
 
-def test_restart_keeps_the_wallets_on_disk(tmp_path: Path) -> None:
+def test_restart_keeps_the_wallets_on_disk_and_the_exports_right(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
+    # Every listener the exports name on a port of its own flag: a restart on the same flags (what a
+    # user does: `walletlake local up` again, defaults included) gives the same exports.
+    ports = [
+        flag_and_port
+        for flag in ("--dynamodb-port", "--aws-port", "--s3-port", "--iceberg-port")
+        for flag_and_port in (flag, str(free_port()))
+    ]
 
     def up() -> tuple[subprocess.Popen[str], dict[str, str]]:
-        ports = [
-            "--dynamodb-port",
-            str(free_port()),
-            "--aws-port",
-            str(free_port()),
-            "--s3-port",
-            str(free_port()),
-        ]
         process = subprocess.Popen(
             [*WALLETLAKE, "local", "up", *ports, "--data-dir", str(data_dir)],
             stdout=subprocess.PIPE,
@@ -152,7 +153,17 @@ def test_restart_keeps_the_wallets_on_disk(tmp_path: Path) -> None:
             aws_secret_access_key=exports["AWS_SECRET_ACCESS_KEY"],
         )
 
-    # GIVEN an item written to a first run
+    def in_shell(exports: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*WALLETLAKE, *argv],
+            env={**os.environ, **exports},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    # GIVEN an item written to a first run, and a shell holding its exports
     first, exports = up()
     stopped = False
     try:
@@ -162,16 +173,29 @@ def test_restart_keeps_the_wallets_on_disk(tmp_path: Path) -> None:
     finally:
         _stop(first)
     assert stopped
+    # WHEN that shell runs a command while the stack is down
+    stale = in_shell(exports, "sql", "SELECT count(*) AS n FROM wallets")
+    # THEN it says in one line what to do, at once, with its own exit code
+    assert stale.returncode == 4
+    assert stale.stderr == (
+        f"walletlake sql: error: the embedded stack at {exports['AWS_ENDPOINT_URL_DYNAMODB']} is not "
+        "answering: start `walletlake local up` and source its exports\n"
+    )
     # WHEN the stack is started again on the same data dir
-    second, exports = up()
+    second, again = up()
     try:
         item = client(exports).get_item(
             TableName="wallets", Key={"pk": {"S": "w1#wallet"}}, ConsistentRead=True
         )
+        # THEN the same shell works again: every exported endpoint (the catalog's too) is the same
+        assert again == exports
+        answered = in_shell(exports, "sql", "SELECT count(*) AS n FROM wallets", "--format", "csv")
     finally:
         _stop(second)
-    # THEN the item is still there
+    # AND the item is still there
     assert item["Item"]["balance"] == {"N": "5"}
+    assert answered.returncode == 0, answered.stderr
+    assert answered.stdout.splitlines()[0] == "n"
 
 
 def test_missing_java_is_a_one_line_error(tmp_path: Path) -> None:
@@ -226,6 +250,8 @@ def test_busy_port_is_a_one_line_error(tmp_path: Path) -> None:
                 "--aws-port",
                 str(free_port()),
                 "--s3-port",
+                str(free_port()),
+                "--iceberg-port",
                 str(free_port()),
                 "--data-dir",
                 str(tmp_path / "d"),

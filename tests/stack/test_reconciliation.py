@@ -412,6 +412,23 @@ def test_the_command_exits_0_when_clean_and_1_otherwise(
     # AND a day with no snapshot after it is a one-line error
     assert cli.main(["reconcile", "--date", "2026-11-25"]) == 1
     assert "no complete balance snapshot" in capsys.readouterr().err
+    # AND a day before any data, and today (still open), are refused with exit 3 and one line,
+    # nothing written; --provisional reconciles the open day as it stands
+    assert cli.main(["reconcile", "--date", "2026-11-19"]) == 3
+    assert capsys.readouterr().err == (
+        "walletlake reconcile: error: 2026-11-19 is before the lake's first day (2026-11-20): "
+        "there is nothing to reconcile\n"
+    )
+    today = dt.datetime.now(dt.UTC).date()
+    assert cli.main(["reconcile", "--date", today.isoformat()]) == 3
+    refused = capsys.readouterr().err
+    assert refused.count("\n") == 1
+    assert "is not over yet (UTC)" in refused
+    assert "--provisional" in refused
+    assert cli.main(["reconcile", "--date", (today + dt.timedelta(days=1)).isoformat(), "--provisional"]) == 3
+    assert "has not started yet" in capsys.readouterr().err
+    assert cli.main(["reconcile", "--date", today.isoformat(), "--provisional"]) in (0, 1)
+    assert "not over yet" not in capsys.readouterr().err
 
 
 def test_a_day_depends_on_the_previous_close_not_on_older_history(settings: Settings) -> None:

@@ -8,10 +8,14 @@ import sys
 import threading
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Final
 
 from contracts.settings import Settings
 from walletlake.local import EmbeddedStack
+
+#: Every listener `local up` exports has a fixed default port, so that a restart leaves a shell's
+#: exports right; the Iceberg REST catalog's is the one its clients conventionally use.
+DEFAULT_ICEBERG_PORT: Final = 8181
 
 
 def register(subparsers: Any) -> None:
@@ -36,8 +40,11 @@ def register(subparsers: Any) -> None:
     up.add_argument(
         "--iceberg-port",
         type=int,
-        default=8181,
-        help="SeaweedFS's Iceberg REST catalog port (default 8181)",
+        default=None,
+        help=(
+            f"SeaweedFS's Iceberg REST catalog port (default {DEFAULT_ICEBERG_PORT}, or the tenth port "
+            "from --seaweedfs-port-base when that is given)"
+        ),
     )
     up.add_argument(
         "--seaweedfs-port-base",
@@ -72,7 +79,11 @@ def _up(args: argparse.Namespace) -> int:
         aws_port=args.aws_port,
         s3_port=args.s3_port,
         seaweedfs_port_base=args.seaweedfs_port_base,
-        iceberg_port=args.iceberg_port,
+        iceberg_port=(
+            args.iceberg_port
+            if args.iceberg_port is not None or args.seaweedfs_port_base is not None
+            else DEFAULT_ICEBERG_PORT
+        ),
         settings=Settings.from_env(),
     )
     print("starting DynamoDB Local, SeaweedFS and moto server ...", file=sys.stderr, flush=True)

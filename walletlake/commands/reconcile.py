@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
-from typing import Any
+from typing import Any, Final
+
+import pandas as pd
 
 from contracts.settings import Settings
 from queries.reconciliation import ReconciliationError, reconcile, replay
 from queries.reconciliation_rules import DEFAULT_MAX_LAG_SECONDS, OK
 from queries.reconciliation_runs import ReconciliationReport
-from walletlake.days import day_argument, last_closed_day
+from walletlake.days import day_argument, last_closed_day, unreconcilable_reason
+from walletlake.refusals import DAY_NOT_RECONCILABLE, RefusalError
 
 _SHOWN_FINDINGS = 20
+#: The first day of the lake's partition projection: a dt bound that prunes nothing, said so.
+_EPOCH_DAY: Final = "2020-01-01"
 
 
 def register(subparsers: Any) -> None:
@@ -40,6 +46,14 @@ def register(subparsers: Any) -> None:
         help="reconcile the recorded day again as of the Iceberg snapshots its run read, write nothing, "
         "and say whether the outcome is identical (exit 1 if not)",
     )
+    parser.add_argument(
+        "--provisional",
+        action="store_true",
+        help=(
+            "reconcile today, which is still open, as it stands (its closes are superseded by the "
+            "night's run)"
+        ),
+    )
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
     parser.set_defaults(func=_run)
 
@@ -48,7 +62,13 @@ def _run(args: argparse.Namespace) -> int:
     day = args.date or last_closed_day()
     if args.replay:
         return _replay(day, as_json=args.json)
-    report = reconcile(Settings.from_env(), day, max_lag_seconds=args.max_lag_seconds)
+    settings = Settings.from_env()
+    reason = unreconcilable_reason(
+        day, today=dt.datetime.now(dt.UTC).date(), first_day=first_day(settings), provisional=args.provisional
+    )
+    if reason is not None:
+        raise RefusalError(reason, DAY_NOT_RECONCILABLE)
+    report = reconcile(settings, day, max_lag_seconds=args.max_lag_seconds)
     if args.json:
         print(json.dumps(report.to_dict()))
     else:
@@ -81,6 +101,25 @@ def _replay(day: Any, *, as_json: bool) -> int:
         lines.extend(f"  {difference}" for difference in replayed.differences)
         print("\n".join(lines))
     return 0 if replayed.identical else 1
+
+
+def first_day(settings: Settings) -> dt.date | None:
+    """The UTC day of the lake's first wallet or entry (None for an empty lake): no day before it
+    has data. Only the partition column is read."""
+    from queries import engine_for
+
+    engine = engine_for(settings)
+    try:
+        frame = engine.run(
+            "SELECT min(dt) AS first_day FROM ("
+            f"SELECT dt FROM wallets WHERE dt >= '{_EPOCH_DAY}' "
+            f"UNION ALL SELECT dt FROM ledger WHERE dt >= '{_EPOCH_DAY}')",
+            {},
+        )
+    finally:
+        engine.close()
+    value = frame["first_day"].iloc[0] if not frame.empty else None
+    return None if value is None or pd.isna(value) else dt.date.fromisoformat(str(value))
 
 
 def describe(report: ReconciliationReport) -> str:

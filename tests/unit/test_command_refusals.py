@@ -1,0 +1,74 @@
+"""What a command refuses before it runs: days that cannot be reconciled, a stack that is gone."""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+
+import pytest
+
+from queries._table_clauses import split_table_clauses
+from walletlake.days import unreconcilable_reason
+from walletlake.stack_probe import not_answering_message, silent_endpoint
+
+TODAY = dt.date(2026, 11, 22)
+FIRST = dt.date(2026, 11, 1)
+
+
+@pytest.mark.parametrize(
+    ("day", "first_day", "provisional", "says"),
+    [
+        (TODAY, FIRST, False, "2026-11-22 is not over yet (UTC)"),
+        (TODAY + dt.timedelta(days=1), FIRST, True, "has not started yet"),
+        (FIRST - dt.timedelta(days=1), FIRST, False, "before the lake's first day (2026-11-01)"),
+        (TODAY - dt.timedelta(days=1), None, False, "the lake holds no wallet yet"),
+    ],
+)
+def test_refused_days(day: dt.date, first_day: dt.date | None, provisional: bool, says: str) -> None:
+    reason = unreconcilable_reason(day, today=TODAY, first_day=first_day, provisional=provisional)
+    assert reason is not None
+    assert says in reason
+    assert "\n" not in reason
+
+
+def test_closed_days_and_a_provisional_today_are_reconciled() -> None:
+    assert unreconcilable_reason(FIRST, today=TODAY, first_day=FIRST) is None
+    assert unreconcilable_reason(TODAY - dt.timedelta(days=1), today=TODAY, first_day=FIRST) is None
+    assert unreconcilable_reason(TODAY, today=TODAY, first_day=FIRST, provisional=True) is None
+
+
+def test_a_closed_loopback_port_is_named_and_remote_endpoints_are_not_probed() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        open_url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        with socket.socket() as gone:
+            gone.bind(("127.0.0.1", 0))
+            closed_url = f"http://127.0.0.1:{gone.getsockname()[1]}"
+        # GIVEN exports of which one loopback listener is gone
+        environ = {
+            "AWS_ENDPOINT_URL_DYNAMODB": open_url,
+            "AWS_ENDPOINT_URL_S3": closed_url,
+            "AWS_ENDPOINT_URL_GLUE": "https://glue.us-east-1.amazonaws.com",
+        }
+        # THEN that one is named; with all answering (or none set) nothing is
+        assert silent_endpoint(environ) == closed_url
+        assert silent_endpoint({"AWS_ENDPOINT_URL_DYNAMODB": open_url}) is None
+        assert silent_endpoint({}) is None
+    assert not_answering_message(closed_url) == (
+        f"the embedded stack at {closed_url} is not answering: start `walletlake local up` and source its exports"
+    )
+
+
+def test_athena_names_and_clauses_become_views_and_pins() -> None:
+    clauses = split_table_clauses(
+        "SELECT * FROM awsdatacatalog.lakedb.ledger FOR TIMESTAMP AS OF TIMESTAMP '2026-11-22 09:00:00 UTC' l "
+        "JOIN lakedb.wallets FOR VERSION AS OF 7 w ON w.wallet_id = l.wallet_id JOIN other.ledger o ON true",
+        "lakedb",
+    )
+    assert clauses.versions == {"wallets": 7}
+    assert clauses.timestamps == {"ledger": "CAST('2026-11-22 09:00:00 UTC' AS TIMESTAMP(0) WITH TIME ZONE)"}
+    assert "FROM ledger AS l JOIN wallets AS w" in clauses.sql
+    assert "other.ledger" in clauses.sql
+    with pytest.raises(ValueError, match="ledger is read at two points"):
+        split_table_clauses("SELECT 1 FROM ledger FOR VERSION AS OF 1, ledger FOR VERSION AS OF 2", "lakedb")
