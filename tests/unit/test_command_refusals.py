@@ -56,13 +56,15 @@ def test_a_closed_loopback_port_is_named_and_remote_endpoints_are_not_probed() -
         assert silent_endpoint({"AWS_ENDPOINT_URL_DYNAMODB": open_url}) is None
         assert silent_endpoint({}) is None
     assert not_answering_message(closed_url) == (
-        f"the embedded stack at {closed_url} is not answering: start `walletlake local up` and source its exports"
+        f"the embedded stack at {closed_url} is not answering: "
+        "start `walletlake local up` and source its exports"
     )
 
 
 def test_athena_names_and_clauses_become_views_and_pins() -> None:
     clauses = split_table_clauses(
-        "SELECT * FROM awsdatacatalog.lakedb.ledger FOR TIMESTAMP AS OF TIMESTAMP '2026-11-22 09:00:00 UTC' l "
+        "SELECT * FROM awsdatacatalog.lakedb.ledger "
+        "FOR TIMESTAMP AS OF TIMESTAMP '2026-11-22 09:00:00 UTC' l "
         "JOIN lakedb.wallets FOR VERSION AS OF 7 w ON w.wallet_id = l.wallet_id JOIN other.ledger o ON true",
         "lakedb",
     )
