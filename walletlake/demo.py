@@ -71,26 +71,43 @@ class DemoResult:
 
 
 class _Stages:
-    """One rich progress display; each stage gets a bar and a timing."""
+    """Each stage's progress and timing: a rich bar on a terminal; off one (a log, a CI job, a pipe)
+    one plain line per finished stage with its count and seconds, which no terminal width cuts."""
 
-    def __init__(self, progress: Progress, result: DemoResult) -> None:
+    def __init__(self, progress: Progress | None, result: DemoResult, console: Console) -> None:
         self.progress = progress
         self.result = result
+        self.console = console
 
     @contextlib.contextmanager
     def stage(self, name: str, total: int | None = 1) -> Iterator[Callable[[int, int | None], None]]:
-        task: TaskID = self.progress.add_task(name, total=total)
         started = time.perf_counter()
+        if self.progress is None:
+            counted = {"done": 0, "total": total}
+
+            def count(done: int, new_total: int | None = None) -> None:
+                counted["done"] = done
+                if new_total is not None:
+                    counted["total"] = new_total
+
+            yield count
+            seconds = time.perf_counter() - started
+            self.result.timings[name] = seconds
+            shown = counted["total"] or counted["done"] or 1
+            self.console.print(f"{name}: {shown:,} done in {seconds:.1f} s", soft_wrap=True, highlight=False)
+            return
+        task: TaskID = self.progress.add_task(name, total=total)
+        progress = self.progress
 
         def advance(done: int, new_total: int | None = None) -> None:
             if new_total is not None:
-                self.progress.update(task, total=new_total)
-            self.progress.update(task, completed=done)
+                progress.update(task, total=new_total)
+            progress.update(task, completed=done)
 
         yield advance
         self.result.timings[name] = time.perf_counter() - started
-        task_total = self.progress.tasks[task].total or 1
-        self.progress.update(task, completed=task_total)
+        task_total = progress.tasks[task].total or 1
+        progress.update(task, completed=task_total)
 
 
 def run_demo(config: DemoConfig, console: Console | None = None) -> DemoResult:
@@ -99,15 +116,19 @@ def run_demo(config: DemoConfig, console: Console | None = None) -> DemoResult:
     result = DemoResult()
     output = config.output_dir.resolve()
     output.mkdir(parents=True, exist_ok=True)
-    progress = Progress(
-        TextColumn("[bold]{task.description:<34}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
+    progress = (
+        Progress(
+            TextColumn("[bold]{task.description:<34}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+        )
+        if console.is_terminal
+        else None
     )
-    with progress, contextlib.ExitStack() as cleanup:
-        stages = _Stages(progress, result)
+    with progress or contextlib.nullcontext(), contextlib.ExitStack() as cleanup:
+        stages = _Stages(progress, result, console)
         with stages.stage("provision embedded stack"):
             settings = _stack(config, output, cleanup)
         _pipeline(config, settings, stages, result, output)

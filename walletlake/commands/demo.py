@@ -10,6 +10,9 @@ from rich.console import Console
 
 from walletlake.demo import DemoConfig, print_summary, run_demo
 
+#: The line width of the demo's output when it goes to a file or a pipe.
+_PLAIN_WIDTH = 160
+
 
 def register(subparsers: Any) -> None:
     """Add the ``demo`` parser."""
@@ -42,6 +45,9 @@ def register(subparsers: Any) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     console = Console()
+    if not console.is_terminal:
+        # Off a terminal rich assumes 80 columns and cuts the summary's tables to fit them.
+        console = Console(width=_PLAIN_WIDTH, soft_wrap=True)
     config = DemoConfig(
         wallets=args.wallets,
         transfers=args.transfers,
