@@ -5,9 +5,11 @@ plots are PNGs embedded as ``data:`` URIs, so it can be mailed, attached to a ti
 from a CI artefact and look the same everywhere. Rendering is pure apart from writing the file:
 everything shown comes from the arguments, so the demo (or anyone) decides what goes in.
 
-Money in query results is integer micro-USD; tables show those integers exactly (with thousands
-separators), and only plot axes convert to USD, because an axis is a picture, not a figure to
-add up.
+Money in query results is integer micro-USD. Tables show it in USD, the unit of the plots beside
+them, converted exactly (a decimal, never a float: ``1,000,000,000.000001``) and labelled in the
+column's header; the exact USD columns a query adds (``*_usd``) are then not shown twice. Ids are
+shortened to their first characters (the full id in the cell's tooltip), a one-row result is shown
+as a two-column table, and null cells are empty, so every table fits its card at a laptop's width.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import datetime as dt
+import decimal
 import html
 import io
 import logging
@@ -37,6 +40,30 @@ MAX_TABLE_ROWS: Final = 50
 PASSING_STATUSES: Final = frozenset({"ok", "lagging"})
 
 PlotKind = Literal["bar", "barh", "line", "pie"]
+
+#: Columns of the named queries that hold micro-USD: shown in USD, labelled so.
+MONEY_COLUMNS: Final = frozenset(
+    {
+        "amount",
+        "delta",
+        "balance",
+        "balance_after",
+        "running_balance",
+        "closing_balance",
+        "net_delta",
+        "net_change",
+        "deposit_amount",
+        "transfer_amount",
+        "total_amount",
+        "credit_amount",
+        "debit_amount",
+        "net_amount",
+    }
+)
+#: Id columns (UUIDs): shown by their first characters, the whole id in the tooltip.
+_ID_SUFFIXES: Final = ("_id",)
+_ID_SHOWN: Final = 8
+_MICRO: Final = decimal.Decimal(1).scaleb(-6)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -192,9 +219,24 @@ def verdict(reconciliation: Mapping[str, Any]) -> bool:
     return all(status in PASSING_STATUSES or not number for status, number in counts.items())
 
 
+def usd_text(micro_usd: Any) -> str:
+    """Integer micro-USD as exact USD text: cents when the amount is whole cents, else micro-dollars.
+
+    Examples
+    --------
+    >>> usd_text(1_000_000_000_000_001), usd_text(12_340_000), usd_text(-5)
+    ('1,000,000,000.000001', '12.34', '-0.000005')
+    """
+    if _is_null(micro_usd):
+        return ""
+    amount = decimal.Decimal(int(micro_usd)) * _MICRO
+    places = 2 if int(micro_usd) % 10_000 == 0 else 6
+    return f"{amount:,.{places}f}"
+
+
 def format_value(value: Any) -> str:
     """Text of one cell: integers exact with thousands separators, floats to 4 significant digits."""
-    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NaT:
+    if _is_null(value):
         return ""
     if isinstance(value, bool):
         return "yes" if value else "no"
@@ -207,6 +249,41 @@ def format_value(value: Any) -> str:
     if isinstance(value, dt.date):
         return value.isoformat()
     return str(value)
+
+
+def _is_null(value: Any) -> bool:
+    return (
+        value is None or value is pd.NA or value is pd.NaT or (isinstance(value, float) and math.isnan(value))
+    )
+
+
+def display_frame(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The frame as a table shows it, and each shown column's header.
+
+    Micro-USD columns become exact USD text with ``(USD)`` in the header; a query's own ``*_usd``
+    column is dropped when its micro-USD twin is shown (the same figure twice). Other cells are
+    left to :func:`format_value`.
+    """
+    shown = frame.copy()
+    headers: dict[str, str] = {}
+    money = {str(column) for column in frame.columns if str(column) in MONEY_COLUMNS}
+    twins = {
+        str(column)
+        for column in frame.columns
+        if str(column).endswith("_usd")
+        and any(str(column).removesuffix("_usd") in (m, m.removesuffix("_amount")) for m in money)
+    }
+    shown = shown.drop(columns=sorted(twins))
+    for column in shown.columns:
+        name = str(column)
+        if name in money:
+            shown[column] = [usd_text(value) for value in shown[column]]
+            headers[name] = f"{name} (USD)"
+        elif name.endswith("_usd"):
+            headers[name] = f"{name.removesuffix('_usd')} (USD)"
+        else:
+            headers[name] = name
+    return shown, headers
 
 
 def guess_plot(name: str, frame: pd.DataFrame) -> PlotSpec | None:
@@ -319,8 +396,10 @@ section { background: #fff; border-radius: 8px; padding: 16px 20px; margin: 16px
           box-shadow: 0 1px 3px rgba(0, 0, 0, .08); }
 h2 { font-size: 17px; margin: 0 0 10px; }
 h3 { font-size: 15px; margin: 18px 0 6px; }
-table { border-collapse: collapse; font-size: 13px; margin: 6px 0; }
-th, td { border-bottom: 1px solid #e3e7ef; padding: 4px 10px; text-align: left; vertical-align: top; }
+table { border-collapse: collapse; font-size: 13px; margin: 6px 0; max-width: 100%; }
+th, td { border-bottom: 1px solid #e3e7ef; padding: 4px 10px; text-align: left; vertical-align: top;
+         overflow-wrap: anywhere; }
+td.id { white-space: nowrap; font-family: ui-monospace, monospace; font-size: 12px; }
 th { background: #f0f3f8; font-weight: 600; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .verdict { display: inline-block; padding: 6px 14px; border-radius: 6px; font-weight: 700; font-size: 16px; }
@@ -329,6 +408,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .mark { display: inline-block; min-width: 52px; text-align: center; padding: 1px 6px; border-radius: 4px;
         font-weight: 600; font-size: 12px; }
 .cards { display: flex; flex-wrap: wrap; gap: 12px 28px; }
+.card { min-width: 0; max-width: 100%; }
 .card h3 { margin-top: 4px; }
 .note { color: #5b6475; font-size: 12px; }
 img { max-width: 100%; height: auto; display: block; margin: 8px 0; }
@@ -477,9 +557,24 @@ def _frame_section(name: str, frame: pd.DataFrame, spec: PlotSpec | None) -> str
                 parts.append(_image(plot_png(frame, chosen), name))
             except (TypeError, ValueError) as error:  # a column that cannot be drawn: keep the table
                 _logger.warning("no plot for %s: %s", name, error)
-        parts.append(_table(frame))
+        parts.append(_result_table(frame))
     parts.append("</section>")
     return "\n".join(parts)
+
+
+def _result_table(frame: pd.DataFrame) -> str:
+    """A query result as a table: amounts in USD, ids short, one row turned into key/value pairs."""
+    shown, headers = display_frame(frame)
+    if len(shown) == 1 and len(shown.columns) > 4:
+        row = shown.iloc[0]
+        return _key_value_table((headers[str(column)], row[column]) for column in shown.columns)
+    money = {name for name, header in headers.items() if header.endswith("(USD)")}
+    numeric = money | {
+        str(column)
+        for column in shown.columns
+        if pd.api.types.is_numeric_dtype(shown[column]) and not pd.api.types.is_bool_dtype(shown[column])
+    }
+    return _table(shown, numeric_columns=numeric, headers=headers)
 
 
 def _key_value_table(pairs: Iterable[tuple[str, Any]]) -> str:
@@ -487,20 +582,25 @@ def _key_value_table(pairs: Iterable[tuple[str, Any]]) -> str:
         f"<tr><th>{_e(key)}</th><td{_num_class(value)}>{_e(format_value(value))}</td></tr>"
         for key, value in pairs
     )
+    # A key/value table's keys may be long sentences ("expired from DynamoDB by TTL while watched"):
+    # they wrap inside the card, which CSS keeps from growing wider than its box.
     return f"<table>{rows}</table>"
 
 
-def _table(frame: pd.DataFrame, numeric_columns: set[str] | None = None) -> str:
+def _table(
+    frame: pd.DataFrame, numeric_columns: set[str] | None = None, headers: Mapping[str, str] | None = None
+) -> str:
     numeric = numeric_columns or {
         str(column)
         for column in frame.columns
         if pd.api.types.is_numeric_dtype(frame[column]) and not pd.api.types.is_bool_dtype(frame[column])
     }
-    head = "".join(f"<th>{_e(str(column))}</th>" for column in frame.columns)
+    names = headers or {}
+    head = "".join(f"<th>{_e(names.get(str(column), str(column)))}</th>" for column in frame.columns)
     body = []
     for row in frame.head(MAX_TABLE_ROWS).itertuples(index=False, name=None):
         cells = "".join(
-            f"<td{' class=num' if str(column) in numeric else ''}>{_e(format_value(value))}</td>"
+            _cell(str(column), value, str(column) in numeric)
             for column, value in zip(frame.columns, row, strict=True)
         )
         body.append(f"<tr>{cells}</tr>")
@@ -510,6 +610,13 @@ def _table(frame: pd.DataFrame, numeric_columns: set[str] | None = None) -> str:
         else ""
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{note}"
+
+
+def _cell(column: str, value: Any, numeric: bool) -> str:
+    text = format_value(value)
+    if column.endswith(_ID_SUFFIXES) and len(text) > _ID_SHOWN + 1:
+        return f'<td class=id title="{_e(text)}">{_e(text[:_ID_SHOWN])}…</td>'
+    return f"<td{' class=num' if numeric else ''}>{_e(text)}</td>"
 
 
 def _image(png: bytes, alt: str) -> str:

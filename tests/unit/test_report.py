@@ -9,6 +9,8 @@ import io
 import re
 import subprocess
 import sys
+import tempfile
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -95,11 +97,68 @@ def test_report_is_self_contained_and_every_embedded_plot_is_a_png(tmp_path: Pat
             assert image.size == (750, 340)
 
 
-def test_money_is_shown_as_exact_integers(tmp_path: Path) -> None:
+def test_money_is_shown_in_usd_exactly_and_labelled(tmp_path: Path) -> None:
     text = _render(tmp_path)
-    # THEN a value beyond float precision keeps every digit
-    assert "1,000,000,000,000,001" in text
-    assert "9,000,000" in text
+    # THEN a value beyond float precision keeps every digit, in USD like the plots beside it
+    assert "<td class=num>1,000,000,000.000001</td>" in text
+    assert "<td class=num>9.00</td>" in text
+    assert "<th>deposit_amount (USD)</th>" in text
+    assert "1,000,000,000,000,001" not in text
+
+
+def _statement() -> pd.DataFrame:
+    ids = [f"{n:08x}-7c1e-4a59-9d2e-5b0c8f3a6d1{n}" for n in range(3)]
+    return pd.DataFrame(
+        {
+            "created_at": pd.to_datetime(["2026-03-01 09:00:00.123"] * 3),
+            "wallet_version": pd.array([1, 2, 3], dtype="Int64"),
+            "txn_id": ids,
+            "txn_type": ["deposit", "transfer", "transfer"],
+            "direction": ["credit", "debit", "credit"],
+            "counterparty_wallet_id": pd.array([None, ids[1], ids[2]], dtype="string"),
+            "amount": pd.array([5_000_000, 1_250_000, 10], dtype="Int64"),
+            "delta": pd.array([5_000_000, -1_250_000, 10], dtype="Int64"),
+            "running_balance": pd.array([5_000_000, 3_750_000, 3_750_010], dtype="Int64"),
+            "balance_after": pd.array([5_000_000, 3_750_000, 3_750_010], dtype="Int64"),
+            "amount_usd": [Decimal("5.000000"), Decimal("1.250000"), Decimal("0.000010")],
+            "balance_after_usd": [Decimal("5.000000"), Decimal("3.750000"), Decimal("3.750010")],
+        }
+    )
+
+
+def _conservation() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "day": ["2026-03-01"],
+            "deposits": pd.array([400], dtype="Int64"),
+            "deposit_amount": pd.array([1_234_567_890_123], dtype="Int64"),
+            "transfer_debits": pd.array([1000], dtype="Int64"),
+            "debit_amount": pd.array([987_654_321_000], dtype="Int64"),
+            "transfer_credits": pd.array([1000], dtype="Int64"),
+            "credit_amount": pd.array([987_654_321_000], dtype="Int64"),
+            "net_change": pd.array([1_234_567_890_123], dtype="Int64"),
+            "unbalanced_transfers": pd.array([0], dtype="Int64"),
+            "conserved": [True],
+        }
+    )
+
+
+def test_statement_ids_are_short_nulls_empty_and_usd_twins_not_repeated(tmp_path: Path) -> None:
+    text = _render(tmp_path, frames={"wallet_statement": _statement(), "money_conservation": _conservation()})
+    section = text[text.index('<section id="query-wallet_statement">') :]
+    assert "&lt;NA&gt;" not in text
+    assert "<NA>" not in text
+    # THEN ids show their first 8 characters, the full id in the tooltip
+    assert '<td class=id title="00000001-7c1e-4a59-9d2e-5b0c8f3a6d11">00000001…</td>' in section
+    # AND the deposit's counterparty is an empty cell
+    assert "<td></td>" in section
+    # AND amounts are USD once: amount (USD) from the micro-USD column, no amount_usd beside it
+    assert "<th>amount (USD)</th>" in section
+    assert "amount_usd" not in section
+    assert "<td class=num>0.000010</td>" in section
+    # AND a one-row result is a key/value table
+    conservation = text[text.index('<section id="query-money_conservation">') :]
+    assert "<tr><th>deposit_amount (USD)</th><td>1,234,567.890123</td></tr>" in conservation
 
 
 def test_verdict_badge_and_failing_findings_are_shown(tmp_path: Path) -> None:
@@ -238,3 +297,89 @@ def test_demo_summary_shows_checks_counts_and_timings(tmp_path: Path) -> None:
     assert "<tr><th>lake</th><td>s3://b/lake/</td></tr>" in text
     # AND the timings plot is embedded (findings by class + seconds per stage)
     assert len(_IMAGE.findall(text)) == 2
+
+
+#: Injected into a copy of the report (the report itself has no script): marks every table wider
+#: than the card or section holding it, then the DOM is dumped.
+_MEASURE = """<script>
+window.addEventListener("load", () => {
+  const wide = [];
+  for (const table of document.querySelectorAll("table")) {
+    const box = table.closest(".card") || table.closest("section");
+    const inner = box.clientWidth - parseFloat(getComputedStyle(box).paddingLeft)
+      - parseFloat(getComputedStyle(box).paddingRight);
+    const width = Math.max(table.scrollWidth, table.getBoundingClientRect().width);
+    if (width > inner + 1 || box.scrollWidth > box.clientWidth + 1) {
+      const name = box.id || box.querySelector("h3, h2").textContent;
+      wide.push(name + ":" + Math.round(width) + ">" + Math.round(inner));
+    }
+  }
+  const mark = document.createElement("pre");
+  mark.id = "measured";
+  const count = document.querySelectorAll("table").length;
+  mark.textContent = "TABLES " + count + " WIDE [" + wide.join(", ") + "]";
+  document.body.appendChild(mark);
+});
+</script>"""
+
+
+def test_no_table_is_wider_than_its_card_at_1400_px(tmp_path: Path, project_root: Path) -> None:
+    script = project_root / "scripts" / "check_report_renders.py"
+    spec = importlib.util.spec_from_file_location("check_report_renders", script)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    browser = module.find_chromium()
+    if browser is None:
+        pytest.skip("no chromium on PATH (Debian: apt-get install chromium); width check not run")
+    # GIVEN the demo's report: long stage names in the count cards, the statement with its ids and
+    # the one-row money conservation with its ten columns
+    summary = {
+        "checks": {"every ledger entry reached the lake once": True},
+        "counts": {
+            "ttl": {
+                "expired from DynamoDB by TTL while watched": 1_234,
+                "TTL deletions seen on the stream": 9,
+            },
+            "commit": {"ledger snapshot after the last commit": 6_844_087_072_380_450_424},
+            "nightly": {"reconciled as of Iceberg snapshots": "ledger 6844087072380450424, wallets 81237"},
+        },
+        "lake": "Iceberg tables walletlake.{ledger,wallets,quarantine} in http://127.0.0.1:8181",
+    }
+    frames = {"money_conservation": _conservation(), "wallet_statement": _statement(), **_frames()}
+    _render(tmp_path, summary=summary, frames=frames)
+    page = tmp_path / "measured.html"
+    page.write_text(
+        (tmp_path / "out" / "report.html")
+        .read_text(encoding="utf-8")
+        .replace("</body>", _MEASURE + "</body>"),
+        encoding="utf-8",
+    )
+    # WHEN Chromium lays it out in a 1,400 px window
+    with tempfile.TemporaryDirectory(prefix="walletlake-chromium-") as profile:
+        dumped = subprocess.run(
+            [
+                browser,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                f"--user-data-dir={profile}",
+                "--window-size=1400,3000",
+                "--virtual-time-budget=5000",
+                "--dump-dom",
+                page.resolve().as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+    # THEN it measured every table and none is wider than the card (or section) that holds it
+    found = re.search(r"TABLES (\d+) WIDE \[(.*?)\]", dumped.stdout)
+    assert found is not None, dumped.stderr[-2000:]
+    assert int(found.group(1)) >= 8
+    assert found.group(2) == ""
