@@ -280,6 +280,7 @@ def _pipeline(
                 "timings": result.timings,
                 "checks": result.checks,
                 "lake": result.lake_uri,
+                **({"note": " ".join(result.notes)} if result.notes else {}),
             },
             frames=result.frames,
             reconciliation=result.reconciliation,
