@@ -18,6 +18,7 @@ import logging
 import os
 import threading
 import time
+from http import HTTPStatus
 from typing import Any
 
 from contracts.api_metrics import FAILED, PUBLISHED, SERVER_ERRORS, SUCCEEDED, THROTTLED
@@ -46,7 +47,9 @@ class Telemetry:
             self._counts[SUCCEEDED if status < 400 else FAILED] += 1
             if status == 429:
                 self._counts[THROTTLED] += 1
-            elif status >= 500:
+            elif status >= 500 and status != HTTPStatus.NOT_IMPLEMENTED:
+                # a 501 is a designed answer (``/me/`` without an identity provider), not a fault:
+                # counted as failed and by status, never as a server error an operator must chase
                 self._counts[SERVER_ERRORS] += 1
             self._by_status[status] += 1
             if error is not None:
