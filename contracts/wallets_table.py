@@ -91,8 +91,37 @@ def user_key(user_id: str) -> str:
 
 
 def transaction_key(wallet_id: str, nonce: str) -> str:
-    """``{wallet_id}_{nonce}#transaction``: the key *is* the idempotency record of a request."""
+    """``{wallet_id}_{nonce}#transaction``: the request's hot transaction item (kept the hot TTL)."""
     return f"{wallet_id}_{nonce}#{ENTITY_TRANSACTION}"
+
+
+def idempotency_key(wallet_id: str, nonce: str) -> str:
+    """``{wallet_id}_{nonce}#idempotency``: the request's outcome, kept for the idempotency window.
+
+    Written in the same TransactWriteItems as the transaction item, under
+    ``attribute_not_exists(pk) OR expires_at <= :now`` (epoch seconds): a record past its window
+    that TTL has not deleted yet counts as gone, so a nonce is forgotten on time, not when TTL
+    gets to it. Its attributes are :data:`IDEMPOTENCY_ATTRIBUTES`; its ``expires_at`` is the end
+    of the window (the TTL attribute), not the hot TTL.
+    """
+    return f"{wallet_id}_{nonce}#{ENTITY_IDEMPOTENCY}"
+
+
+#: What an idempotency record holds: the request's fingerprint and its outcome, all a replay and
+#: ``GET .../transactions/{nonce}`` answer with (``to_wallet_id`` only for transfers).
+IDEMPOTENCY_ATTRIBUTES: Final = (
+    Attr.PK,
+    Attr.ENTITY,
+    Attr.WALLET_ID,
+    Attr.NONCE,
+    Attr.REQUEST_HASH,
+    Attr.TXN_ID,
+    Attr.TYPE,
+    Attr.AMOUNT,
+    Attr.TO_WALLET_ID,
+    Attr.CREATED_AT,
+    Attr.EXPIRES_AT,
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

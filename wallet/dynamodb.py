@@ -85,7 +85,15 @@ class DynamoDBError(Exception):
 
 
 class DynamoDBTransportError(Exception):
-    """The request or its response was lost on the network (outcome of a write unknown)."""
+    """The request or its response was lost on the network (outcome of a write unknown).
+
+    ``sent`` is False when the request never left (no connection, no credentials): nothing
+    reached DynamoDB, so a write's outcome is known (not applied).
+    """
+
+    def __init__(self, message: str, *, sent: bool = True) -> None:
+        super().__init__(message)
+        self.sent = sent
 
 
 class _StaleConnectionError(DynamoDBTransportError):
@@ -208,7 +216,7 @@ class DynamoDBClient:
                     found = self._session.get_credentials()
                     if found is None:
                         raise DynamoDBTransportError(
-                            "no AWS credentials found (environment, profile, or instance role)"
+                            "no AWS credentials found (environment, profile, or instance role)", sent=False
                         )
                     self._credentials = found
                 credentials = self._credentials
@@ -237,7 +245,9 @@ class DynamoDBClient:
                 self._timeout,
             )
         except (TimeoutError, OSError) as error:
-            raise DynamoDBTransportError(f"cannot connect to {self.endpoint_url}: {error!r}") from error
+            raise DynamoDBTransportError(
+                f"cannot connect to {self.endpoint_url}: {error!r}", sent=False
+            ) from error
         return connection
 
 

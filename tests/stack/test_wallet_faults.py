@@ -140,15 +140,17 @@ def test_dynamodb_failures_answer_503_after_bounded_retries_and_write_nothing(
     proxy.rule = on("TransactWriteItems", Fault(status=500, error_type="InternalServerError"))
     proxy.calls.clear()
     response = api.deposit(wallet_id, 5, "n")
-    # THEN 503 with Retry-After after exactly the bounded number of tries, nothing written
-    assert error_of(response) == (503, "unavailable")
+    # THEN 503 with Retry-After after exactly the bounded number of tries, nothing written; each
+    # try was answered 500, which does not say whether DynamoDB committed, so the answer says the
+    # outcome is unknown
+    assert error_of(response) == (503, "outcome_unknown")
     assert response.headers["Retry-After"] == "1"
     assert proxy.calls.count("TransactWriteItems") == FAST_RETRIES.transient_attempts
     assert api.table() == before
     assert metrics(api)["dynamodb_internal_errors"] == FAST_RETRIES.transient_attempts
 
 
-def test_a_lost_answer_of_a_committed_transfer_is_retried_as_a_replay(
+def test_a_lost_answer_of_a_committed_transfer_is_repeated_with_its_request_token(
     api: Api, proxy: FaultyDynamoDB
 ) -> None:
     # GIVEN two wallets  WHEN DynamoDB commits a transfer but its answer is lost (500), once
@@ -158,12 +160,47 @@ def test_a_lost_answer_of_a_committed_transfer_is_retried_as_a_replay(
         "TransactWriteItems", Fault(status=500, error_type="InternalServerError", forward_first=True), times=1
     )
     response = api.transfer(payer, payee, 30, "t")
-    # THEN the client still gets 204 and the money moved exactly once
+    # THEN the client still gets 204 and the money moved exactly once: the store's repeat carried
+    # the same ClientRequestToken, so DynamoDB answered it as the committed original (not a replay)
     assert response.status_code == 204
+    assert "Idempotent-Replayed" not in response.headers
     table = api.table()
     assert (table.wallets[payer][Attr.BALANCE], table.wallets[payee][Attr.BALANCE]) == (70, 30)
     assert len(table.transactions) == 2
-    assert metrics(api)["idempotent_replays"] == 1
+    (record,) = [r for r in table.records.values() if r[Attr.NONCE] == "t"]
+    assert response.headers["Transaction-Id"] == record[Attr.TXN_ID]
+    assert metrics(api)["idempotent_replays"] == 0
+
+
+def test_a_write_whose_every_answer_was_lost_says_its_outcome_is_unknown_and_the_retry_replays(
+    api: Api, proxy: FaultyDynamoDB
+) -> None:
+    # GIVEN two wallets  WHEN DynamoDB commits a transfer but every answer the server waits for is
+    # lost (the first attempt's, and its repeats')
+    payer, payee = api.create(), api.create()
+    api.deposit(payer, 100, "fund")
+    proxy.rule = on("TransactWriteItems", Fault(forward_first=True, drop_connection=True), nonce="t")
+    lost = api.transfer(payer, payee, 30, "t")
+    # THEN the answer says the outcome is unknown and what to do, and names the transaction
+    assert error_of(lost) == (503, "outcome_unknown")
+    detail = lost.json()["detail"]
+    assert "outcome" in detail
+    assert "unknown" in detail
+    assert "same nonce" in detail
+    assert f"/api/v1/wallets/{payer}/transactions/t" in detail
+    assert int(lost.headers["Retry-After"]) >= 1
+    txn_id = lost.headers["Transaction-Id"]
+    # AND asking for it tells it committed
+    receipt = api.call("GET", f"/api/v1/wallets/{payer}/transactions/t")
+    assert receipt.status_code == 200
+    assert receipt.json()["transaction_id"] == txn_id
+    # WHEN the client repeats it  THEN it replays the first outcome: the money moved once
+    proxy.rule = lambda operation, payload: None
+    again = api.transfer(payer, payee, 30, "t")
+    assert again.status_code == 204
+    assert (again.headers["Idempotent-Replayed"], again.headers["Transaction-Id"]) == ("true", txn_id)
+    table = api.table()
+    assert (table.wallets[payer][Attr.BALANCE], table.wallets[payee][Attr.BALANCE]) == (70, 30)
 
 
 def test_a_dropped_connection_after_commit_is_retried_as_a_replay(api: Api, proxy: FaultyDynamoDB) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import boto3
 
 from contracts.settings import Settings
-from contracts.wallets_table import ENTITY_TRANSACTION, ENTITY_USER, ENTITY_WALLET, Attr
+from contracts.wallets_table import ENTITY_IDEMPOTENCY, ENTITY_TRANSACTION, ENTITY_USER, ENTITY_WALLET, Attr
 from stream_processor.consumer import drain
 from support.stream_records import read_lake_table
 
@@ -36,23 +36,23 @@ def scan(settings: Settings) -> list[dict[str, Any]]:
 
 @dataclasses.dataclass
 class TableContents:
-    """The table split by entity; wallets and claims keyed by id."""
+    """The table split by entity; wallets and claims keyed by id, idempotency records by nonce."""
 
     wallets: dict[str, dict[str, Any]]
     claims: dict[str, dict[str, Any]]
     transactions: list[dict[str, Any]]
+    records: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     @property
     def item_count(self) -> int:
-        return len(self.wallets) + len(self.claims) + len(self.transactions)
+        return len(self.wallets) + len(self.claims) + len(self.transactions) + len(self.records)
 
 
 def contents(settings: Settings) -> TableContents:
-    """The table as wallets, user claims and transaction items."""
+    """The table as wallets, user claims, transaction items and idempotency records."""
     items = scan(settings)
-    unknown = [
-        item for item in items if item[Attr.ENTITY] not in (ENTITY_WALLET, ENTITY_USER, ENTITY_TRANSACTION)
-    ]
+    known = (ENTITY_WALLET, ENTITY_USER, ENTITY_TRANSACTION, ENTITY_IDEMPOTENCY)
+    unknown = [item for item in items if item[Attr.ENTITY] not in known]
     assert not unknown, f"unexpected items: {unknown}"
     return TableContents(
         wallets={i[Attr.WALLET_ID]: i for i in items if i[Attr.ENTITY] == ENTITY_WALLET},
@@ -60,6 +60,7 @@ def contents(settings: Settings) -> TableContents:
         transactions=sorted(
             (i for i in items if i[Attr.ENTITY] == ENTITY_TRANSACTION), key=lambda i: i[Attr.CREATED_AT]
         ),
+        records={i[Attr.PK]: i for i in items if i[Attr.ENTITY] == ENTITY_IDEMPOTENCY},
     )
 
 

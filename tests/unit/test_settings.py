@@ -308,3 +308,15 @@ def test_a_handler_module_starts_with_what_its_deployment_sets(module: str) -> N
     # GIVEN exactly the variables its deployment sets WHEN Lambda imports it THEN it starts
     started = cold_start(module, DEPLOYED.to_env(HANDLER_MODULES[module]))
     assert started.returncode == 0, started.stderr
+
+
+def test_an_idempotency_window_shorter_than_the_hot_ttl_is_refused_with_one_line() -> None:
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env(
+            {"WALLETLAKE_HOT_TTL_SECONDS": "28800", "WALLETLAKE_IDEMPOTENCY_WINDOW_SECONDS": "3600"}
+        )
+    assert "\n" not in str(refused.value)
+    assert "WALLETLAKE_IDEMPOTENCY_WINDOW_SECONDS (3600)" in str(refused.value)
+    window = Settings.from_env({"WALLETLAKE_IDEMPOTENCY_WINDOW_SECONDS": "28800"})
+    assert window.idempotency_window_seconds == 28_800
+    assert Settings().idempotency_window_seconds == 172_800
