@@ -94,7 +94,15 @@ _WalletId = Annotated[
 _TargetId = Annotated[
     str, Path(description="the wallet receiving a transfer", pattern=validation.UUID_PATTERN)
 ]
-_Nonce = Annotated[str, Path(description="the nonce the request carried")]
+_Nonce = Annotated[
+    str,
+    Path(
+        description="the nonce the request carried",
+        pattern=validation.NONCE_PATTERN,
+        min_length=1,
+        max_length=validation.MAX_NONCE_LENGTH,
+    ),
+]
 
 
 class LeanRoute(APIRoute):

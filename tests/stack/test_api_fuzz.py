@@ -26,7 +26,7 @@ from support.wallet_http import serve
 from support.wallet_table import scan
 
 from contracts.settings import Settings
-from contracts.wallets_table import ENTITY_TRANSACTION, ENTITY_USER, ENTITY_WALLET, Attr
+from contracts.wallets_table import ENTITY_IDEMPOTENCY, ENTITY_TRANSACTION, ENTITY_USER, ENTITY_WALLET, Attr
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 
@@ -52,6 +52,7 @@ KEY_SHAPES = {
     ENTITY_WALLET: re.compile(rf"^{_UUID}#wallet$"),
     ENTITY_USER: re.compile(rf"^{_UUID}#user$"),
     ENTITY_TRANSACTION: re.compile(rf"^{_UUID}_[0-9A-Za-z_-]{{1,64}}#transaction$"),
+    ENTITY_IDEMPOTENCY: re.compile(rf"^{_UUID}_[0-9A-Za-z_-]{{1,64}}#idempotency$"),
 }
 
 
@@ -131,7 +132,7 @@ def test_the_api_agrees_with_its_openapi_document_under_fuzzing(settings: Settin
         unexpected = [finding for finding in found if not is_intended(finding)]
         assert not unexpected, f"{unexpected}\n{run.stdout[-6000:]}"
         assert {check for _, check, _, _ in found} <= {"ST101", "ST202"}
-        assert "Tested: 12" in run.stdout, run.stdout[-3000:]
+        assert "Tested: 13" in run.stdout, run.stdout[-3000:]
 
     # AND the table keeps its invariants after everything the fuzzer sent
     items = scan(settings)
