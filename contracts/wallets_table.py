@@ -17,8 +17,9 @@ STREAM_VIEW_TYPE: Final = "NEW_AND_OLD_IMAGES"
 ENTITY_WALLET: Final = "wallet"
 ENTITY_USER: Final = "user"
 ENTITY_TRANSACTION: Final = "transaction"
-# the idempotency record of one request (pk ``{wallet_id}_{nonce}#idempotency``), kept for the
-# idempotency window (issue 27); its stream records make no lake row (ignored and counted)
+# an idempotency record's entity (issue 27). Records live in a table of their own
+# (:mod:`contracts.idempotency_table`, no stream), so none reaches this table's stream; should one
+# appear, it makes no lake row (the decoder ignores and counts it)
 ENTITY_IDEMPOTENCY: Final = "idempotency"
 
 TXN_DEPOSIT: Final = "deposit"
@@ -93,35 +94,6 @@ def user_key(user_id: str) -> str:
 def transaction_key(wallet_id: str, nonce: str) -> str:
     """``{wallet_id}_{nonce}#transaction``: the request's hot transaction item (kept the hot TTL)."""
     return f"{wallet_id}_{nonce}#{ENTITY_TRANSACTION}"
-
-
-def idempotency_key(wallet_id: str, nonce: str) -> str:
-    """``{wallet_id}_{nonce}#idempotency``: the request's outcome, kept for the idempotency window.
-
-    Written in the same TransactWriteItems as the transaction item, under
-    ``attribute_not_exists(pk) OR expires_at <= :now`` (epoch seconds): a record past its window
-    that TTL has not deleted yet counts as gone, so a nonce is forgotten on time, not when TTL
-    gets to it. Its attributes are :data:`IDEMPOTENCY_ATTRIBUTES`; its ``expires_at`` is the end
-    of the window (the TTL attribute), not the hot TTL.
-    """
-    return f"{wallet_id}_{nonce}#{ENTITY_IDEMPOTENCY}"
-
-
-#: What an idempotency record holds: the request's fingerprint and its outcome, all a replay and
-#: ``GET .../transactions/{nonce}`` answer with (``to_wallet_id`` only for transfers).
-IDEMPOTENCY_ATTRIBUTES: Final = (
-    Attr.PK,
-    Attr.ENTITY,
-    Attr.WALLET_ID,
-    Attr.NONCE,
-    Attr.REQUEST_HASH,
-    Attr.TXN_ID,
-    Attr.TYPE,
-    Attr.AMOUNT,
-    Attr.TO_WALLET_ID,
-    Attr.CREATED_AT,
-    Attr.EXPIRES_AT,
-)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

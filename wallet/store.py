@@ -9,12 +9,14 @@ TransactWriteItems writes it, with the money rules as conditions DynamoDB checks
   ``attribute_exists(pk)``, ``updated_at < :now``, and ``balance >= :amount`` on a payer or
   ``balance <= :ceiling`` on a payee. Atomic ``ADD`` cannot lose a race, so a busy wallet takes
   writes as fast as DynamoDB commits them, with no compare-and-swap retries;
-- the request's idempotency record ``{wallet_id}_{nonce}#idempotency`` and its transaction item
-  ``{wallet_id}_{nonce}#transaction``, each put under ``attribute_not_exists(pk) OR expires_at <=
-  :now``: a nonce executes at most once within the idempotency window
-  (``WALLETLAKE_IDEMPOTENCY_WINDOW_SECONDS``, 2 days by default), and a record past its window
-  that TTL has not deleted yet counts as gone. The record holds the request's outcome (its
-  receipt, :mod:`wallet.receipts`) for the window; the transaction item keeps the hot TTL.
+- the request's transaction item ``{wallet_id}_{nonce}#transaction`` and its idempotency record
+  ``{wallet_id}_{nonce}`` in the idempotency table (:mod:`contracts.idempotency_table`: no stream,
+  so the record costs the stream consumer nothing; a transaction spans tables at the same cost per
+  item), each put under ``attribute_not_exists(pk) OR expires_at <= :now``: a nonce executes at
+  most once within the idempotency window (``WALLETLAKE_IDEMPOTENCY_WINDOW_SECONDS``, 2 days by
+  default), and a record past its window that TTL has not deleted yet counts as gone. The record
+  holds the request's outcome (its receipt, :mod:`wallet.receipts`) for the window; the
+  transaction item keeps the hot TTL.
 
 The wallet item's stream record (NEW_AND_OLD_IMAGES) of that transaction is then one complete
 ledger entry, with its version and balance after exactly as DynamoDB committed them.
@@ -54,15 +56,14 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 from contracts import api_metrics as metrics
+from contracts.idempotency_table import idempotency_key
 from contracts.settings import Settings
 from contracts.wallets_table import (
-    ENTITY_IDEMPOTENCY,
     ENTITY_TRANSACTION,
     ENTITY_USER,
     ENTITY_WALLET,
     Attr,
     EntryKey,
-    idempotency_key,
     transaction_key,
     user_key,
     wallet_key,
@@ -217,6 +218,7 @@ class WalletStore:
     ) -> None:
         self.settings = settings
         self.table = settings.table
+        self.idempotency_table = settings.idempotency_table
         self.client = dynamodb or DynamoDBClient(settings.region)
         self.telemetry = telemetry or Telemetry()
         self.retry = retry or RetryPolicy()
@@ -306,12 +308,8 @@ class WalletStore:
         Read from the idempotency record (strongly consistent), or, for a request written before
         records existed, from its hot transaction item; either past its time counts as gone.
         """
-        now_s = self._clock_ms() // 1000
-        for key in (idempotency_key(wallet_id, nonce), transaction_key(wallet_id, nonce)):
-            item = await self._get(key, None)
-            if item is not None and alive(item, now_s):
-                return receipt_of(item, replayed=True)
-        return None
+        item = await self._remembered(wallet_id, nonce)
+        return None if item is None else receipt_of(item, replayed=True)
 
     async def execute(self, command: Movement) -> Receipt:
         """Run a deposit or transfer to completion: applied, replayed, or refused with a domain error.
@@ -409,7 +407,12 @@ class WalletStore:
         conflict_attempts = max(1, self.retry.group_conflict_attempts)
         while remaining:
             postings = [self._posting(request.value, request.wallets) for request in remaining]
-            payload = transaction_request(self.table, *postings, now_s=self._clock_ms() // 1000)
+            payload = transaction_request(
+                self.table,
+                *postings,
+                now_s=self._clock_ms() // 1000,
+                idempotency_table=self.idempotency_table,
+            )
             try:
                 await self._call("TransactWriteItems", payload)
             except DynamoDBError as error:  # cancelled (anything else is raised as a domain error)
@@ -494,13 +497,17 @@ class WalletStore:
         if cause is Cause.WALLET_NOT_FOUND:
             raise WalletNotFoundError(cancellation.wallet_id or command.wallet_id)
         if cause is Cause.NONCE_USED:
-            existing = cancellation.transaction_item or await self._remembered(command)
+            existing = cancellation.transaction_item or await self._remembered(
+                command.wallet_id, command.nonce
+            )
             # None: the record expired between the two calls, so the nonce is free again: write again
             return None if existing is None else self._replay(command, existing, posting.request_hash)
         if cause in (Cause.INSUFFICIENT_FUNDS, Cause.BALANCE_LIMIT):
             # The nonce is judged before funds: a replay of a transfer that emptied the wallet must
             # still answer like the original.
-            if not cancellation.nonce_checked and (existing := await self._remembered(command)):
+            if not cancellation.nonce_checked and (
+                existing := await self._remembered(command.wallet_id, command.nonce)
+            ):
                 return self._replay(command, existing, posting.request_hash)
             wallet_id = cancellation.wallet_id or command.wallet_id
             if cause is Cause.INSUFFICIENT_FUNDS:
@@ -517,14 +524,18 @@ class WalletStore:
             return None
         raise self._unavailable("TransactWriteItems", error)
 
-    async def _remembered(self, command: Movement) -> dict[str, Any] | None:
-        """The record of the command's nonce within its window (or its hot item), read consistently."""
+    async def _remembered(self, wallet_id: str, nonce: str) -> dict[str, Any] | None:
+        """The record of the nonce within its window (or its hot item), read consistently.
+
+        The hot transaction item answers for a request written before records existed; either
+        past its ``expires_at`` counts as gone.
+        """
         now_s = self._clock_ms() // 1000
-        for key in (
-            idempotency_key(command.wallet_id, command.nonce),
-            transaction_key(command.wallet_id, command.nonce),
+        for table, key in (
+            (self.idempotency_table, idempotency_key(wallet_id, nonce)),
+            (self.table, transaction_key(wallet_id, nonce)),
         ):
-            item = await self._get(key, None)
+            item = await self._get(key, None, table=table)
             if item is not None and alive(item, now_s):
                 return item
         return None
@@ -549,10 +560,15 @@ class WalletStore:
     # ---------------------------------------------------------- DynamoDB calls
 
     async def _get(
-        self, key: str, projection: str | None, names: dict[str, str] | None = None
+        self,
+        key: str,
+        projection: str | None,
+        names: dict[str, str] | None = None,
+        *,
+        table: str | None = None,
     ) -> dict[str, Any] | None:
         payload: dict[str, Any] = {
-            "TableName": self.table,
+            "TableName": table or self.table,
             "Key": {Attr.PK: _s(key)},
             "ConsistentRead": True,
         }
@@ -631,22 +647,31 @@ def _reasons(error: DynamoDBError) -> list[dict[str, Any]]:
     return reasons if isinstance(reasons, list) else []
 
 
-def transaction_request(table: str, *postings: Posting, now_s: int) -> dict[str, Any]:
+def transaction_request(
+    table: str, *postings: Posting, now_s: int | None = None, idempotency_table: str | None = None
+) -> dict[str, Any]:
     """TransactWriteItems of postings: one update per touched wallet, the transaction items, the records.
 
     One posting gives its legs' updates in :attr:`Posting.legs` order, its transaction item and
-    its idempotency record last (the order :func:`wallet.cancellation.read_cancellation` reads).
-    Several (a group commit) give one update per wallet, carrying its legs in posting order, then
-    every transaction item, then every record. ``now_s`` (epoch seconds) judges whether a
-    nonce's earlier items are past their time. A fresh ``ClientRequestToken`` makes a repeat of
-    this very request (after a lost answer) succeed as the first did instead of cancelling.
+    its idempotency record (in ``idempotency_table``) last (the order
+    :func:`wallet.cancellation.read_cancellation` reads). Several (a group commit) give one update
+    per wallet, carrying its legs in posting order, then every transaction item, then every
+    record. ``now_s`` (epoch seconds, now when None) judges whether a nonce's earlier items are
+    past their time. Without ``idempotency_table`` no record is written: only the items of
+    ``table``, whose stream is the ledger (tests that build stream records write so); the store
+    always names it. A fresh ``ClientRequestToken`` makes a repeat of this very request (after a
+    lost answer) succeed as the first did instead of cancelling.
     """
+    now = time.time_ns() // 1_000_000_000 if now_s is None else now_s
     updates = [{"Update": _wallet_update(table, write)} for write in wallet_writes(postings)]
+    records = (
+        [{"Put": _idempotency_put(idempotency_table, p, now)} for p in postings] if idempotency_table else []
+    )
     return {
         "TransactItems": [
             *updates,
-            *({"Put": _transaction_put(table, p, now_s)} for p in postings),
-            *({"Put": _idempotency_put(table, p, now_s)} for p in postings),
+            *({"Put": _transaction_put(table, p, now)} for p in postings),
+            *records,
         ],
         "ClientRequestToken": str(uuid.uuid4()),
     }
@@ -666,11 +691,13 @@ def _applied(posting: Posting) -> Receipt:
 
 
 def _idempotency_put(table: str, posting: Posting, now_s: int) -> dict[str, Any]:
-    """The idempotency record: the request's receipt, kept for the window (its ``expires_at``)."""
+    """The idempotency record: the request's receipt, kept for the window (its ``expires_at``).
+
+    Its attributes are :data:`contracts.idempotency_table.IDEMPOTENCY_ATTRIBUTES`.
+    """
     command = posting.command
     item: dict[str, Any] = {
         Attr.PK: _s(idempotency_key(command.wallet_id, command.nonce)),
-        Attr.ENTITY: _s(ENTITY_IDEMPOTENCY),
         Attr.TXN_ID: _s(posting.txn_id),
         Attr.TYPE: _s(command.txn_type),
         Attr.WALLET_ID: _s(command.wallet_id),

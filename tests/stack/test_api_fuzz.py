@@ -26,7 +26,7 @@ from support.wallet_http import serve
 from support.wallet_table import scan
 
 from contracts.settings import Settings
-from contracts.wallets_table import ENTITY_IDEMPOTENCY, ENTITY_TRANSACTION, ENTITY_USER, ENTITY_WALLET, Attr
+from contracts.wallets_table import ENTITY_TRANSACTION, ENTITY_USER, ENTITY_WALLET, Attr
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 
@@ -52,7 +52,6 @@ KEY_SHAPES = {
     ENTITY_WALLET: re.compile(rf"^{_UUID}#wallet$"),
     ENTITY_USER: re.compile(rf"^{_UUID}#user$"),
     ENTITY_TRANSACTION: re.compile(rf"^{_UUID}_[0-9A-Za-z_-]{{1,64}}#transaction$"),
-    ENTITY_IDEMPOTENCY: re.compile(rf"^{_UUID}_[0-9A-Za-z_-]{{1,64}}#idempotency$"),
 }
 
 

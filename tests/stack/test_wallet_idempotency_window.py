@@ -16,8 +16,9 @@ import boto3
 import pytest
 from support.wallet_http import Api, error_of, serve
 
+from contracts.idempotency_table import idempotency_key
 from contracts.settings import Settings
-from contracts.wallets_table import Attr, idempotency_key, transaction_key
+from contracts.wallets_table import Attr, transaction_key
 from wallet.store import WalletStore
 
 pytestmark = pytest.mark.stack

@@ -35,7 +35,7 @@ def nonces_of(payload: dict[str, Any]) -> list[str]:
     return [
         item["Put"]["Item"][Attr.NONCE]["S"]
         for item in payload["TransactItems"]
-        if "Put" in item and item["Put"]["Item"][Attr.ENTITY]["S"] == ENTITY_TRANSACTION
+        if "Put" in item and item["Put"]["Item"].get(Attr.ENTITY, {}).get("S") == ENTITY_TRANSACTION
     ]
 
 

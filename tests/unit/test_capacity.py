@@ -33,13 +33,14 @@ def test_the_seed_load_gives_the_issue_figures() -> None:
     # THEN a day is 20,000 tx/s * 86,400 s * 1.7 rows (70 % transfers of two rows, 30 % deposits of one)
     assert load["ledger_rows_per_day"] == 2_937_600_000
     assert load["parquet_gb_per_day"] == pytest.approx(2_937_600_000 * 82 / 1e9, abs=1e-3)
-    # AND the stream carries 5.7 records per transaction (INSERT, 1.7 wallet MODIFYs, TTL REMOVE,
-    # and the idempotency record's INSERT and TTL REMOVE)
-    assert load["stream_records_per_second"] == 114_000
+    # AND the stream carries 3.7 records per transaction (INSERT, 1.7 wallet MODIFYs, TTL REMOVE):
+    # the idempotency record is in a table with no stream
+    assert load["stream_records_per_second"] == 74_000
     # AND a transactional write costs 2 units per item: 3 items per transfer, 2 per deposit, plus
-    # the idempotency record
+    # the idempotency record in its own table (a transaction spans tables at the same cost)
     assert load["dynamodb_write_units_per_day"] == 12_787_200_000  # 20,000 * (0.7 * 8 + 0.3 * 6) * 86,400
-    assert load["stream_shards_at_least"] == 148  # 148,000 write units/s at 1,000 per partition
+    # AND the stream's shards follow the wallets table's writes alone: 108,000 units/s, 1,000 a partition
+    assert load["stream_shards_at_least"] == 108
     assert (
         load["dynamodb_write_units_per_transaction"],
         load["idempotency_write_units_per_transaction"],
@@ -47,15 +48,25 @@ def test_the_seed_load_gives_the_issue_figures() -> None:
         7.4,
         2,
     )
-    # AND the table holds 2 days of records: 20,000 tx/s * 172,800 s * 380 bytes
-    assert load["idempotency_records_gb_held"] == pytest.approx(20_000 * 172_800 * 380 / 1e9, abs=0.1)
+    # AND the idempotency table holds 2 days of records: 20,000 tx/s * 172,800 s * 360 bytes
+    assert load["idempotency_records_gb_held"] == pytest.approx(20_000 * 172_800 * 360 / 1e9, abs=0.1)
+    # AND the wallets table (8 h of transaction items and the wallets) is all the snapshot scans:
+    # 261 GB at 60,000 read units/s (eventually consistent, 8 KB each) is 9 minutes, in one Lambda run
+    wallets_bytes = 20_000 * 28_800 * 450 + 10_000_000 * 200
+    assert load["dynamodb_table_gb_held"] == pytest.approx(wallets_bytes / 1e9, abs=0.1)
+    assert load["snapshot_minutes"] == pytest.approx(wallets_bytes / 8_192 / 60_000 / 60, abs=0.1)
+    assert load["snapshot_fits_lambda"] is True
+    # AND storage and point-in-time recovery are billed on both tables
+    held_gb = (wallets_bytes + 20_000 * 172_800 * 360) / 1e9
+    assert load["monthly_micro_usd"]["dynamodb_storage"] == math.ceil(held_gb * 250_000)
+    assert load["monthly_micro_usd"]["dynamodb_point_in_time_recovery"] == math.ceil(held_gb * 200_000)
     # AND batches close on the 6 MB payload (6,000 records), before the 30 s window, with one batch
     # per shard at a time (the Iceberg committer's per-shard progress)
     assert load["records_per_batch"] == 6_000
-    assert load["batch_wait_seconds"] == pytest.approx(6_000 / (114_000 / 148), abs=0.1)
-    assert load["landing_objects_per_hour"] == round(114_000 * 86_400 / 6_000 / 24)
+    assert load["batch_wait_seconds"] == pytest.approx(6_000 / (74_000 / 108), abs=0.1)
+    assert load["landing_objects_per_hour"] == round(74_000 * 86_400 / 6_000 / 24)
     # AND each batch lands two data files (ledger, wallets) and one landing record
-    batches_per_day = 114_000 * 86_400 / 6_000
+    batches_per_day = 74_000 * 86_400 / 6_000
     assert load["data_files_per_day"] == round(2 * batches_per_day)
     # AND the committer runs once a minute (512 MB, billed ~55 s), committing 3 tables every 30 s,
     # each commit a LoadTable and an UpdateTable on Glue
@@ -63,7 +74,7 @@ def test_the_seed_load_gives_the_issue_figures() -> None:
     assert load["commits_per_day"] == 3 * 2_880
     assert load["glue_requests_per_day"] == 2 * 3 * 2_880
     # AND every commit lists each shard's landing log per table; each batch lists its shard's once
-    assert load["s3_lists_per_day"] == round(batches_per_day + 3 * 2_880 * 148)
+    assert load["s3_lists_per_day"] == round(batches_per_day + 3 * 2_880 * 108)
     # AND Glue's optimizers rewrite the day once at the assumed rate, plus daily maintenance runs
     day_bytes = 2_937_600_000 * 82
     compaction = max(day_bytes * 2 / (20_000_000 * 4 * 3_600), 3 * 24 / 60)
