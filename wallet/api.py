@@ -63,6 +63,7 @@ from wallet.errors import (
     NotImplementedRouteError,
     OutcomeUnknownError,
     SameWalletTransferError,
+    StoreRejectedError,
     StoreUnavailableError,
     ThrottledError,
     TransactionNotFoundError,
@@ -522,8 +523,9 @@ def _errors(*errors: type[WalletError]) -> dict[int | str, dict[str, Any]]:
         responses[status] = response
     # Any route can fail unexpectedly; the answer has the same body (and is logged with a trace).
     responses[500] = {
-        "description": "- `internal_error`: an unexpected server error (logged); retry with the same nonce.",
-        "content": {_JSON: {"schema": _error_schema(["internal_error"])}},
+        "description": "- `internal_error`: an unexpected server error (logged); retry with the same nonce.\n"
+        f"- `{StoreRejectedError.code}`: {(StoreRejectedError.__doc__ or '').splitlines()[0]}",
+        "content": {_JSON: {"schema": _error_schema(["internal_error", StoreRejectedError.code])}},
     }
     return responses
 

@@ -132,6 +132,19 @@ class StoreUnavailableError(WalletError):
         self.retry_after = retry_after
 
 
+class StoreRejectedError(WalletError):
+    """DynamoDB refused the request for a reason a repeat cannot fix (nothing was written).
+
+    A refusal botocore does not retry either: bad or expired credentials (``ExpiredTokenException``,
+    ``InvalidSignatureException``, ``UnrecognizedClientException``, ``AccessDeniedException``), a
+    missing table, a request DynamoDB finds invalid (``ValidationException``). The deployment must
+    be fixed, so the answer says so instead of "retry later" (500, no ``Retry-After``); it names
+    DynamoDB's error and request id, and the store logs it for the operator.
+    """
+
+    code = "dynamodb_refused"
+
+
 class OutcomeUnknownError(StoreUnavailableError):
     """DynamoDB may have committed the request but its answer was lost: repeat it with the same nonce.
 

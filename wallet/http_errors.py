@@ -17,6 +17,7 @@ from wallet.errors import (
     InsufficientFundsError,
     InvalidRequestError,
     NotImplementedRouteError,
+    StoreRejectedError,
     StoreUnavailableError,
     ThrottledError,
     TransactionNotFoundError,
@@ -37,6 +38,7 @@ ERROR_STATUS: Final[dict[type[WalletError], int]] = {
     BalanceLimitExceededError: 409,
     ThrottledError: 429,
     StoreUnavailableError: 503,
+    StoreRejectedError: 500,
     NotImplementedRouteError: 501,
 }
 

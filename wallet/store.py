@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import random
 import time
 import uuid
@@ -81,12 +82,14 @@ from wallet.cancellation import (
 from wallet.commands import CreateWallet, Deposit, Movement, Transfer, request_hash
 from wallet.commit_queue import CommitQueue, Request
 from wallet.dynamodb import DynamoDBClient, DynamoDBError, DynamoDBTransportError
+from wallet.dynamodb_retry import Verdict, retry_after_seconds, throttle_backoff
 from wallet.errors import (
     BalanceLimitExceededError,
     ContentionError,
     IdempotencyKeyReusedError,
     InsufficientFundsError,
     OutcomeUnknownError,
+    StoreRejectedError,
     StoreUnavailableError,
     ThrottledError,
     WalletError,
@@ -95,6 +98,8 @@ from wallet.errors import (
 from wallet.posting import Leg, Posting, WalletWrite, post, wallet_writes
 from wallet.receipts import Receipt, alive, receipt_of
 from wallet.telemetry import Telemetry
+
+_logger = logging.getLogger(__name__)
 
 _CANCELLED: Final = "TransactionCanceledException"
 _NOT_EXISTS: Final = "attribute_not_exists(#pk)"
@@ -149,11 +154,27 @@ class RetryPolicy:
         (another process's transaction on one of its wallets) before the group is split into
         single writes, as a group with a real refusal is at once. Splitting a group that met a
         conflict turns one transaction on a busy wallet into many, each able to conflict again.
+    throttle_attempts:
+        Tries of one DynamoDB call DynamoDB throttles, with botocore's DynamoDB backoff between
+        them (:func:`wallet.dynamodb_retry.throttle_backoff`: 50 ms doubling, jittered), before
+        :class:`~wallet.errors.ThrottledError` (429). botocore's legacy DynamoDB policy allows
+        10 tries over about 25 s, longer than a client waits for a payment.
+    attempt_timeout:
+        Seconds one attempt may take (credentials, connection, the whole answer): near the latency
+        target (DynamoDB answers in milliseconds), so a stalled connection is abandoned and the
+        call tried again well within the deadline.
+    deadline:
+        Seconds one DynamoDB call may take over all its attempts and pauses: below the server's
+        25 s drain (``WALLETLAKE_DRAIN_SECONDS``), so a call in flight at SIGTERM is answered before
+        the process exits.
     """
 
     conflict_attempts: int = 10
     transient_attempts: int = 3
     group_conflict_attempts: int = 4
+    throttle_attempts: int = 4
+    attempt_timeout: float = 2.0
+    deadline: float = 10.0
     base_delay: float = 0.005
     max_delay: float = 0.2
 
@@ -516,7 +537,7 @@ class WalletStore:
         if cause is Cause.THROTTLED:
             codes = ",".join(cancellation.codes)
             self.telemetry.event(metrics.THROTTLES, operation="TransactWriteItems", reasons=codes)
-            raise ThrottledError("DynamoDB is throttling this wallet; retry later")
+            raise ThrottledError("DynamoDB is throttling this wallet; retry later", retry_after_seconds())
         if cause is Cause.CONFLICT:
             self.telemetry.count(metrics.TRANSACTION_CONFLICTS)
             return None
@@ -551,7 +572,7 @@ class WalletStore:
         codes = [reason.get("Code", "None") for reason in _reasons(error)]
         if any(code in THROTTLE_REASONS for code in codes):
             self.telemetry.event(metrics.THROTTLES, operation="TransactWriteItems", user_id=user_id)
-            return ThrottledError("DynamoDB is throttling; retry later")
+            return ThrottledError("DynamoDB is throttling; retry later", retry_after_seconds())
         if TRANSACTION_CONFLICT in codes:
             self.telemetry.count(metrics.TRANSACTION_CONFLICTS)
             return ContentionError("another request for this user is in flight; retry")
@@ -580,51 +601,111 @@ class WalletStore:
         return item or None
 
     async def _call(self, operation: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """One DynamoDB call; 5xx and network failures retried, throttling raised as 429.
+        """One DynamoDB call, retried as botocore's retry data says, within one deadline.
+
+        Each attempt has :attr:`RetryPolicy.attempt_timeout`, all of them together
+        :attr:`RetryPolicy.deadline`. What an error calls for is :func:`wallet.dynamodb_retry.classify`'s
+        verdict: throttling backs off (botocore's DynamoDB delay) and tries again, then answers 429;
+        a transient failure (5xx, a lost or garbled answer) tries again, then answers 503; a
+        cancellation goes back to the caller, which reads its reasons; a refusal a repeat cannot
+        fix (credentials, validation, a missing table) answers 500 ``dynamodb_refused`` at once.
+        Every failure is logged with DynamoDB's request id.
 
         Every write this store sends is conditional on the nonce or on ``attribute_not_exists``,
         and a TransactWriteItems carries its ``ClientRequestToken``, so repeating one whose
         answer was lost cannot apply it twice. When every attempt of a write was sent and none
         was answered, its outcome is unknown (:class:`OutcomeUnknownError`), not "unavailable".
         """
-        attempts = self.retry.transient_attempts
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.retry.deadline
+        transient = throttled = 0
         maybe_committed = False
-        for attempt in range(attempts):
+        while True:
+            timeout = min(self.retry.attempt_timeout, deadline - loop.time())
             try:
-                return await self.client.call(operation, payload)
+                if timeout <= 0:
+                    raise DynamoDBTransportError(
+                        f"no time left for {operation} within the {self.retry.deadline:.1f} s deadline",
+                        sent=False,
+                    )
+                return await self.client.call(operation, payload, timeout=timeout)
             except DynamoDBError as error:
-                if error.throttled:
-                    self.telemetry.event(metrics.THROTTLES, operation=operation, error=error.type)
-                    raise ThrottledError(f"DynamoDB is throttling ({error.type}); retry later") from error
-                if error.type == _CANCELLED:
+                verdict = error.verdict
+                if verdict is Verdict.CANCELLED:
+                    _logger.debug("DynamoDB %s cancelled (request id %s)", operation, error.request_id)
                     raise  # a cancelled transaction: the caller reads its reasons
-                if not error.server_side:
-                    raise self._unavailable(operation, error) from error
+                _logger.warning(
+                    "DynamoDB %s failed: %s %s (%s, request id %s): %s",
+                    operation,
+                    error.status,
+                    error.type,
+                    verdict.value,
+                    error.request_id,
+                    error.message,
+                )
+                if verdict is Verdict.REFUSED:
+                    raise self._rejected(operation, error) from error
+                if verdict is Verdict.THROTTLED:
+                    self.telemetry.event(metrics.THROTTLES, operation=operation, error=error.type)
+                    delay = throttle_backoff(throttled)
+                    throttled += 1
+                    if throttled >= self.retry.throttle_attempts or loop.time() + delay >= deadline:
+                        raise ThrottledError(
+                            f"DynamoDB is throttling ({error.type}, request id {error.request_id}); "
+                            "nothing was written, retry later with the same nonce",
+                            retry_after_seconds(),
+                        ) from error
+                    self.telemetry.count(metrics.RETRIES)
+                    await self._sleep(delay)
+                    continue
                 maybe_committed = True
                 self.telemetry.event(metrics.INTERNAL_ERRORS, operation=operation, error=error.type)
-                if attempt == attempts - 1:
+                transient += 1
+                if transient >= self.retry.transient_attempts:
                     raise self._unknown(operation, error, maybe_committed) from error
             except DynamoDBTransportError as error:
                 maybe_committed = maybe_committed or error.sent
+                _logger.warning(
+                    "DynamoDB %s failed in transport (request id %s, sent %s): %s",
+                    operation,
+                    error.request_id,
+                    error.sent,
+                    error,
+                )
                 self.telemetry.event(metrics.NETWORK_ERRORS, operation=operation, error=str(error))
-                if attempt == attempts - 1:
+                transient += 1
+                if transient >= self.retry.transient_attempts or loop.time() >= deadline:
                     raise self._unknown(operation, error, maybe_committed) from error
             self.telemetry.count(metrics.RETRIES)
-            await self._sleep(self.retry.delay(attempt))
-        raise AssertionError("unreachable")  # pragma: no cover
+            await self._sleep(min(self.retry.delay(transient - 1), max(0.0, deadline - loop.time())))
 
     def _unknown(self, operation: str, error: Exception, maybe_committed: bool) -> StoreUnavailableError:
         """The last failure of a call: outcome unknown for a write that may have committed."""
         if maybe_committed and operation == "TransactWriteItems":
-            return OutcomeUnknownError("", "", None)  # execute() names the request
+            return OutcomeUnknownError("", "", None, retry_after_seconds())  # execute() names the request
         if isinstance(error, DynamoDBError):
             return self._unavailable(operation, error)
-        return StoreUnavailableError(f"DynamoDB unreachable for {operation}; retry later")
+        return StoreUnavailableError(
+            f"DynamoDB unreachable for {operation} ({error}); nothing was written, retry later",
+            retry_after_seconds(),
+        )
 
     def _unavailable(self, operation: str, error: DynamoDBError) -> StoreUnavailableError:
-        if not error.server_side:  # a refusal we do not expect: a missing table, a bad request
+        if error.verdict is Verdict.CANCELLED:  # cancelled for reasons the store cannot read
             self.telemetry.event(metrics.UNEXPECTED_ERRORS, operation=operation, error=str(error))
-        return StoreUnavailableError(f"DynamoDB {operation} failed ({error.type}); retry later")
+        return StoreUnavailableError(
+            f"DynamoDB {operation} failed ({error.type}, request id {error.request_id}); retry later",
+            retry_after_seconds(),
+        )
+
+    def _rejected(self, operation: str, error: DynamoDBError) -> StoreRejectedError:
+        """A refusal no repeat can fix: counted, and answered as it is."""
+        self.telemetry.event(metrics.UNEXPECTED_ERRORS, operation=operation, error=str(error))
+        return StoreRejectedError(
+            f"DynamoDB refused {operation}: {error.type} (HTTP {error.status}, request id "
+            f"{error.request_id}): {error.message}. Nothing was written; repeating will not help "
+            "until the deployment is fixed (credentials, permissions, table)"
+        )
 
 
 def _s(value: str) -> dict[str, str]:

@@ -11,6 +11,7 @@ import dataclasses
 import http.client
 import http.server
 import uuid
+import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -28,6 +29,8 @@ from walletlake.local import free_port
 pytestmark = pytest.mark.stack
 
 FAST_RETRIES = RetryPolicy(conflict_attempts=3, transient_attempts=3, base_delay=0.001, max_delay=0.01)
+#: The request id the proxy's answers carry (DynamoDB's ``x-amzn-RequestId``).
+REQUEST_ID = "REQ0PROXY0000000000000000000000000000000000000000000"
 
 
 @dataclasses.dataclass
@@ -38,6 +41,7 @@ class Fault:
     error_type: str = ""
     forward_first: bool = False  # ... after forwarding the call (DynamoDB did it; the answer is lost)
     drop_connection: bool = False  # close the connection instead of answering
+    bad_crc32: bool = False  # answer with an x-amz-crc32 that does not match the body
     before: Callable[[], None] | None = None  # run this, then forward
 
 
@@ -66,7 +70,8 @@ class FaultyDynamoDB(DynamoDBProxy):
         if fault is not None and fault.status is not None:
             status = fault.status
             answer = orjson.dumps({"__type": f"com.amazonaws.dynamodb.v20120810#{fault.error_type}"})
-        self.reply(request, status, answer)
+        crc = zlib.crc32(answer) ^ (1 if fault is not None and fault.bad_crc32 else 0)
+        self.reply(request, status, answer, {"x-amz-crc32": str(crc), "x-amzn-RequestId": REQUEST_ID})
 
 
 @pytest.fixture
@@ -108,19 +113,84 @@ def metrics(api: Api) -> dict[str, Any]:
 
 
 def test_throttled_writes_answer_429_with_retry_after_and_write_nothing(
-    api: Api, proxy: FaultyDynamoDB
+    api: Api, proxy: FaultyDynamoDB, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # GIVEN a funded wallet  WHEN DynamoDB throttles the next transaction
+    # GIVEN a funded wallet  WHEN DynamoDB throttles every try of the next transaction
     wallet_id = api.create()
     api.deposit(wallet_id, 10, "fund")
     before = api.table()
     proxy.rule = on("TransactWriteItems", Fault(status=400, error_type="ThrottlingException"))
+    proxy.calls.clear()
     response = api.deposit(wallet_id, 5, "n")
-    # THEN 429 with Retry-After, nothing written, the throttle counted
+    # THEN it was tried the bounded number of times with backoff before 429 with a jittered
+    # Retry-After, nothing written, every throttle counted and logged with DynamoDB's request id
     assert error_of(response) == (429, "throttled")
-    assert response.headers["Retry-After"] == "1"
+    assert response.headers["Retry-After"] in {"1", "2", "3"}
+    assert proxy.calls.count("TransactWriteItems") == FAST_RETRIES.throttle_attempts
     assert api.table() == before
+    assert metrics(api)["dynamodb_throttles"] == FAST_RETRIES.throttle_attempts
+    logged = [r.getMessage() for r in caplog.records if "ThrottlingException" in r.getMessage()]
+    assert logged
+    assert all(REQUEST_ID in line for line in logged if line.startswith("DynamoDB"))
+
+
+def test_a_throttle_is_backed_off_and_retried_before_any_429(api: Api, proxy: FaultyDynamoDB) -> None:
+    # GIVEN a funded wallet  WHEN DynamoDB throttles the next transaction once
+    wallet_id = api.create()
+    api.deposit(wallet_id, 10, "fund")
+    proxy.rule = on(
+        "TransactWriteItems", Fault(status=400, error_type="ProvisionedThroughputExceededException"), times=1
+    )
+    proxy.calls.clear()
+    response = api.deposit(wallet_id, 5, "n")
+    # THEN the store backed off and tried again: the client sees 204, the money moved once
+    assert response.status_code == 204
+    assert proxy.calls.count("TransactWriteItems") == 2
+    assert api.balance(wallet_id).json() == {"balance": "15"}
     assert metrics(api)["dynamodb_throttles"] == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "error_type"),
+    [(400, "ExpiredTokenException"), (403, "InvalidSignatureException"), (400, "ValidationException")],
+)
+def test_a_refusal_no_repeat_can_fix_is_answered_as_it_is_at_once(
+    api: Api, proxy: FaultyDynamoDB, status: int, error_type: str
+) -> None:
+    # GIVEN a wallet  WHEN DynamoDB refuses the transaction for credentials or validity
+    wallet_id = api.create()
+    before = api.table()
+    proxy.rule = on("TransactWriteItems", Fault(status=status, error_type=error_type))
+    proxy.calls.clear()
+    response = api.deposit(wallet_id, 5, "n")
+    # THEN it is not retried, and the answer says what DynamoDB said, not "retry later": 500
+    # dynamodb_refused, no Retry-After, naming the error and DynamoDB's request id
+    assert error_of(response) == (500, "dynamodb_refused")
+    assert "Retry-After" not in response.headers
+    detail = response.json()["detail"]
+    assert error_type in detail
+    assert REQUEST_ID in detail
+    assert "retry later" not in detail
+    assert proxy.calls.count("TransactWriteItems") == 1
+    assert api.table() == before
+    assert metrics(api)["dynamodb_unexpected_errors"] == 1
+
+
+def test_an_answer_failing_its_crc32_is_not_trusted_and_the_write_is_repeated_with_its_token(
+    api: Api, proxy: FaultyDynamoDB
+) -> None:
+    # GIVEN a wallet  WHEN DynamoDB commits a deposit but its answer arrives garbled (CRC32 mismatch)
+    wallet_id = api.create()
+    proxy.rule = on("TransactWriteItems", Fault(forward_first=True, bad_crc32=True), times=1)
+    proxy.calls.clear()
+    response = api.deposit(wallet_id, 5, "n")
+    # THEN the answer is not trusted: the store repeats the write (same ClientRequestToken), which
+    # DynamoDB answers as it answered the first, and the money moved once
+    assert response.status_code == 204
+    assert "Idempotent-Replayed" not in response.headers
+    assert proxy.calls.count("TransactWriteItems") == 2
+    assert api.balance(wallet_id).json() == {"balance": "5"}
+    assert metrics(api)["dynamodb_network_errors"] == 1
 
 
 def test_throttled_reads_answer_429(api: Api, proxy: FaultyDynamoDB) -> None:
@@ -144,7 +214,7 @@ def test_dynamodb_failures_answer_503_after_bounded_retries_and_write_nothing(
     # try was answered 500, which does not say whether DynamoDB committed, so the answer says the
     # outcome is unknown
     assert error_of(response) == (503, "outcome_unknown")
-    assert response.headers["Retry-After"] == "1"
+    assert response.headers["Retry-After"] in {"1", "2", "3"}
     assert proxy.calls.count("TransactWriteItems") == FAST_RETRIES.transient_attempts
     assert api.table() == before
     assert metrics(api)["dynamodb_internal_errors"] == FAST_RETRIES.transient_attempts
@@ -274,13 +344,16 @@ def test_an_unreachable_dynamodb_answers_503(settings: Settings, monkeypatch: py
         assert metrics(api)["dynamodb_network_errors"] == FAST_RETRIES.transient_attempts
 
 
-def test_an_unexpected_refusal_from_dynamodb_answers_503_and_is_counted(settings: Settings) -> None:
+def test_a_missing_table_is_answered_as_a_refusal_and_counted(settings: Settings) -> None:
     # GIVEN an API pointed at a table that does not exist
     with serve(settings.replace(table=f"{settings.table}-missing")) as api:
-        # WHEN it needs DynamoDB  THEN 503 unavailable, and the unexpected error is counted
-        assert error_of(api.balance("00000000-0000-4000-8000-000000000001")) == (503, "unavailable")
+        # WHEN it needs DynamoDB  THEN 500 dynamodb_refused naming DynamoDB's error (a repeat cannot
+        # help until the deployment is fixed), and the unexpected error is counted
+        response = api.balance("00000000-0000-4000-8000-000000000001")
+        assert error_of(response) == (500, "dynamodb_refused")
+        assert "ResourceNotFoundException" in response.json()["detail"]
         assert error_of(api.call("POST", "/api/v1/wallets/", {"user_id": str(uuid.uuid4())})) == (
-            503,
-            "unavailable",
+            500,
+            "dynamodb_refused",
         )
         assert metrics(api)["dynamodb_unexpected_errors"] == 2
