@@ -16,8 +16,9 @@ decide:
   at most one every :data:`RETRY_SECONDS` after a failure); requests go on with the snapshot,
   which is still valid;
 - with no snapshot yet, or one within ``margin_seconds`` of expiry, a request waits for the
-  refresh (without blocking the loop, and at most its own deadline); if none succeeds, the request
-  fails with :class:`CredentialsUnavailableError`: nothing was sent, so the answer is an honest
+  refresh (without blocking the loop, and at most its own attempt's time); if none succeeds, it
+  is signed with the old snapshot while that has not expired, and once it has, the request fails
+  with :class:`CredentialsUnavailableError`: nothing was sent, so the answer is an honest
   "unavailable, nothing written", never a 500.
 """
 

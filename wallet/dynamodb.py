@@ -138,6 +138,9 @@ class DynamoDBClient:
         Idle connections kept for reuse; more may be open while calls are in flight.
     signer:
         ``"crt"`` (awscrt, the default) or ``"botocore"`` (:class:`~botocore.auth.SigV4Auth`).
+    credentials_margin:
+        Seconds before their expiry from which credentials are no longer signed with (a request
+        could reach DynamoDB after they expired); a refresh is waited for instead.
     """
 
     def __init__(
@@ -148,6 +151,7 @@ class DynamoDBClient:
         timeout: float = 10.0,
         max_idle: int = 64,
         signer: str = "crt",
+        credentials_margin: float = 30.0,
     ) -> None:
         self._session = session or botocore.session.get_session()
         resolver = self._session.create_client("dynamodb", region_name=region)
@@ -172,7 +176,7 @@ class DynamoDBClient:
                 True
             )
             self._ssl = ssl.create_default_context(cafile=cafile)
-        self._credentials = BackgroundCredentials(self._session)
+        self._credentials = BackgroundCredentials(self._session, margin_seconds=credentials_margin)
         self._signer: Signer = SIGNERS[signer](self._url, self.region)
         classify(400, "ValidationException")  # loads botocore's retry data now, not on the loop
 
