@@ -669,11 +669,16 @@ def readme_section(measured: Measured = PUBLISHED) -> str:
         return [load["monthly_micro_usd"][name] for load in loads]
 
     row("DynamoDB writes (transactional, 2 units per item)", item("dynamodb_writes"))
+    held = ("dynamodb_storage", "dynamodb_point_in_time_recovery")
+    row(
+        "DynamoDB storage and point-in-time recovery (wallets; 2 days of idempotency records)",
+        [sum(load["monthly_micro_usd"][name] for name in held) for load in loads],
+    )
     lake = [
         sum(
             value
             for name, value in load["monthly_micro_usd"].items()
-            if not name.startswith(("dynamodb_writes", "api_"))
+            if not name.startswith(("dynamodb_writes", "api_")) and name not in held
         )
         for load in loads
     ]

@@ -26,7 +26,8 @@ each item that failed, which tells the cases apart without a read (:mod:`wallet.
 a missing wallet, a used nonce (a replay if its ``request_hash`` matches, otherwise
 ``idempotency_key_reused``), funds or the ceiling, another transaction on the wallet (retried with
 jittered exponential backoff, a bounded number of times; a wallet still busy after them answers
-429 ``throttled``, as does DynamoDB's own throttling), a wallet stamped at or after the posting's
+429 ``throttled``, as does DynamoDB's own throttling once botocore's DynamoDB backoff is spent:
+:meth:`WalletStore._call`), a wallet stamped at or after the posting's
 time (another server's clock ahead, or another entry in the same millisecond: written again at once,
 a millisecond later), or the service failed (503; the transaction is
 all-or-nothing, so a transfer is never half-written).
