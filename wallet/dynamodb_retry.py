@@ -32,7 +32,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 import botocore.loaders
-import botocore.session
 from botocore.awsrequest import AWSResponse
 from botocore.compat import HTTPHeaders
 from botocore.retries import standard
@@ -88,10 +87,16 @@ def _retry_json_codes() -> tuple[frozenset[str], frozenset[str], frozenset[int]]
 
 @functools.cache
 def _modeled_retryable() -> frozenset[str]:
-    """Error shapes DynamoDB's service model marks ``retryable`` (botocore's modeled checker reads them)."""
-    model = botocore.session.get_session().get_service_model("dynamodb")
+    """Error shapes DynamoDB's service model marks ``retryable`` (botocore's modeled checker reads them).
+
+    Read from the model's JSON through botocore's loader (a few ms), not through a session's
+    ``ServiceModel`` (a few hundred: it would stall whatever else runs in the process).
+    """
+    model: dict[str, Any] = botocore.loaders.create_loader().load_service_model("dynamodb", "service-2")
     return frozenset(
-        shape.name for shape in model.error_shapes if shape.metadata.get("retryable") is not None
+        name
+        for name, shape in model.get("shapes", {}).items()
+        if shape.get("exception") and shape.get("retryable") is not None
     )
 
 
