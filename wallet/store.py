@@ -165,8 +165,9 @@ class RetryPolicy:
         target (DynamoDB answers in milliseconds), so a stalled connection is abandoned and the
         call tried again well within the deadline.
     deadline:
-        Seconds one DynamoDB call may take over all its attempts and pauses: below the server's
-        25 s drain (``WALLETLAKE_DRAIN_SECONDS``), so a call in flight at SIGTERM is answered before
+        Seconds one DynamoDB call may take over all its attempts and pauses, and at most half the
+        server's drain (``WALLETLAKE_DRAIN_SECONDS``, 25 s: :attr:`WalletStore.call_deadline`), so
+        a call in flight at SIGTERM is answered, and its group's turn in the queue taken, before
         the process exits.
     """
 
@@ -244,6 +245,8 @@ class WalletStore:
         self.client = dynamodb or DynamoDBClient(settings.region)
         self.telemetry = telemetry or Telemetry()
         self.retry = retry or RetryPolicy()
+        #: Seconds one DynamoDB call may take in all: the policy's deadline, within half the drain.
+        self.call_deadline = min(self.retry.deadline, settings.drain_seconds / 2)
         self._clock_ms = clock_ms
         self._sleep = sleep
         self._stamps: dict[str, int] = {}
@@ -618,7 +621,7 @@ class WalletStore:
         was answered, its outcome is unknown (:class:`OutcomeUnknownError`), not "unavailable".
         """
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.retry.deadline
+        deadline = loop.time() + self.call_deadline
         transient = throttled = 0
         maybe_committed = False
         while True:
@@ -626,7 +629,7 @@ class WalletStore:
             try:
                 if timeout <= 0:
                     raise DynamoDBTransportError(
-                        f"no time left for {operation} within the {self.retry.deadline:.1f} s deadline",
+                        f"no time left for {operation} within the {self.call_deadline:.1f} s deadline",
                         sent=False,
                     )
                 return await self.client.call(operation, payload, timeout=timeout)

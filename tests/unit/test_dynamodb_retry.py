@@ -7,7 +7,10 @@ import random
 import pytest
 from botocore.retries import standard
 
+from contracts.settings import Settings
+from wallet.dynamodb import DynamoDBClient
 from wallet.dynamodb_retry import Verdict, classify, retry_after_seconds, throttle_backoff
+from wallet.store import RetryPolicy, WalletStore
 
 
 @pytest.mark.parametrize(
@@ -58,3 +61,12 @@ def test_the_backoff_is_dynamodbs_doubling_50_ms_with_full_jitter() -> None:
 def test_retry_after_is_jittered_over_whole_seconds() -> None:
     rng = random.Random(3)
     assert {retry_after_seconds(rng) for _ in range(200)} == {1, 2, 3}
+
+
+def test_a_calls_deadline_is_the_policys_within_half_the_drain() -> None:
+    # GIVEN the default drain (25 s) and a short one (4 s)  THEN 10 s, and 2 s
+    client = DynamoDBClient("us-east-1")
+    assert WalletStore(Settings(), dynamodb=client).call_deadline == 10.0
+    assert WalletStore(Settings(drain_seconds=4), dynamodb=client).call_deadline == 2.0
+    # AND the attempts fit in it: three of them at the per-attempt timeout
+    assert 3 * RetryPolicy().attempt_timeout < RetryPolicy().deadline < 25
