@@ -60,15 +60,23 @@ SEED_TRANSACTIONS_PER_SECOND: Final = 20_000
 TRANSFER_SHARE_PERCENT: Final = 70
 FRACTIONS_PERCENT: Final = (1, 10, 100)
 #: Stream records per transaction: the transaction item's INSERT, one wallet MODIFY per wallet it
-#: touches (2 for a transfer, 1 for a deposit), and its TTL REMOVE 8 hours later.
+#: touches (2 for a transfer, 1 for a deposit), and its TTL REMOVE 8 hours later. The idempotency
+#: record makes none: it lives in a table of its own with no stream (contracts.idempotency_table).
 SECONDS_PER_DAY: Final = 86_400
 DAYS_PER_MONTH: Final = 30
 HOT_TTL_SECONDS: Final = 28_800
+#: WALLETLAKE_IDEMPOTENCY_WINDOW_SECONDS's default: nonces remembered 2 days (seed 000's).
+IDEMPOTENCY_WINDOW_SECONDS: Final = 172_800
 #: Wallets at the seed's load (an assumption: the seed fixes the write rate, not the population);
 #: scaled with the load.
 SEED_WALLETS: Final = 10_000_000
 #: Item sizes (bytes) as DynamoDB counts them (names + values): a transaction item and a wallet item.
 TRANSACTION_ITEM_BYTES: Final = 450
+#: An idempotency record (key {wallet_id}_{nonce} in the idempotency table): key, txn_id, type,
+#: wallet and counterparty ids, amount, nonce, request_hash (64 hex), created_at, expires_at. Under
+#: 1 KB, so one more item in the transaction: 2 write units (transactional) per transaction.
+IDEMPOTENCY_RECORD_BYTES: Final = 360
+IDEMPOTENCY_ITEMS_PER_TRANSACTION: Final = 1
 WALLET_ITEM_BYTES: Final = 200
 
 # --- deployment choices (cdk/walletlake_cdk/config.py) ----------------------------------------
@@ -158,6 +166,12 @@ LAMBDA_MICRO_USD_PER_MILLION_REQUESTS: Final = 200_000
 # $0.125 per million read request units; GetRecords calls made by Lambda's DynamoDB trigger are
 # free (Streams read request units are billed only for other readers).
 DYNAMODB_MICRO_USD_PER_MILLION_WRU: Final = 625_000
+# https://aws.amazon.com/dynamodb/pricing/on-demand/ : $0.25 per GB-month of table storage
+# (Standard table class; the first 25 GB free, ignored here).
+DYNAMODB_MICRO_USD_PER_GB_MONTH: Final = 250_000
+# https://aws.amazon.com/dynamodb/pricing/on-demand/ : continuous backups (point-in-time recovery)
+# $0.20 per GB-month of table size; both tables have it (cdk/walletlake_cdk).
+DYNAMODB_PITR_MICRO_USD_PER_GB_MONTH: Final = 200_000
 DYNAMODB_MICRO_USD_PER_MILLION_RRU: Final = 125_000
 STREAMS_MICRO_USD_PER_LAMBDA_READ: Final = 0
 # https://aws.amazon.com/s3/pricing/ : S3 Standard $0.005 per 1,000 PUT, $0.0004 per 1,000 GET,
@@ -317,10 +331,17 @@ def model(measured: Measured, percent: int) -> dict[str, Any]:
     rows_per_day = round(tx_per_second * SECONDS_PER_DAY * rows_per_tx)
     parquet_bytes_per_day = rows_per_day * measured.parquet_bytes_per_row
 
-    # DynamoDB: transactional writes of 3 items (transfer) or 2 (deposit), 2 units each.
-    wru_per_tx = TRANSACTIONAL_WRU_PER_ITEM * (3 * transfer + 2 * (1 - transfer))
+    # DynamoDB: transactional writes of 3 items (transfer) or 2 (deposit) on the wallets table plus
+    # the idempotency record on its own table, 2 units each (one transaction spans both tables).
+    # The wallets table holds 8 hours of transaction items and the wallets; the idempotency table 2
+    # days of records. Stream shards follow the wallets table's partitions (its writes alone); the
+    # nightly snapshot scans the wallets table alone.
+    records_wru_per_tx = TRANSACTIONAL_WRU_PER_ITEM * IDEMPOTENCY_ITEMS_PER_TRANSACTION
+    wallets_wru_per_tx = TRANSACTIONAL_WRU_PER_ITEM * (3 * transfer + 2 * (1 - transfer))
+    wru_per_tx = wallets_wru_per_tx + records_wru_per_tx
     wru_per_second = tx_per_second * wru_per_tx
-    shards = max(1, _ceil_div(wru_per_second, WRITE_UNITS_PER_PARTITION))
+    shards = max(1, _ceil_div(tx_per_second * wallets_wru_per_tx, WRITE_UNITS_PER_PARTITION))
+    records_bytes = tx_per_second * IDEMPOTENCY_WINDOW_SECONDS * IDEMPOTENCY_RECORD_BYTES
     table_bytes = tx_per_second * HOT_TTL_SECONDS * TRANSACTION_ITEM_BYTES + wallets * WALLET_ITEM_BYTES
     snapshot_rru = _ceil_div(table_bytes, READ_UNIT_BYTES) / 2
     snapshot_seconds = snapshot_rru / SNAPSHOT_READ_UNITS_PER_SECOND
@@ -399,6 +420,9 @@ def model(measured: Measured, percent: int) -> dict[str, Any]:
     storage_month = cost(parquet_bytes_per_day * DAYS_PER_MONTH / 1e9, S3_MICRO_USD_PER_GB_MONTH, 1)
     monthly = {name: value * DAYS_PER_MONTH for name, value in daily.items()}
     monthly["s3_storage_one_month_of_data"] = storage_month
+    held_gb = (table_bytes + records_bytes) / 1e9
+    monthly["dynamodb_storage"] = cost(held_gb, DYNAMODB_MICRO_USD_PER_GB_MONTH, 1)
+    monthly["dynamodb_point_in_time_recovery"] = cost(held_gb, DYNAMODB_PITR_MICRO_USD_PER_GB_MONTH, 1)
     api = api_tier(tx_per_second, measured.api_cpu_us_per_request)
     monthly["api_fleet_lattice"] = api["monthly_micro_usd"]["fleet_lattice"]
     return {
@@ -428,6 +452,11 @@ def model(measured: Measured, percent: int) -> dict[str, Any]:
         "athena_cores_within_dml_timeout": athena_cores_for_timeout,
         "lambda_gb_seconds_per_day": round(lambda_gb_seconds),
         "dynamodb_write_units_per_day": round(wru_per_second * SECONDS_PER_DAY),
+        "dynamodb_write_units_per_transaction": round(wru_per_tx, 2),
+        "idempotency_write_units_per_transaction": records_wru_per_tx,
+        "idempotency_records_gb_held": round(records_bytes / 1e9, 1),
+        "dynamodb_table_gb_held": round(table_bytes / 1e9, 1),
+        "dynamodb_gb_held": round(held_gb, 1),
         "dynamodb_read_units_per_day": round(snapshot_rru),
         "daily_micro_usd": daily,
         "monthly_micro_usd": monthly,
@@ -561,6 +590,11 @@ _ROWS: Final = (
     ("Athena cores to stay in 30 min", "athena_cores_within_dml_timeout", "{:,}"),
     ("Lambda GB-seconds per day", "lambda_gb_seconds_per_day", "{:,}"),
     ("DynamoDB write units per day", "dynamodb_write_units_per_day", "{:,}"),
+    ("DynamoDB write units per transaction", "dynamodb_write_units_per_transaction", "{:,.2f}"),
+    ("  of which the idempotency record", "idempotency_write_units_per_transaction", "{:,}"),
+    ("DynamoDB GB held (both tables)", "dynamodb_gb_held", "{:,.1f}"),
+    ("  wallets table (8 h of items, wallets)", "dynamodb_table_gb_held", "{:,.1f}"),
+    ("  idempotency table (2 days of records)", "idempotency_records_gb_held", "{:,.1f}"),
     ("DynamoDB read units per day", "dynamodb_read_units_per_day", "{:,}"),
     ("API tasks (2 vCPU ARM, 50 % CPU, ≥ 1 per AZ)", "api_tasks", "{:,}"),
     ("monthly cost, USD (fleet behind Lattice)", "monthly_total_micro_usd", "usd"),
@@ -635,11 +669,16 @@ def readme_section(measured: Measured = PUBLISHED) -> str:
         return [load["monthly_micro_usd"][name] for load in loads]
 
     row("DynamoDB writes (transactional, 2 units per item)", item("dynamodb_writes"))
+    held = ("dynamodb_storage", "dynamodb_point_in_time_recovery")
+    row(
+        "DynamoDB storage and point-in-time recovery (wallets; 2 days of idempotency records)",
+        [sum(load["monthly_micro_usd"][name] for name in held) for load in loads],
+    )
     lake = [
         sum(
             value
             for name, value in load["monthly_micro_usd"].items()
-            if not name.startswith(("dynamodb_writes", "api_"))
+            if not name.startswith(("dynamodb_writes", "api_")) and name not in held
         )
         for load in loads
     ]

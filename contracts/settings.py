@@ -32,6 +32,12 @@ QueryEngine = Literal["duckdb", "athena"]
 #: and the lake becomes the only history.
 DEFAULT_HOT_TTL_SECONDS = 8 * 60 * 60
 
+#: Two days: how long a nonce is remembered (seed 000 keeps its nonces 2 days), by an idempotency
+#: record of its own (``contracts.idempotency_table``), whatever became of the hot
+#: transaction item. Never shorter than the hot TTL: a nonce forgotten while its transaction item is
+#: still in the table would make a second request with it a replay of the first by chance alone.
+DEFAULT_IDEMPOTENCY_WINDOW_SECONDS: Final = 2 * 24 * 60 * 60
+
 #: Transactions one API process keeps in flight (``bench/hot_wallet.py`` measures the choice).
 DEFAULT_WRITES_IN_FLIGHT = 2
 
@@ -85,6 +91,8 @@ GLUE_DATABASE_VARIABLE: Final = "WALLETLAKE_GLUE_DATABASE"
 ATHENA_WORKGROUP_VARIABLE: Final = "WALLETLAKE_ATHENA_WORKGROUP"
 QUERY_ENGINE_VARIABLE: Final = "WALLETLAKE_QUERY_ENGINE"
 HOT_TTL_SECONDS_VARIABLE: Final = "WALLETLAKE_HOT_TTL_SECONDS"
+IDEMPOTENCY_WINDOW_SECONDS_VARIABLE: Final = "WALLETLAKE_IDEMPOTENCY_WINDOW_SECONDS"
+IDEMPOTENCY_TABLE_VARIABLE: Final = "WALLETLAKE_IDEMPOTENCY_TABLE"
 CHECKPOINT_TABLE_VARIABLE: Final = "WALLETLAKE_CHECKPOINT_TABLE"
 LEASE_TABLE_VARIABLE: Final = "WALLETLAKE_LEASE_TABLE"
 WRITES_IN_FLIGHT_VARIABLE: Final = "WALLETLAKE_WRITES_IN_FLIGHT"
@@ -112,10 +120,13 @@ SERVER_VARIABLES: Final = (
     METRICS_INTERVAL_SECONDS_VARIABLE,
 )
 
-#: What the CDK app gives every function (``settings_environment``): the resources it names, the
-#: query engine and the TTL. Each handler module requires these and its own knobs.
+#: What the CDK app gives every function and the API tasks (``settings_environment``): the
+#: resources it names, the query engine and the TTL. Each handler module requires these and its own
+#: knobs. The idempotency table is here because the write path (API tasks and API function) writes
+#: a record in every transaction and ``settings_environment`` is what their environment is made of.
 DEPLOYED_VARIABLES: Final = (
     TABLE_VARIABLE,
+    IDEMPOTENCY_TABLE_VARIABLE,
     BUCKET_VARIABLE,
     LAKE_PREFIX_VARIABLE,
     GLUE_DATABASE_VARIABLE,
@@ -153,7 +164,12 @@ class Settings:
     query_engine:
         ``duckdb`` (embedded stack) or ``athena`` (AWS).
     hot_ttl_seconds:
-        Lifetime of transaction items in DynamoDB, which is also how long a nonce is remembered.
+        Lifetime of transaction items in DynamoDB (the hot window of the ledger).
+    idempotency_window_seconds:
+        How long a nonce is remembered, by its idempotency record: at least ``hot_ttl_seconds``.
+    idempotency_table:
+        The DynamoDB table of idempotency records (:mod:`contracts.idempotency_table`): one per
+        request, written in the movement's transaction, kept ``idempotency_window_seconds``.
     checkpoint_table:
         DynamoDB table of the local stream consumer's per-shard checkpoints.
     lease_table:
@@ -206,6 +222,8 @@ class Settings:
     hot_ttl_seconds: int = DEFAULT_HOT_TTL_SECONDS
     checkpoint_table: str = "walletlake-checkpoints"
     lease_table: str = "walletlake-leases"
+    idempotency_window_seconds: int = DEFAULT_IDEMPOTENCY_WINDOW_SECONDS
+    idempotency_table: str = "walletlake-idempotency"
     writes_in_flight: int = DEFAULT_WRITES_IN_FLIGHT
     compaction_unit_minutes: int = DEFAULT_COMPACTION_UNIT_MINUTES
     snapshot_segments: int = DEFAULT_SNAPSHOT_SEGMENTS
@@ -264,7 +282,22 @@ class Settings:
         region = env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION")
         if region:
             values["region"] = region
-        return cls(**values)
+        settings = cls(**values)
+        settings.check_idempotency_window()
+        return settings
+
+    def check_idempotency_window(self) -> None:
+        """Refuse a nonce window shorter than the hot TTL (one line, naming both variables).
+
+        A nonce forgotten while its hot transaction item still exists would be judged by that item
+        again (a replay or a 409) until TTL deleted it: its fate would depend on when TTL ran.
+        """
+        if self.idempotency_window_seconds < self.hot_ttl_seconds:
+            raise SettingsError(
+                f"{IDEMPOTENCY_WINDOW_SECONDS_VARIABLE} ({self.idempotency_window_seconds}) must be at "
+                f"least {HOT_TTL_SECONDS_VARIABLE} ({self.hot_ttl_seconds}): a nonce must outlive its "
+                "hot transaction item"
+            )
 
     def to_env(self, names: Iterable[str] | None = None) -> dict[str, str]:
         """The variables that make :meth:`from_env` read back these settings (only ``names``, if given).
@@ -446,6 +479,21 @@ VARIABLES: Final[tuple[Variable, ...]] = (
         "a positive integer",
         f"lifetime of transaction items in DynamoDB (default {DEFAULT_HOT_TTL_SECONDS})",
         _integer(1),
+    ),
+    Variable(
+        IDEMPOTENCY_WINDOW_SECONDS_VARIABLE,
+        "idempotency_window_seconds",
+        "a positive integer",
+        "seconds a nonce is remembered: the same request replays its first outcome, another body is "
+        f"409; at least the hot TTL (default {DEFAULT_IDEMPOTENCY_WINDOW_SECONDS})",
+        _integer(1),
+    ),
+    Variable(
+        IDEMPOTENCY_TABLE_VARIABLE,
+        "idempotency_table",
+        "a table name",
+        "DynamoDB table of idempotency records, one per request for the idempotency window "
+        "(default walletlake-idempotency)",
     ),
     Variable(
         CHECKPOINT_TABLE_VARIABLE,

@@ -17,8 +17,9 @@ STREAM_VIEW_TYPE: Final = "NEW_AND_OLD_IMAGES"
 ENTITY_WALLET: Final = "wallet"
 ENTITY_USER: Final = "user"
 ENTITY_TRANSACTION: Final = "transaction"
-# the idempotency record of one request (pk ``{wallet_id}_{nonce}#idempotency``), kept for the
-# idempotency window (issue 27); its stream records make no lake row (ignored and counted)
+# an idempotency record's entity (issue 27). Records live in a table of their own
+# (:mod:`contracts.idempotency_table`, no stream), so none reaches this table's stream; should one
+# appear, it makes no lake row (the decoder ignores and counts it)
 ENTITY_IDEMPOTENCY: Final = "idempotency"
 
 TXN_DEPOSIT: Final = "deposit"
@@ -91,7 +92,7 @@ def user_key(user_id: str) -> str:
 
 
 def transaction_key(wallet_id: str, nonce: str) -> str:
-    """``{wallet_id}_{nonce}#transaction``: the key *is* the idempotency record of a request."""
+    """``{wallet_id}_{nonce}#transaction``: the request's hot transaction item (kept the hot TTL)."""
     return f"{wallet_id}_{nonce}#{ENTITY_TRANSACTION}"
 
 

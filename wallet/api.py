@@ -6,21 +6,29 @@ Routes
   again → 200 with the same id (one wallet per user).
 - ``PUT /api/v1/wallets/{wallet_id}/deposit/`` ``{"amount", "nonce"}`` → 204.
 - ``PUT /api/v1/wallets/{wallet_id}/transfer/{target_wallet_id}/`` ``{"amount", "nonce"}`` → 204.
+- ``GET /api/v1/wallets/{wallet_id}/transactions/{nonce}`` → 200, the outcome of the wallet's
+  request with that nonce (transaction id, type, amount, counterparty, created_at) within the
+  idempotency window; 404 ``transaction_not_found`` otherwise.
 - ``GET /api/v1/wallets/{wallet_id}/balance`` → 200 ``{"balance": "<int micro-USD>"}`` (strongly
   consistent).
 - ``GET /api/v1/wallets/me/`` → 501 (no authentication in this system).
 - ``GET /healthz`` → 200; ``GET /metrics`` → the process's counters (:mod:`wallet.telemetry`).
 
-Idempotency and the 8-hour nonce window
----------------------------------------
+Idempotency: the nonce window
+-----------------------------
 Every deposit and transfer carries a client-chosen ``nonce``, unique per addressed wallet (deposits
 and transfers share the wallet's nonces). Sending the *same request* again (same operation, wallet,
 target, amount as an integer, nonce) answers 204 again and changes nothing: clients retry 5xx, 429
 and lost answers with the same nonce. The same nonce with different parameters is 409
 ``idempotency_key_reused``. A refused request (any 4xx) stores nothing, so repeating it is judged
-afresh. Nonces are remembered while their transaction item lives in DynamoDB: at least the hot
-window (``WALLETLAKE_HOT_TTL_SECONDS``, 8 hours by default) and until TTL deletes the item; a nonce
-older than that is a new request, so clients must not reuse a nonce after 8 hours.
+afresh. Nonces are remembered for the idempotency window (``WALLETLAKE_IDEMPOTENCY_WINDOW_SECONDS``,
+2 days by default), to the second, whatever became of the 8-hour hot transaction item; after it
+the nonce is forgotten and the same nonce is a new request.
+
+Every 204 of a deposit or transfer names its transaction in a ``Transaction-Id`` header; a replay
+also carries ``Idempotent-Replayed: true`` (and the first execution's transaction id). A 503
+``outcome_unknown`` means DynamoDB may have committed the request but its answer was lost: repeat
+it with the same nonce and body, or ask ``GET .../transactions/{nonce}``.
 
 Errors are JSON ``{"error": "<code>", "detail": "..."}`` with precedence 422 > 404 > 409
 ``idempotency_key_reused`` > 409 ``insufficient_funds``; 429 and 503 carry ``Retry-After``.
@@ -53,14 +61,24 @@ from wallet.errors import (
     InsufficientFundsError,
     InvalidRequestError,
     NotImplementedRouteError,
+    OutcomeUnknownError,
     SameWalletTransferError,
+    StoreRejectedError,
     StoreUnavailableError,
     ThrottledError,
+    TransactionNotFoundError,
     WalletError,
     WalletNotFoundError,
 )
-from wallet.http_errors import ERROR_STATUS, JSON_MEDIA_TYPE, error_response, status_of
+from wallet.http_errors import (
+    ERROR_STATUS,
+    JSON_MEDIA_TYPE,
+    error_response,
+    status_of,
+    wallet_error_response,
+)
 from wallet.movement_routes import MovementRoutes
+from wallet.receipts import REPLAYED_HEADER, TRANSACTION_ID_HEADER, Receipt
 from wallet.store import WalletStore
 from wallet.telemetry import Telemetry
 
@@ -76,6 +94,15 @@ _WalletId = Annotated[
 ]
 _TargetId = Annotated[
     str, Path(description="the wallet receiving a transfer", pattern=validation.UUID_PATTERN)
+]
+_Nonce = Annotated[
+    str,
+    Path(
+        description="the nonce the request carried",
+        pattern=validation.NONCE_PATTERN,
+        min_length=1,
+        max_length=validation.MAX_NONCE_LENGTH,
+    ),
 ]
 
 
@@ -133,9 +160,8 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
 
     async def on_wallet_error(request: Request, error: Exception) -> Response:
         assert isinstance(error, WalletError)
-        status = status_of(error)
-        telemetry.response(status, error.code)
-        return error_response(status, error.code, error.detail, error.retry_after)
+        telemetry.response(status_of(error), error.code)
+        return wallet_error_response(error)
 
     async def on_http_error(request: Request, error: Exception) -> Response:
         assert isinstance(error, StarletteHTTPException)
@@ -210,7 +236,10 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         response_class=Response,
         openapi_extra={"requestBody": _MOVEMENT_BODY},
         responses={
-            204: {"description": "Deposited, or a replay of the same request (nothing changed)."},
+            204: {
+                "description": "Deposited, or a replay of the same request (nothing changed).",
+                "headers": _RECEIPT_HEADERS,
+            },
             **_errors(
                 InvalidRequestError,
                 WalletNotFoundError,
@@ -218,13 +247,13 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
                 BalanceLimitExceededError,
                 ThrottledError,
                 StoreUnavailableError,
+                OutcomeUnknownError,
             ),
         },
     )
     async def deposit(request: Request, wallet_id: _WalletId) -> Response:
         command = validation.parse_deposit(wallet_id, await _json_body(request))
-        await store.execute(command)  # applied or replayed: both answer 204
-        return _no_content(telemetry)
+        return _no_content(telemetry, await store.execute(command))
 
     @_both_spellings(
         app,
@@ -236,7 +265,10 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         response_class=Response,
         openapi_extra={"requestBody": _MOVEMENT_BODY},
         responses={
-            204: {"description": "Transferred, or a replay of the same request (nothing changed)."},
+            204: {
+                "description": "Transferred, or a replay of the same request (nothing changed).",
+                "headers": _RECEIPT_HEADERS,
+            },
             **_errors(
                 InvalidRequestError,
                 SameWalletTransferError,
@@ -246,13 +278,40 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
                 BalanceLimitExceededError,
                 ThrottledError,
                 StoreUnavailableError,
+                OutcomeUnknownError,
             ),
         },
     )
     async def transfer(request: Request, wallet_id: _WalletId, target_wallet_id: _TargetId) -> Response:
         command = validation.parse_transfer(wallet_id, target_wallet_id, await _json_body(request))
-        await store.execute(command)  # applied or replayed: both answer 204
-        return _no_content(telemetry)
+        return _no_content(telemetry, await store.execute(command))
+
+    @app.get(
+        f"{_PREFIX}/{{wallet_id}}/transactions/{{nonce}}",
+        tags=["wallets"],
+        operation_id="transaction",
+        summary="The outcome of the wallet's request with this nonce, within the idempotency window",
+        response_class=Response,
+        responses={
+            200: _json_response(
+                "The request executed: its transaction, as its first execution decided it.",
+                _RECEIPT_SCHEMA,
+            ),
+            **_errors(InvalidRequestError, TransactionNotFoundError, ThrottledError, StoreUnavailableError),
+        },
+    )
+    async def transaction(request: Request, wallet_id: _WalletId, nonce: _Nonce) -> Response:
+        wallet = validation.parse_uuid(wallet_id, "wallet_id")
+        checked = validation.parse_nonce(nonce)
+        receipt = await store.receipt(wallet, checked)
+        if receipt is None:
+            raise TransactionNotFoundError(wallet, checked)
+        telemetry.response(200)
+        return Response(
+            orjson.dumps(receipt.document()),
+            media_type=_JSON,
+            headers={TRANSACTION_ID_HEADER: receipt.txn_id},
+        )
 
     @_both_spellings(
         app,
@@ -336,9 +395,9 @@ async def _json_body(request: Request) -> Any:
     return validation.parse_json_body(await request.body())
 
 
-def _no_content(telemetry: Telemetry) -> Response:
+def _no_content(telemetry: Telemetry, receipt: Receipt) -> Response:
     telemetry.response(204)
-    return Response(status_code=204)
+    return Response(status_code=204, headers=dict(receipt.headers()))
 
 
 # ----------------------------------------------------------------------------- OpenAPI description
@@ -371,6 +430,44 @@ _WALLET_LINKS: Final = {
         ("TransferFromWallet", "transfer"),
         ("BalanceOfWallet", "balance"),
     )
+}
+_RECEIPT_HEADERS: Final = {
+    TRANSACTION_ID_HEADER: {
+        "description": "the transaction id made when the request first executed",
+        "schema": {"type": "string", "format": "uuid"},
+    },
+    REPLAYED_HEADER: {
+        "description": "present (true) when the answer replays an earlier execution; nothing moved",
+        "schema": {"type": "string", "enum": ["true"]},
+    },
+}
+_RECEIPT_SCHEMA: Final = {
+    "type": "object",
+    "required": [
+        "transaction_id",
+        "type",
+        "wallet_id",
+        "nonce",
+        "amount",
+        "counterparty_wallet_id",
+        "created_at",
+    ],
+    "properties": {
+        "transaction_id": {"type": "string", "format": "uuid"},
+        "type": {"type": "string", "enum": ["deposit", "transfer"]},
+        "wallet_id": validation.UUID_SCHEMA,
+        "nonce": {"type": "string"},
+        "amount": {
+            "type": "string",
+            "pattern": r"^[1-9][0-9]*$",
+            "description": "micro-USD moved, as a string of digits",
+        },
+        "counterparty_wallet_id": {
+            "anyOf": [validation.UUID_SCHEMA, {"type": "null"}],
+            "description": "a transfer's payee; null for a deposit",
+        },
+        "created_at": {"type": "string", "format": "date-time", "description": "UTC, to the millisecond"},
+    },
 }
 _HEALTH_SCHEMA: Final = {"type": "object", "properties": {"status": {"type": "string", "enum": ["ok"]}}}
 _METRICS_SCHEMA: Final = {"type": "object", "additionalProperties": True}
@@ -426,8 +523,9 @@ def _errors(*errors: type[WalletError]) -> dict[int | str, dict[str, Any]]:
         responses[status] = response
     # Any route can fail unexpectedly; the answer has the same body (and is logged with a trace).
     responses[500] = {
-        "description": "- `internal_error`: an unexpected server error (logged); retry with the same nonce.",
-        "content": {_JSON: {"schema": _error_schema(["internal_error"])}},
+        "description": "- `internal_error`: an unexpected server error (logged); retry with the same nonce.\n"
+        f"- `{StoreRejectedError.code}`: {(StoreRejectedError.__doc__ or '').splitlines()[0]}",
+        "content": {_JSON: {"schema": _error_schema(["internal_error", StoreRejectedError.code])}},
     }
     return responses
 

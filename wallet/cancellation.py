@@ -1,20 +1,27 @@
 """What a cancelled movement means, read from DynamoDB's cancellation reasons alone.
 
 Pure. A movement's TransactWriteItems lists its wallet updates (one per leg, in
-:attr:`wallet.posting.Posting.legs` order) and then the transaction item. When DynamoDB cancels it,
-``CancellationReasons`` holds one entry per item, in that order: ``Code`` ``None`` for an item whose
-condition held, ``ConditionalCheckFailed`` with the item as it was (``ReturnValuesOnConditionCheckFailure
-=ALL_OLD``; no ``Item`` when there was none), or a service reason (``TransactionConflict``,
-``ThrottlingError``...). DynamoDB evaluates every item's condition and reports each, so one answer
-tells every case apart without a read, in docs/architecture.md's precedence:
+:attr:`wallet.posting.Posting.legs` order), then the transaction item, then the idempotency
+record. When DynamoDB cancels it, ``CancellationReasons`` holds one entry per item, in that
+order: ``Code`` ``None`` for an item whose condition held, ``ConditionalCheckFailed`` with the
+item as it was (``ReturnValuesOnConditionCheckFailure=ALL_OLD``; no ``Item`` when there was
+none), or a service reason (``TransactionConflict``, ``ThrottlingError``...). DynamoDB
+evaluates every item's condition and reports each, so one answer tells every case apart without
+a read, in docs/architecture.md's precedence:
 
 1. a wallet with no item: 404 ``wallet_not_found`` (the addressed wallet first);
-2. the transaction item exists: the nonce was used (a replay if its ``request_hash`` matches);
+2. the idempotency record (or, for a request written before records existed, the transaction
+   item) exists within its window: the nonce was used (a replay if its ``request_hash`` matches);
 3. a debit's balance below the amount, or a credit above the ceiling: 409;
 4. DynamoDB throttled: 429;
 5. another transaction held an item (``TransactionConflict``): retry after a jittered pause;
 6. a wallet's ``updated_at`` not before the posting's time (another server's clock ahead, or
    another entry in the same millisecond): retry at once, stamped a millisecond after it.
+
+A group commit (several postings in one transaction, :mod:`wallet.commit_queue`) is read by
+:func:`read_group_cancellation`: which requests the reasons name (a used nonce, a refusal on a
+wallet, a wallet stamped ahead), so only those leave the group and the rest are written again
+together at once.
 """
 
 from __future__ import annotations
@@ -24,8 +31,9 @@ import enum
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from contracts.money import MAX_BALANCE
 from contracts.wallets_table import Attr
-from wallet.posting import Posting
+from wallet.posting import Posting, wallet_writes
 
 CONDITION_FAILED: Final = "ConditionalCheckFailed"
 CONDITION_HELD: Final = "None"
@@ -89,18 +97,20 @@ def read_cancellation(posting: Posting, reasons: Sequence[Mapping[str, Any]]) ->
     """
     legs = posting.legs
     codes = tuple(str(reason.get("Code", "")) for reason in reasons)
-    if len(reasons) != len(legs) + 1:
+    if len(reasons) != len(legs) + 2:
         return Cancellation(Cause.UNEXPLAINED, codes=codes)
-    wallet_reasons, txn_reason = reasons[: len(legs)], reasons[len(legs)]
+    wallet_reasons, nonce_reasons = reasons[: len(legs)], reasons[len(legs) :]
     failed = [(leg, reason) for leg, reason in zip(legs, wallet_reasons, strict=True) if _failed(reason)]
     for leg, reason in failed:
         if not reason.get("Item"):
             return Cancellation(Cause.WALLET_NOT_FOUND, wallet_id=leg.wallet_id, codes=codes)
-    nonce_checked = txn_reason.get("Code") in (CONDITION_HELD, CONDITION_FAILED)
-    if _failed(txn_reason):
-        return Cancellation(
-            Cause.NONCE_USED, transaction_item=txn_reason.get("Item"), nonce_checked=True, codes=codes
-        )
+    nonce_checked = all(reason.get("Code") in (CONDITION_HELD, CONDITION_FAILED) for reason in nonce_reasons)
+    # the idempotency record first: it outlives the transaction item and holds the same outcome
+    for reason in reversed(nonce_reasons):
+        if _failed(reason):
+            return Cancellation(
+                Cause.NONCE_USED, transaction_item=reason.get("Item"), nonce_checked=True, codes=codes
+            )
     for leg, reason in failed:
         balance = _number(reason["Item"], Attr.BALANCE)
         if leg.is_debit and (balance is None or balance < leg.balance_floor):
@@ -125,6 +135,102 @@ def read_cancellation(posting: Posting, reasons: Sequence[Mapping[str, Any]]) ->
         latest, wallet_id = max(ahead)
         return Cancellation(Cause.CLOCK_BEHIND, wallet_id=wallet_id, not_before_ms=latest + 1, codes=codes)
     return Cancellation(Cause.UNEXPLAINED, codes=codes)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupCancellation:
+    """A cancelled group commit, read: which of its postings the reasons name, and how.
+
+    Attributes
+    ----------
+    records:
+        Posting index -> the existing idempotency record (or transaction item) of its nonce: the
+        request is answered from it (a replay, or 409 ``idempotency_key_reused``), never written.
+    alone:
+        Postings refused by a wallet's condition (funds, the ceiling, a missing wallet): each is
+        written alone, where its refusal is its own (:func:`read_cancellation`).
+    not_before_ms:
+        Posting index -> the earliest stamp its next write may carry (a wallet stamped ahead).
+    conflicted:
+        Some item was held by another transaction: the rest go again after a jittered pause.
+    """
+
+    records: dict[int, Mapping[str, Any]]
+    alone: frozenset[int]
+    not_before_ms: dict[int, int]
+    conflicted: bool
+
+    @property
+    def named(self) -> set[int]:
+        """Every posting that leaves the group."""
+        return {*self.records, *self.alone}
+
+
+def read_group_cancellation(
+    postings: Sequence[Posting], reasons: Sequence[Mapping[str, Any]]
+) -> GroupCancellation | None:
+    """Who a group commit's ``CancellationReasons`` name; None when they explain nothing usable.
+
+    The transaction lists one update per wallet (:func:`wallet.posting.wallet_writes` order), the
+    transaction items, then the idempotency records, each in posting order. A failed wallet
+    condition returns the wallet as it was (``ALL_OLD``), so its legs are walked in commit order
+    from that balance: the legs that would take it below zero (or above the ceiling) name their
+    postings, the others stay. A used nonce names its posting with the record. A wallet stamped at
+    or after the group's first leg on it names nobody but moves the next stamps past it. Throttling,
+    an unknown reason or reasons that do not match the transaction give None: the caller splits.
+
+    Examples
+    --------
+    >>> from wallet.commands import Deposit
+    >>> from wallet.posting import post
+    >>> group = [post(Deposit(w, 5, "n"), now_ms=1_000, hot_ttl_seconds=60, txn_id="t", request_hash="h")
+    ...          for w in ("a", "b")]
+    >>> held, failed = {"Code": "None"}, {"Code": "ConditionalCheckFailed", "Item": {"pk": {"S": "x"}}}
+    >>> read_group_cancellation(group, [held, held, held, held, held, failed]).records
+    {1: {'pk': {'S': 'x'}}}
+    """
+    writes = wallet_writes(postings)
+    count = len(postings)
+    if len(reasons) != len(writes) + 2 * count:
+        return None
+    codes = {str(reason.get("Code", CONDITION_HELD)) for reason in reasons}
+    if not codes <= {CONDITION_HELD, CONDITION_FAILED, TRANSACTION_CONFLICT}:
+        return None
+    index_of = {id(posting): index for index, posting in enumerate(postings)}
+    records: dict[int, Mapping[str, Any]] = {}
+    txn_reasons, record_reasons = reasons[len(writes) : len(writes) + count], reasons[len(writes) + count :]
+    for index in range(count):
+        for reason in (record_reasons[index], txn_reasons[index]):
+            if _failed(reason) and index not in records:
+                records[index] = reason.get("Item") or {}
+    alone: set[int] = set()
+    not_before: dict[int, int] = {}
+    for write, reason in zip(writes, reasons[: len(writes)], strict=True):
+        if not _failed(reason):
+            continue
+        touching = [index_of[id(posting)] for posting, _ in write.legs]
+        item = reason.get("Item")
+        balance = _number(item, Attr.BALANCE) if item else None
+        if balance is None:  # no wallet: each of its postings finds out alone
+            alone.update(index for index in touching if index not in records)
+            continue
+        for posting, leg in write.legs:
+            index = index_of[id(posting)]
+            if index in records or index in alone:
+                continue
+            after = balance + leg.delta
+            if after < 0 or after > MAX_BALANCE:
+                alone.add(index)
+            else:
+                balance = after
+        updated_at = _number(item, Attr.UPDATED_AT) if item else None
+        if updated_at is not None and updated_at >= write.legs[0][0].created_at:
+            for index in touching:
+                not_before[index] = max(not_before.get(index, 0), updated_at + 1)
+    conflicted = TRANSACTION_CONFLICT in codes
+    if not (records or alone or not_before):
+        return None
+    return GroupCancellation(records, frozenset(alone), not_before, conflicted)
 
 
 def conflict_only(reasons: Sequence[Mapping[str, Any]]) -> bool:

@@ -19,11 +19,11 @@ The rules:
   TransactWriteItems: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html)
   and at most ``max_requests`` requests, and never two requests with the same transaction item
   (a retried nonce waits for the next one);
-- a transaction of several requests that DynamoDB cancels is not read: each of its requests is
-  written again alone (a refusal is then that request's own, read as before). The whole write is
-  all-or-nothing, so nothing of the cancelled one was applied. The commit decides what "cancels"
-  means: the store first writes a group cancelled only for ``TransactionConflict`` again whole,
-  holding its wallets, and raises :class:`GroupCancelledError` only when that does not succeed;
+- the commit returns the requests of its group that must be written again alone (those a
+  cancellation named: the store writes the rest of the group again together, at once, before it
+  returns); they go first, each alone, as soon as their wallets are free. A commit that raises
+  :class:`GroupCancelledError` sends every request of its group back alone. The whole write is
+  all-or-nothing, so nothing of a cancelled one was applied;
 - :meth:`CommitQueue.drain` waits for every transaction in flight and every waiting request whose
   caller is still there: a server's shutdown ends with an empty queue.
 
@@ -59,7 +59,8 @@ class Request(Generic[T]):
     future: asyncio.Future[None] | None = None
 
 
-Commit = Callable[[Sequence[Request[T]]], Awaitable[None]]
+#: Writes one transaction of the requests; returns those to write again alone (None: none).
+Commit = Callable[[Sequence[Request[T]]], Awaitable[Sequence[Request[T]] | None]]
 
 
 class CommitQueue(Generic[T]):
@@ -76,6 +77,8 @@ class CommitQueue(Generic[T]):
         Requests in one transaction.
     on_group:
         Told the size of every transaction sent (for metrics).
+    items_per_request:
+        Items one request adds to a transaction besides its wallets' (its nonce's items).
     """
 
     def __init__(
@@ -85,6 +88,7 @@ class CommitQueue(Generic[T]):
         max_in_flight: int,
         max_requests: int,
         on_group: Callable[[int], None] = lambda size: None,
+        items_per_request: int = 1,
     ) -> None:
         if max_in_flight < 1 or max_requests < 1:
             raise ValueError("max_in_flight and max_requests must be at least 1")
@@ -92,6 +96,7 @@ class CommitQueue(Generic[T]):
         self._max_in_flight = max_in_flight
         self._max_requests = max_requests
         self._on_group = on_group
+        self._items_per_request = items_per_request
         self._waiting: list[Request[T]] = []
         self._busy: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -136,7 +141,7 @@ class CommitQueue(Generic[T]):
         for request in self._waiting:
             if request.future is None or request.future.done():  # its caller went away
                 continue
-            needed = 1 + sum(1 for wallet in request.wallets if wallet not in wallets)
+            needed = self._items_per_request + sum(1 for wallet in request.wallets if wallet not in wallets)
             fits = (
                 len(group) < self._max_requests
                 and actions + needed <= MAX_ACTIONS
@@ -157,27 +162,34 @@ class CommitQueue(Generic[T]):
 
     async def _send(self, group: list[Request[T]]) -> None:
         try:
-            self._on_group(len(group))
-            await self._commit(group)
-        except GroupCancelledError as error:
-            if len(group) == 1:  # nothing left to split: the request's own refusal
-                _settle(group[0], error)
-                return
-            for request in reversed(group):  # first in line again, alone, in their order
+            again = await self._commit_group(group)
+            for request in reversed(again):  # first in line again, alone, in their order
                 request.alone = True
                 self._waiting.insert(0, request)
-        except BaseException as error:
             for request in group:
-                _settle(request, error)
-        else:
-            for request in group:
-                _settle(request, None)
+                if request not in again:
+                    _settle(request, None)
         finally:
             for request in group:
                 self._busy.difference_update(request.wallets)
             if (task := asyncio.current_task()) is not None:
                 self._tasks.discard(task)
             self._pump()
+
+    async def _commit_group(self, group: list[Request[T]]) -> Sequence[Request[T]]:
+        """The requests to write again alone; a refusal of the whole group settles each request."""
+        try:
+            self._on_group(len(group))
+            return await self._commit(group) or ()
+        except GroupCancelledError as error:
+            if len(group) == 1:  # nothing left to split: the request's own refusal
+                _settle(group[0], error)
+                return ()
+            return group
+        except BaseException as error:
+            for request in group:
+                _settle(request, error)
+            return ()
 
 
 def _settle(request: Request[T], error: BaseException | None) -> None:

@@ -9,7 +9,8 @@ be right and maintained from botocore, and drops only the generic machinery:
   ``AWS_ENDPOINT_URL``, the config file's ``endpoint_url`` and the regional AWS endpoint all work
   exactly as they do for boto3 (the embedded stack is found the same way as AWS);
 - **credentials**: botocore's provider chain (environment, profile, SSO, container, instance
-  metadata), refreshed by botocore;
+  metadata), refreshed by botocore's own windows, but in a worker thread ahead of expiry, never on
+  the event loop (:mod:`wallet.aws_credentials`);
 - **signing**: Signature Version 4 by the AWS Common Runtime (``awscrt``, AWS's C signer, the one
   botocore itself uses when installed with its ``crt`` extra): ~35 us per request where botocore's
   pure-Python :class:`~botocore.auth.SigV4Auth` takes ~90 us. ``SigV4Auth`` remains the reference:
@@ -23,9 +24,14 @@ be right and maintained from botocore, and drops only the generic machinery:
   ``POST`` with the signed headers and a ``Content-Length`` body; everything it reads goes through
   the parser.
 
+Every answer's ``x-amz-crc32`` is checked against its body (botocore's DynamoDB policy retries a
+mismatch): a mismatch is a transport error, the answer is not trusted. Every failure carries
+DynamoDB's request id (``x-amzn-RequestId``) for the logs and AWS support.
+
 Retrying is *not* done here, except for one case botocore also repeats (a pooled keep-alive
-connection the server had closed): the store decides, because only it knows which failures are safe
-to repeat (with the nonce condition, all of its writes are).
+connection the server had closed): the store decides (:mod:`wallet.dynamodb_retry` says what each
+error calls for), because only it knows which failures are safe to repeat (with the nonce
+condition and the ``ClientRequestToken``, all of its writes are).
 """
 
 from __future__ import annotations
@@ -35,9 +41,9 @@ import collections
 import hashlib
 import logging
 import ssl
-import threading
 import typing
 import urllib.parse
+import zlib
 from typing import Any, Final
 
 import botocore.credentials
@@ -48,44 +54,65 @@ import orjson
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 
+from wallet.aws_credentials import BackgroundCredentials, CredentialsUnavailableError
+from wallet.dynamodb_retry import Verdict, classify
+
 _logger = logging.getLogger(__name__)
 
 _TARGET_PREFIX: Final = "DynamoDB_20120810."
 _CONTENT_TYPE: Final = "application/x-amz-json-1.0"
 
-#: Error types (the part after ``#`` of ``__type``) that mean "slow down".
-THROTTLING_ERRORS: Final = frozenset(
-    {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}
-)
+#: The response headers read: the body's checksum and DynamoDB's request id.
+_CRC32_HEADER: Final = b"x-amz-crc32"
+_REQUEST_ID_HEADER: Final = b"x-amzn-requestid"
 
 
 class DynamoDBError(Exception):
     """DynamoDB answered with an error document (HTTP 4xx/5xx).
 
     ``type`` is the short error name (``TransactionCanceledException``...), ``body`` the whole
-    decoded document (it holds ``CancellationReasons`` for cancelled transactions).
+    decoded document (it holds ``CancellationReasons`` for cancelled transactions), ``request_id``
+    DynamoDB's ``x-amzn-RequestId``. :attr:`verdict` is what botocore's retry data makes of it.
     """
 
-    def __init__(self, status: int, type_: str, message: str, body: dict[str, Any]) -> None:
-        super().__init__(f"DynamoDB {status} {type_}: {message}")
+    def __init__(
+        self, status: int, type_: str, message: str, body: dict[str, Any], request_id: str | None = None
+    ) -> None:
+        super().__init__(f"DynamoDB {status} {type_}: {message} (request id {request_id})")
         self.status = status
         self.type = type_
         self.message = message
         self.body = body
+        self.request_id = request_id
+
+    @property
+    def verdict(self) -> Verdict:
+        """Throttled, transient, cancelled or refused (:func:`wallet.dynamodb_retry.classify`)."""
+        return classify(self.status, self.type)
 
     @property
     def throttled(self) -> bool:
-        """True when DynamoDB refused for capacity."""
-        return self.type in THROTTLING_ERRORS
+        """True when DynamoDB refused for capacity: back off and retry."""
+        return self.verdict is Verdict.THROTTLED
 
     @property
     def server_side(self) -> bool:
-        """True for DynamoDB's own failures (5xx): the outcome of a write is unknown."""
-        return self.status >= 500
+        """True for DynamoDB's own failures, which botocore retries: a write's outcome is unknown."""
+        return self.verdict is Verdict.TRANSIENT
 
 
 class DynamoDBTransportError(Exception):
-    """The request or its response was lost on the network (outcome of a write unknown)."""
+    """The request or its response was lost on the network (outcome of a write unknown).
+
+    ``sent`` is False when the request never left (no connection, no credentials): nothing
+    reached DynamoDB, so a write's outcome is known (not applied). ``request_id`` is DynamoDB's,
+    when an answer came (one whose checksum did not match).
+    """
+
+    def __init__(self, message: str, *, sent: bool = True, request_id: str | None = None) -> None:
+        super().__init__(message)
+        self.sent = sent
+        self.request_id = request_id
 
 
 class _StaleConnectionError(DynamoDBTransportError):
@@ -105,11 +132,15 @@ class DynamoDBClient:
     session:
         botocore session to resolve endpoint and credentials from (a fresh one by default).
     timeout:
-        Seconds allowed to connect, and for a whole answer to arrive.
+        Seconds allowed to connect, and for a whole answer to arrive, unless a call says otherwise
+        (the store gives each attempt its own, within its deadline).
     max_idle:
         Idle connections kept for reuse; more may be open while calls are in flight.
     signer:
         ``"crt"`` (awscrt, the default) or ``"botocore"`` (:class:`~botocore.auth.SigV4Auth`).
+    credentials_margin:
+        Seconds before their expiry from which credentials are no longer signed with (a request
+        could reach DynamoDB after they expired); a refresh is waited for instead.
     """
 
     def __init__(
@@ -120,6 +151,7 @@ class DynamoDBClient:
         timeout: float = 10.0,
         max_idle: int = 64,
         signer: str = "crt",
+        credentials_margin: float = 30.0,
     ) -> None:
         self._session = session or botocore.session.get_session()
         resolver = self._session.create_client("dynamodb", region_name=region)
@@ -144,37 +176,59 @@ class DynamoDBClient:
                 True
             )
             self._ssl = ssl.create_default_context(cafile=cafile)
-        self._credentials: botocore.credentials.Credentials | None = None
-        self._credentials_lock = threading.Lock()
+        self._credentials = BackgroundCredentials(self._session, margin_seconds=credentials_margin)
         self._signer: Signer = SIGNERS[signer](self._url, self.region)
+        classify(400, "ValidationException")  # loads botocore's retry data now, not on the loop
 
-    async def call(self, operation: str, payload: dict[str, Any]) -> dict[str, Any]:
+    async def call(
+        self, operation: str, payload: dict[str, Any], *, timeout: float | None = None
+    ) -> dict[str, Any]:
         """Run one DynamoDB operation (``GetItem``, ``TransactWriteItems``...) and decode its answer.
+
+        ``timeout`` bounds this attempt (credentials, connecting and the whole answer), the client's
+        default if None.
 
         Raises
         ------
         DynamoDBError
             DynamoDB answered with an error document.
         DynamoDBTransportError
-            No complete answer arrived (connection failed, closed or timed out).
+            No complete, intact answer arrived (no credentials, connection failed, closed or timed
+            out, checksum mismatch).
         """
-        request = self._request(operation, orjson.dumps(payload))
-        connection = self._pooled() or await self._connect()
+        limit = self._timeout if timeout is None else timeout
+        started = asyncio.get_running_loop().time()
+        try:
+            credentials = await self._credentials.current(limit)
+        except CredentialsUnavailableError as error:
+            raise DynamoDBTransportError(str(error), sent=False) from error
+        request = self._request(operation, orjson.dumps(payload), credentials)
+        limit = max(0.001, limit - (asyncio.get_running_loop().time() - started))
+        connection = self._pooled() or await self._connect(limit)
         reused = not connection.fresh
         try:
             try:
-                status, data = await connection.exchange(request)
+                status, headers, data = await connection.exchange(request, limit)
             except _StaleConnectionError:
                 if not reused:
                     raise
                 # A keep-alive connection the server had already closed: botocore repeats these
                 # too. Safe because every write of the store is conditional (nonce, version).
                 connection.close()
-                connection = await self._connect()
-                status, data = await connection.exchange(request)
+                connection = await self._connect(limit)
+                status, headers, data = await connection.exchange(request, limit)
         except BaseException:
             connection.close()  # an unanswered or cancelled request leaves it unusable
             raise
+        request_id = headers.get(_REQUEST_ID_HEADER)
+        expected = headers.get(_CRC32_HEADER)
+        if expected is not None and expected != str(zlib.crc32(data)):
+            connection.close()  # whatever garbled the body may have garbled the stream
+            raise DynamoDBTransportError(
+                f"DynamoDB's answer to {operation} failed its CRC32 check (x-amz-crc32 {expected}, "
+                f"body {zlib.crc32(data)}; request id {request_id}): not trusted",
+                request_id=request_id,
+            )
         if connection.reusable and len(self._idle) < self._max_idle:
             self._idle.append(connection)
         else:
@@ -182,37 +236,25 @@ class DynamoDBClient:
         if status == 200:
             decoded: dict[str, Any] = orjson.loads(data)
             return decoded
-        raise _error(status, data)
+        raise _error(status, data, request_id)
 
     def close(self) -> None:
         """Close idle connections (in-flight ones close when their call ends)."""
         while self._idle:
             self._idle.pop().close()
 
-    def _request(self, operation: str, body: bytes) -> bytes:
+    def _request(
+        self, operation: str, body: bytes, credentials: botocore.credentials.ReadOnlyCredentials
+    ) -> bytes:
         """The whole HTTP request, signed."""
         headers = [
             ("Host", self._host_header),
             ("Content-Type", _CONTENT_TYPE),
             ("X-Amz-Target", _TARGET_PREFIX + operation),
         ]
-        signed = self._signer.sign(self._frozen_credentials(), self._path, headers, body)
+        signed = self._signer.sign(credentials, self._path, headers, body)
         head = "".join(f"{name}: {value}\r\n" for name, value in signed)
         return f"POST {self._path} HTTP/1.1\r\n{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
-
-    def _frozen_credentials(self) -> botocore.credentials.ReadOnlyCredentials:
-        credentials = self._credentials
-        if credentials is None:
-            with self._credentials_lock:
-                if self._credentials is None:
-                    found = self._session.get_credentials()
-                    if found is None:
-                        raise DynamoDBTransportError(
-                            "no AWS credentials found (environment, profile, or instance role)"
-                        )
-                    self._credentials = found
-                credentials = self._credentials
-        return credentials.get_frozen_credentials()
 
     def _pooled(self) -> _Connection | None:
         loop = asyncio.get_running_loop()
@@ -223,21 +265,23 @@ class DynamoDBClient:
             connection.close()
         return None
 
-    async def _connect(self) -> _Connection:
+    async def _connect(self, timeout: float) -> _Connection:
         loop = asyncio.get_running_loop()
         try:
             _, connection = await asyncio.wait_for(
                 loop.create_connection(
-                    lambda: _Connection(loop, self._timeout),
+                    lambda: _Connection(loop),
                     self._host,
                     self._port,
                     ssl=self._ssl,
                     server_hostname=self._host if self._ssl else None,
                 ),
-                self._timeout,
+                timeout,
             )
         except (TimeoutError, OSError) as error:
-            raise DynamoDBTransportError(f"cannot connect to {self.endpoint_url}: {error!r}") from error
+            raise DynamoDBTransportError(
+                f"cannot connect to {self.endpoint_url}: {error!r}", sent=False
+            ) from error
         return connection
 
 
@@ -312,13 +356,13 @@ SIGNERS: Final[dict[str, type[BotocoreSigner] | type[CrtSigner]]] = {
 class _Connection(asyncio.Protocol):
     """One keep-alive HTTP/1.1 connection: one request at a time, the answer parsed by httptools."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self._timeout = timeout
         self._transport: asyncio.Transport | None = None
         self._parser = httptools.HttpResponseParser(self)
         self._body: list[bytes] = []
-        self._answer: asyncio.Future[tuple[int, bytes]] | None = None
+        self._headers: dict[bytes, str] = {}
+        self._answer: asyncio.Future[tuple[int, dict[bytes, str], bytes]] | None = None
         self._received = False
         self._keep_alive = True
         #: True until the connection carried its first request (a fresh one cannot be stale).
@@ -329,15 +373,19 @@ class _Connection(asyncio.Protocol):
         """Open, idle, and the server did not ask to close."""
         return self._transport is not None and self._answer is None and self._keep_alive
 
-    async def exchange(self, request: bytes) -> tuple[int, bytes]:
-        """Send ``request`` and wait for the whole answer: ``(status, body)``."""
+    async def exchange(self, request: bytes, timeout: float) -> tuple[int, dict[bytes, str], bytes]:
+        """Send ``request`` and wait at most ``timeout`` s for the whole answer: ``(status, headers, body)``.
+
+        ``headers`` holds the ones this client reads, by lower-case name.
+        """
         if self._transport is None or self._transport.is_closing():
             raise _StaleConnectionError("connection closed while idle")
-        answer: asyncio.Future[tuple[int, bytes]] = self.loop.create_future()
+        answer: asyncio.Future[tuple[int, dict[bytes, str], bytes]] = self.loop.create_future()
         self._answer, self._received = answer, False
+        self._headers = {}
         self.fresh = False
         self._transport.write(request)
-        timer = self.loop.call_later(self._timeout, self._time_out)
+        timer = self.loop.call_later(timeout, self._time_out, timeout)
         try:
             return await answer
         finally:
@@ -372,6 +420,11 @@ class _Connection(asyncio.Protocol):
 
     # httptools callbacks
 
+    def on_header(self, name: bytes, value: bytes) -> None:
+        lowered = name.lower()
+        if lowered in (_CRC32_HEADER, _REQUEST_ID_HEADER):
+            self._headers[lowered] = value.decode("latin-1").strip()
+
     def on_body(self, body: bytes) -> None:
         self._body.append(body)
 
@@ -380,10 +433,10 @@ class _Connection(asyncio.Protocol):
         body, self._body = b"".join(self._body), []
         answer, self._answer = self._answer, None
         if answer is not None and not answer.done():
-            answer.set_result((self._parser.get_status_code(), body))
+            answer.set_result((self._parser.get_status_code(), self._headers, body))
 
-    def _time_out(self) -> None:
-        self._fail(DynamoDBTransportError(f"DynamoDB did not answer within {self._timeout:.0f} s"))
+    def _time_out(self, timeout: float) -> None:
+        self._fail(DynamoDBTransportError(f"DynamoDB did not answer within {timeout:.2f} s"))
         self.close()
 
     def _fail(self, error: Exception) -> None:
@@ -393,7 +446,7 @@ class _Connection(asyncio.Protocol):
             answer.set_exception(error)
 
 
-def _error(status: int, data: bytes) -> DynamoDBError:
+def _error(status: int, data: bytes, request_id: str | None = None) -> DynamoDBError:
     try:
         body = orjson.loads(data)
     except orjson.JSONDecodeError:
@@ -402,4 +455,4 @@ def _error(status: int, data: bytes) -> DynamoDBError:
         body = {}
     type_ = str(body.get("__type", "")).rpartition("#")[2] or f"HTTP{status}"
     message = str(body.get("message") or body.get("Message") or data[:200].decode(errors="replace"))
-    return DynamoDBError(status, type_, message, body)
+    return DynamoDBError(status, type_, message, body, request_id)

@@ -21,6 +21,8 @@ class WalletError(Exception):
     code: ClassVar[str] = "wallet_error"
     #: Seconds a client should wait before repeating the request, for transient failures.
     retry_after: int | None = None
+    #: The transaction the answer is about, when there is one (its ``Transaction-Id`` header).
+    transaction_id: str | None = None
 
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
@@ -128,6 +130,54 @@ class StoreUnavailableError(WalletError):
     def __init__(self, detail: str, retry_after: int = 1) -> None:
         super().__init__(detail)
         self.retry_after = retry_after
+
+
+class StoreRejectedError(WalletError):
+    """DynamoDB refused the request for a reason a repeat cannot fix (nothing was written).
+
+    A refusal botocore does not retry either: bad or expired credentials (``ExpiredTokenException``,
+    ``InvalidSignatureException``, ``UnrecognizedClientException``, ``AccessDeniedException``), a
+    missing table, a request DynamoDB finds invalid (``ValidationException``). The deployment must
+    be fixed, so the answer says so instead of "retry later" (500, no ``Retry-After``); it names
+    DynamoDB's error and request id, and the store logs it for the operator.
+    """
+
+    code = "dynamodb_refused"
+
+
+class OutcomeUnknownError(StoreUnavailableError):
+    """DynamoDB may have committed the request but its answer was lost: repeat it with the same nonce.
+
+    Every attempt of the write was sent and none was answered (a 5xx or a lost connection), so
+    nothing tells whether it committed. The request is safe to repeat with the same nonce and body:
+    a repeat of a committed one replays it (``Idempotent-Replayed: true``, the same
+    ``Transaction-Id`` as this answer's header), one that never committed executes now. Or ask
+    ``GET /api/v1/wallets/{wallet_id}/transactions/{nonce}``: 200 with the outcome if it committed,
+    404 if not.
+    """
+
+    code = "outcome_unknown"
+
+    def __init__(self, wallet_id: str, nonce: str, txn_id: str | None, retry_after: int = 1) -> None:
+        super().__init__(
+            f"the outcome of nonce {nonce!r} of wallet {wallet_id} is unknown: DynamoDB may have "
+            "committed it, but its answer was lost. Repeat the request with the same nonce and body "
+            "(a committed one replays, with Idempotent-Replayed: true), or "
+            f"GET /api/v1/wallets/{wallet_id}/transactions/{nonce} (200: it committed; 404: it did not)",
+            retry_after,
+        )
+        self.transaction_id = txn_id
+
+
+class TransactionNotFoundError(WalletError):
+    """No request of this wallet used this nonce within the idempotency window."""
+
+    code = "transaction_not_found"
+
+    def __init__(self, wallet_id: str, nonce: str) -> None:
+        super().__init__(
+            f"wallet {wallet_id} has no request with nonce {nonce!r} within the idempotency window"
+        )
 
 
 class NotImplementedRouteError(WalletError):

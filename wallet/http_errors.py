@@ -17,11 +17,14 @@ from wallet.errors import (
     InsufficientFundsError,
     InvalidRequestError,
     NotImplementedRouteError,
+    StoreRejectedError,
     StoreUnavailableError,
     ThrottledError,
+    TransactionNotFoundError,
     WalletError,
     WalletNotFoundError,
 )
+from wallet.receipts import TRANSACTION_ID_HEADER
 
 JSON_MEDIA_TYPE: Final = "application/json"
 
@@ -29,13 +32,20 @@ JSON_MEDIA_TYPE: Final = "application/json"
 ERROR_STATUS: Final[dict[type[WalletError], int]] = {
     InvalidRequestError: 422,
     WalletNotFoundError: 404,
+    TransactionNotFoundError: 404,
     IdempotencyKeyReusedError: 409,
     InsufficientFundsError: 409,
     BalanceLimitExceededError: 409,
     ThrottledError: 429,
     StoreUnavailableError: 503,
+    StoreRejectedError: 500,
     NotImplementedRouteError: 501,
 }
+
+
+def wallet_error_response(error: WalletError) -> Response:
+    """The answer to a domain error: its status, body and headers."""
+    return error_response(status_of(error), error.code, error.detail, error.retry_after, error.transaction_id)
 
 
 def status_of(error: WalletError) -> int:
@@ -47,9 +57,13 @@ def status_of(error: WalletError) -> int:
     return 500
 
 
-def error_response(status: int, code: str, detail: str, retry_after: int | None = None) -> Response:
+def error_response(
+    status: int, code: str, detail: str, retry_after: int | None = None, transaction_id: str | None = None
+) -> Response:
     """The JSON error body every failure uses."""
-    headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else {}
+    if transaction_id is not None:
+        headers[TRANSACTION_ID_HEADER] = transaction_id
     return Response(
         orjson.dumps({"error": code, "detail": detail}),
         status_code=status,

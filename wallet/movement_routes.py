@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from wallet import validation
 from wallet.commands import Movement
 from wallet.errors import InvalidRequestError, WalletError
-from wallet.http_errors import error_response, status_of
+from wallet.http_errors import error_response, status_of, wallet_error_response
 from wallet.store import WalletStore
 
 _logger = logging.getLogger(__name__)
@@ -35,7 +35,6 @@ _logger = logging.getLogger(__name__)
 _MOVEMENT_PATH: Final = re.compile(
     r"/api/v1/wallets/(?P<wallet>[^/]+)/(?:deposit|transfer/(?P<target>[^/]+))/?\Z"
 )
-_NO_CONTENT_START: Final[Message] = {"type": "http.response.start", "status": 204, "headers": []}
 _NO_CONTENT_BODY: Final[Message] = {"type": "http.response.body", "body": b""}
 
 
@@ -66,11 +65,10 @@ class MovementRoutes:
             return
         telemetry = self.store.telemetry
         try:
-            await self.store.execute(command)  # applied or replayed: both answer 204
+            receipt = await self.store.execute(command)  # applied or replayed: both answer 204
         except WalletError as error:
-            status = status_of(error)
-            telemetry.response(status, error.code)
-            await error_response(status, error.code, error.detail, error.retry_after)(scope, receive, send)
+            telemetry.response(status_of(error), error.code)
+            await wallet_error_response(error)(scope, receive, send)
             return
         except Exception:  # as the app's own handler answers an unexpected error
             _logger.exception("event=internal_error path=%s", scope["path"])
@@ -78,7 +76,8 @@ class MovementRoutes:
             await error_response(500, "internal_error", "unexpected server error")(scope, receive, send)
             return
         telemetry.response(204)
-        await send(_NO_CONTENT_START)
+        headers = [(name.lower().encode(), value.encode()) for name, value in receipt.headers()]
+        await send({"type": "http.response.start", "status": 204, "headers": headers})
         await send(_NO_CONTENT_BODY)
 
 

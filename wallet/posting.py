@@ -67,6 +67,9 @@ class Posting:
     created_at: int
     expires_at: int
     legs: tuple[Leg, ...]
+    #: Epoch seconds the nonce is remembered until (the idempotency record's ``expires_at``): the
+    #: idempotency window after ``created_at``, rounded up, so never less than the window.
+    remembered_until: int = 0
 
 
 def legs_of(command: Movement) -> tuple[Leg, ...]:
@@ -86,13 +89,22 @@ def legs_of(command: Movement) -> tuple[Leg, ...]:
     )
 
 
-def post(command: Movement, *, now_ms: int, hot_ttl_seconds: int, txn_id: str, request_hash: str) -> Posting:
+def post(
+    command: Movement,
+    *,
+    now_ms: int,
+    hot_ttl_seconds: int,
+    txn_id: str,
+    request_hash: str,
+    idempotency_window_seconds: int | None = None,
+) -> Posting:
     """The posting of ``command`` stamped at ``now_ms``; money rules are DynamoDB's conditions.
 
     ``now_ms`` is the server's clock, raised by the store past a wallet's ``updated_at`` when a
     refusal showed that wallet stamped at or after it (a server whose clock lags another's, or
-    two entries in one millisecond).
+    two entries in one millisecond). ``idempotency_window_seconds`` defaults to the hot TTL.
     """
+    window = hot_ttl_seconds if idempotency_window_seconds is None else idempotency_window_seconds
     return Posting(
         command=command,
         txn_id=txn_id,
@@ -100,6 +112,7 @@ def post(command: Movement, *, now_ms: int, hot_ttl_seconds: int, txn_id: str, r
         created_at=now_ms,
         expires_at=now_ms // 1000 + hot_ttl_seconds,
         legs=legs_of(command),
+        remembered_until=-(-now_ms // 1000) + window,
     )
 
 

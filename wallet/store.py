@@ -9,8 +9,14 @@ TransactWriteItems writes it, with the money rules as conditions DynamoDB checks
   ``attribute_exists(pk)``, ``updated_at < :now``, and ``balance >= :amount`` on a payer or
   ``balance <= :ceiling`` on a payee. Atomic ``ADD`` cannot lose a race, so a busy wallet takes
   writes as fast as DynamoDB commits them, with no compare-and-swap retries;
-- ``attribute_not_exists(pk)`` on the transaction item ``{wallet_id}_{nonce}#transaction``: the key
-  *is* the idempotency record, so a nonce executes at most once.
+- the request's transaction item ``{wallet_id}_{nonce}#transaction`` and its idempotency record
+  ``{wallet_id}_{nonce}`` in the idempotency table (:mod:`contracts.idempotency_table`: no stream,
+  so the record costs the stream consumer nothing; a transaction spans tables at the same cost per
+  item), each put under ``attribute_not_exists(pk) OR expires_at <= :now``: a nonce executes at
+  most once within the idempotency window (``WALLETLAKE_IDEMPOTENCY_WINDOW_SECONDS``, 2 days by
+  default), and a record past its window that TTL has not deleted yet counts as gone. The record
+  holds the request's outcome (its receipt, :mod:`wallet.receipts`) for the window; the
+  transaction item keeps the hot TTL.
 
 The wallet item's stream record (NEW_AND_OLD_IMAGES) of that transaction is then one complete
 ledger entry, with its version and balance after exactly as DynamoDB committed them.
@@ -20,7 +26,8 @@ each item that failed, which tells the cases apart without a read (:mod:`wallet.
 a missing wallet, a used nonce (a replay if its ``request_hash`` matches, otherwise
 ``idempotency_key_reused``), funds or the ceiling, another transaction on the wallet (retried with
 jittered exponential backoff, a bounded number of times; a wallet still busy after them answers
-429 ``throttled``, as does DynamoDB's own throttling), a wallet stamped at or after the posting's
+429 ``throttled``, as does DynamoDB's own throttling once botocore's DynamoDB backoff is spent:
+:meth:`WalletStore._call`), a wallet stamped at or after the posting's
 time (another server's clock ahead, or another entry in the same millisecond: written again at once,
 a millisecond later), or the service failed (503; the transaction is
 all-or-nothing, so a transfer is never half-written).
@@ -28,20 +35,22 @@ all-or-nothing, so a transfer is never half-written).
 A group commit (several requests in one transaction, :mod:`wallet.commit_queue`) that DynamoDB
 cancels only for ``TransactionConflict`` (another process's transaction on one of its wallets: a
 fleet of servers on a busy wallet) is written again whole after a jittered pause, a bounded number
-of times; one cancelled for anything else, or still conflicting after them, is split and each of
-its requests written alone, where a refusal is that request's own.
+of times. One cancelled for a refusal is read (:func:`wallet.cancellation.read_group_cancellation`):
+a used nonce is answered from its record at once, a request a wallet's condition refuses is
+written alone afterwards, and the others go again together at once, holding their wallets, so
+a refusal costs them one round trip. Every TransactWriteItems carries a ``ClientRequestToken``:
+repeating one whose answer was lost commits nothing twice and answers as the first did.
 
-Nonces are remembered while their transaction item exists: the hot window
-(``WALLETLAKE_HOT_TTL_SECONDS``, 8 hours by default), until DynamoDB's TTL physically deletes the
-item (usually within minutes of ``expires_at``, at most days later). After that the same nonce is a
-new request: clients must not reuse a nonce they used more than 8 hours ago.
+When no attempt of a write was answered, the outcome is unknown and the answer says so
+(:class:`~wallet.errors.OutcomeUnknownError`): the client repeats the request with the same nonce
+or asks for its receipt.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import enum
+import logging
 import random
 import time
 import uuid
@@ -49,6 +58,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 from contracts import api_metrics as metrics
+from contracts.idempotency_table import idempotency_key
 from contracts.settings import Settings
 from contracts.wallets_table import (
     ENTITY_TRANSACTION,
@@ -68,24 +78,34 @@ from wallet.cancellation import (
     Cause,
     conflict_only,
     read_cancellation,
+    read_group_cancellation,
 )
 from wallet.commands import CreateWallet, Deposit, Movement, Transfer, request_hash
-from wallet.commit_queue import CommitQueue, GroupCancelledError, Request
+from wallet.commit_queue import CommitQueue, Request
 from wallet.dynamodb import DynamoDBClient, DynamoDBError, DynamoDBTransportError
+from wallet.dynamodb_retry import Verdict, retry_after_seconds, throttle_backoff
 from wallet.errors import (
     BalanceLimitExceededError,
     ContentionError,
     IdempotencyKeyReusedError,
     InsufficientFundsError,
+    OutcomeUnknownError,
+    StoreRejectedError,
     StoreUnavailableError,
     ThrottledError,
+    WalletError,
     WalletNotFoundError,
 )
 from wallet.posting import Leg, Posting, WalletWrite, post, wallet_writes
+from wallet.receipts import Receipt, alive, receipt_of
 from wallet.telemetry import Telemetry
+
+_logger = logging.getLogger(__name__)
 
 _CANCELLED: Final = "TransactionCanceledException"
 _NOT_EXISTS: Final = "attribute_not_exists(#pk)"
+#: A nonce's items are new, or past their time: a record TTL has not deleted yet counts as gone.
+_GONE: Final = "attribute_not_exists(#pk) OR #e <= :now"
 
 #: Attribute names go through ``#`` placeholders so none can collide with DynamoDB's reserved words.
 _ENTRY_NAMES: Final = {
@@ -109,13 +129,11 @@ _EXISTS: Final = "attribute_exists(#pk)"
 _STAMPS_KEPT: Final = 100_000
 #: Requests in one group commit: bounds what one refusal sends back to be written alone.
 _MAX_GROUP: Final = 32
-
-
-class Outcome(enum.Enum):
-    """How a movement ended when it was not refused."""
-
-    APPLIED = "applied"
-    REPLAYED = "replayed"
+#: Items one request adds to a group commit besides its wallets: transaction item, idempotency record.
+_ITEMS_PER_REQUEST: Final = 2
+#: Writes of one group whose refusals are read before what is left goes alone (each write after
+#: the first follows a refusal; usually one suffices: the reasons name every refused request).
+_GROUP_ROUNDS: Final = 3
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -137,11 +155,28 @@ class RetryPolicy:
         (another process's transaction on one of its wallets) before the group is split into
         single writes, as a group with a real refusal is at once. Splitting a group that met a
         conflict turns one transaction on a busy wallet into many, each able to conflict again.
+    throttle_attempts:
+        Tries of one DynamoDB call DynamoDB throttles, with botocore's DynamoDB backoff between
+        them (:func:`wallet.dynamodb_retry.throttle_backoff`: 50 ms doubling, jittered), before
+        :class:`~wallet.errors.ThrottledError` (429). botocore's legacy DynamoDB policy allows
+        10 tries over about 25 s, longer than a client waits for a payment.
+    attempt_timeout:
+        Seconds one attempt may take (credentials, connection, the whole answer): near the latency
+        target (DynamoDB answers in milliseconds), so a stalled connection is abandoned and the
+        call tried again well within the deadline.
+    deadline:
+        Seconds one DynamoDB call may take over all its attempts and pauses, and at most half the
+        server's drain (``WALLETLAKE_DRAIN_SECONDS``, 25 s: :attr:`WalletStore.call_deadline`), so
+        a call in flight at SIGTERM is answered, and its group's turn in the queue taken, before
+        the process exits.
     """
 
     conflict_attempts: int = 10
     transient_attempts: int = 3
     group_conflict_attempts: int = 4
+    throttle_attempts: int = 4
+    attempt_timeout: float = 2.0
+    deadline: float = 10.0
     base_delay: float = 0.005
     max_delay: float = 0.2
 
@@ -156,21 +191,24 @@ def _now_ms() -> int:
 
 @dataclasses.dataclass(slots=True)
 class _Job:
-    """A movement waiting in the commit queue: what its posting is made of, kept across retries."""
+    """A movement waiting in the commit queue: what its posting is made of, kept across retries.
+
+    After a commit returns, at most one of ``receipt``, ``error`` and ``cancelled`` is set: the
+    request was answered from its group's reasons (a replay, a refusal), or written alone and
+    cancelled (its caller reads why); with none set it was committed as ``posting``.
+    """
 
     command: Movement
     request_hash: str
     txn_id: str
     not_before: int = 0
+    posting: Posting | None = None
+    receipt: Receipt | None = None
+    error: WalletError | None = None
+    cancelled: DynamoDBError | None = None
 
-
-class _CancelledAloneError(Exception):
-    """A request written alone was cancelled: its caller reads the reasons."""
-
-    def __init__(self, posting: Posting, error: DynamoDBError) -> None:
-        super().__init__(error)
-        self.posting = posting
-        self.error = error
+    def reset(self) -> None:
+        self.receipt = self.error = self.cancelled = None
 
 
 class WalletStore:
@@ -203,9 +241,12 @@ class WalletStore:
     ) -> None:
         self.settings = settings
         self.table = settings.table
+        self.idempotency_table = settings.idempotency_table
         self.client = dynamodb or DynamoDBClient(settings.region)
         self.telemetry = telemetry or Telemetry()
         self.retry = retry or RetryPolicy()
+        #: Seconds one DynamoDB call may take in all: the policy's deadline, within half the drain.
+        self.call_deadline = min(self.retry.deadline, settings.drain_seconds / 2)
         self._clock_ms = clock_ms
         self._sleep = sleep
         self._stamps: dict[str, int] = {}
@@ -214,7 +255,9 @@ class WalletStore:
             max_in_flight=settings.writes_in_flight,
             max_requests=_MAX_GROUP,
             on_group=self._count_group,
+            items_per_request=_ITEMS_PER_REQUEST,
         )
+        settings.check_idempotency_window()
 
     # ------------------------------------------------------------------ wallets
 
@@ -250,6 +293,11 @@ class WalletStore:
         }
         try:
             await self._call("TransactWriteItems", payload)
+        except OutcomeUnknownError as error:  # creating is idempotent per user: repeating tells
+            raise StoreUnavailableError(
+                "DynamoDB did not answer; repeat the request (a user has one wallet, so a repeat "
+                "answers the wallet if it was created)"
+            ) from error
         except DynamoDBError as error:  # cancelled (anything else is raised as a domain error)
             claim = (_reasons(error) or [{}])[0]
             if claim.get("Code") != CONDITION_FAILED:
@@ -271,15 +319,24 @@ class WalletStore:
 
     # ---------------------------------------------------------------- movements
 
-    async def deposit(self, command: Deposit) -> Outcome:
+    async def deposit(self, command: Deposit) -> Receipt:
         """Credit a wallet once per nonce (see :meth:`execute`)."""
         return await self.execute(command)
 
-    async def transfer(self, command: Transfer) -> Outcome:
+    async def transfer(self, command: Transfer) -> Receipt:
         """Move money between two wallets once per nonce (see :meth:`execute`)."""
         return await self.execute(command)
 
-    async def execute(self, command: Movement) -> Outcome:
+    async def receipt(self, wallet_id: str, nonce: str) -> Receipt | None:
+        """The outcome of the wallet's request with ``nonce``, within the window; None if none.
+
+        Read from the idempotency record (strongly consistent), or, for a request written before
+        records existed, from its hot transaction item; either past its time counts as gone.
+        """
+        item = await self._remembered(wallet_id, nonce)
+        return None if item is None else receipt_of(item, replayed=True)
+
+    async def execute(self, command: Movement) -> Receipt:
         """Run a deposit or transfer to completion: applied, replayed, or refused with a domain error.
 
         One TransactWriteItems, with no read before it, shared with the other requests waiting on
@@ -291,6 +348,9 @@ class WalletStore:
         exists reads the transaction item first (never on the common path: DynamoDB reports every
         item's condition).
 
+        Returns the request's receipt: applied now, or replayed (``replayed``) from the first
+        execution's idempotency record.
+
         Raises
         ------
         WalletNotFoundError, IdempotencyKeyReusedError, InsufficientFundsError, BalanceLimitExceededError
@@ -299,26 +359,38 @@ class WalletStore:
             A busy wallet: every attempt met another transaction on it; nothing was written (a
             :class:`ThrottledError`, answered 429 ``throttled`` with ``Retry-After``).
         ThrottledError, StoreUnavailableError
-            DynamoDB pushed back or failed.
+            DynamoDB pushed back or failed; nothing was written.
+        OutcomeUnknownError
+            No attempt was answered: the write may have committed (the error names its txn_id).
         """
         job = _Job(command, request_hash(command), str(uuid.uuid4()))  # one txn_id across retries
         request = Request(_wallets_of(command), transaction_key(command.wallet_id, command.nonce), job)
         for attempt in range(self.retry.conflict_attempts):
+            job.reset()
             try:
                 await self._queue.submit(request)
-            except _CancelledAloneError as cancelled:
-                cancellation = read_cancellation(cancelled.posting, _reasons(cancelled.error))
-                outcome = await self._settle(cancellation, cancelled.posting, cancelled.error)
-                if outcome is not None:
-                    return outcome
-                self.telemetry.count(metrics.RETRIES)
-                if cancellation.cause is Cause.CLOCK_BEHIND and cancellation.not_before_ms is not None:
-                    self.telemetry.count(metrics.CLOCK_RETRIES)
-                    job.not_before = cancellation.not_before_ms
-                else:
-                    await self._sleep(self.retry.delay(attempt))
-                continue
-            return Outcome.APPLIED
+            except OutcomeUnknownError as error:
+                raise OutcomeUnknownError(
+                    command.wallet_id, command.nonce, job.txn_id, error.retry_after or 1
+                ) from error
+            if job.error is not None:
+                raise job.error
+            if job.receipt is not None:
+                return job.receipt
+            posting = job.posting
+            assert posting is not None  # every request the queue sends was posted
+            if job.cancelled is None:
+                return _applied(posting)
+            cancellation = read_cancellation(posting, _reasons(job.cancelled))
+            receipt = await self._settle(cancellation, posting, job.cancelled)
+            if receipt is not None:
+                return receipt
+            self.telemetry.count(metrics.RETRIES)
+            if cancellation.cause is Cause.CLOCK_BEHIND and cancellation.not_before_ms is not None:
+                self.telemetry.count(metrics.CLOCK_RETRIES)
+                job.not_before = cancellation.not_before_ms
+            else:
+                await self._sleep(self.retry.delay(attempt))
         self.telemetry.event(
             metrics.CONTENTION_EXHAUSTED, wallet_id=command.wallet_id, attempts=self.retry.conflict_attempts
         )
@@ -340,44 +412,88 @@ class WalletStore:
         """
         await self._queue.drain()
 
-    async def _commit(self, requests: Sequence[Request[_Job]]) -> None:
+    async def _commit(self, requests: Sequence[Request[_Job]]) -> list[Request[_Job]]:
         """Write one transaction of the queue's requests: stamped, posted, merged per wallet.
 
-        Raises :class:`_CancelledAloneError` for a cancelled request written alone (the caller reads
-        it) and :class:`GroupCancelledError` for a cancelled group (each is then written alone).
-        A group cancelled only for ``TransactionConflict`` is first written again whole, after a
-        jittered pause and stamped anew, up to :attr:`RetryPolicy.group_conflict_attempts` times:
-        nothing of it was applied, this process still holds its wallets, and no request of it
-        refused, so splitting it would only send more transactions to the busy wallets.
+        Returns the requests to write again alone (the queue sends them next); every other one is
+        settled on its job: committed, answered from its group's reasons, or (written alone)
+        cancelled, for its caller to read. A cancelled group is read
+        (:func:`~wallet.cancellation.read_group_cancellation`): a used nonce is answered from its
+        record, requests a wallet refused leave to be written alone, and the rest are written
+        again together at once, stamped anew, holding their wallets: a refusal costs them one
+        round trip. A group cancelled only for ``TransactionConflict`` is written again whole after
+        a jittered pause, up to :attr:`RetryPolicy.group_conflict_attempts` times: nothing of it was
+        applied and no request of it refused, so splitting it would only send more transactions to
+        the busy wallets. Reasons that explain nothing usable (throttling) split the group.
         """
-        attempts = max(1, self.retry.group_conflict_attempts)  # one write at least, whatever the policy
-        for attempt in range(attempts):
-            postings = [self._posting(request.value, request.wallets) for request in requests]
+        remaining = list(requests)
+        leftovers: list[Request[_Job]] = []
+        conflicts = rounds = 0
+        conflict_attempts = max(1, self.retry.group_conflict_attempts)
+        while remaining:
+            postings = [self._posting(request.value, request.wallets) for request in remaining]
+            payload = transaction_request(
+                self.table,
+                *postings,
+                now_s=self._clock_ms() // 1000,
+                idempotency_table=self.idempotency_table,
+            )
             try:
-                await self._call("TransactWriteItems", transaction_request(self.table, *postings))
+                await self._call("TransactWriteItems", payload)
             except DynamoDBError as error:  # cancelled (anything else is raised as a domain error)
-                if len(postings) == 1:
-                    raise _CancelledAloneError(postings[0], error) from error
-                conflicted = conflict_only(_reasons(error))
-                if conflicted:
+                if len(remaining) == 1:
+                    remaining[0].value.cancelled = error
+                    return leftovers
+                reasons = _reasons(error)
+                if conflict_only(reasons):
                     self.telemetry.count(metrics.TRANSACTION_CONFLICTS)
-                if not conflicted or attempt == attempts - 1:
+                    conflicts += 1
+                    if conflicts < conflict_attempts:
+                        self.telemetry.count(metrics.GROUP_CONFLICT_RETRIES)
+                        self.telemetry.count(metrics.RETRIES)
+                        await self._sleep(self.retry.delay(conflicts - 1))
+                        continue
                     self.telemetry.count(metrics.GROUP_SPLITS)
-                    raise GroupCancelledError(len(postings)) from error
-                self.telemetry.count(metrics.GROUP_CONFLICT_RETRIES)
+                    return leftovers + remaining
+                read = read_group_cancellation(postings, reasons)
+                rounds += 1
+                if read is None or rounds >= _GROUP_ROUNDS:
+                    self.telemetry.count(metrics.GROUP_SPLITS)
+                    return leftovers + remaining
+                kept = []
+                for index, request in enumerate(remaining):
+                    job = request.value
+                    job.not_before = max(job.not_before, read.not_before_ms.get(index, 0))
+                    if index in read.records:
+                        try:
+                            job.receipt = self._replay(job.command, read.records[index], job.request_hash)
+                        except IdempotencyKeyReusedError as refusal:
+                            job.error = refusal
+                    elif index in read.alone:
+                        leftovers.append(request)
+                    else:
+                        kept.append(request)
+                if read.not_before_ms:
+                    self.telemetry.count(metrics.CLOCK_RETRIES)
                 self.telemetry.count(metrics.RETRIES)
-                await self._sleep(self.retry.delay(attempt))
+                if read.conflicted:
+                    self.telemetry.count(metrics.TRANSACTION_CONFLICTS)
+                    await self._sleep(self.retry.delay(0))
+                remaining = kept
             else:
-                return
+                return leftovers
+        return leftovers
 
     def _posting(self, job: _Job, wallets: tuple[str, ...]) -> Posting:
-        return post(
+        job.posting = post(
             job.command,
             now_ms=self._stamp(wallets, job.not_before),
             hot_ttl_seconds=self.settings.hot_ttl_seconds,
             txn_id=job.txn_id,
             request_hash=job.request_hash,
+            idempotency_window_seconds=self.settings.idempotency_window_seconds,
         )
+        return job.posting
 
     def _stamp(self, wallets: tuple[str, ...], not_before: int) -> int:
         """The posting's time: now, but after this process's last stamp on each touched wallet.
@@ -399,20 +515,24 @@ class WalletStore:
 
     async def _settle(
         self, cancellation: Cancellation, posting: Posting, error: DynamoDBError
-    ) -> Outcome | None:
+    ) -> Receipt | None:
         """Act on a read cancellation: an outcome, a refusal (raised), or None to write again."""
         command = posting.command
         cause = cancellation.cause
         if cause is Cause.WALLET_NOT_FOUND:
             raise WalletNotFoundError(cancellation.wallet_id or command.wallet_id)
         if cause is Cause.NONCE_USED:
-            existing = cancellation.transaction_item or await self._transaction_item(command)
-            # None: the item expired between the two calls, so the nonce is free again: write again
+            existing = cancellation.transaction_item or await self._remembered(
+                command.wallet_id, command.nonce
+            )
+            # None: the record expired between the two calls, so the nonce is free again: write again
             return None if existing is None else self._replay(command, existing, posting.request_hash)
         if cause in (Cause.INSUFFICIENT_FUNDS, Cause.BALANCE_LIMIT):
             # The nonce is judged before funds: a replay of a transfer that emptied the wallet must
             # still answer like the original.
-            if not cancellation.nonce_checked and (existing := await self._transaction_item(command)):
+            if not cancellation.nonce_checked and (
+                existing := await self._remembered(command.wallet_id, command.nonce)
+            ):
                 return self._replay(command, existing, posting.request_hash)
             wallet_id = cancellation.wallet_id or command.wallet_id
             if cause is Cause.INSUFFICIENT_FUNDS:
@@ -421,7 +541,7 @@ class WalletStore:
         if cause is Cause.THROTTLED:
             codes = ",".join(cancellation.codes)
             self.telemetry.event(metrics.THROTTLES, operation="TransactWriteItems", reasons=codes)
-            raise ThrottledError("DynamoDB is throttling this wallet; retry later")
+            raise ThrottledError("DynamoDB is throttling this wallet; retry later", retry_after_seconds())
         if cause is Cause.CONFLICT:
             self.telemetry.count(metrics.TRANSACTION_CONFLICTS)
             return None
@@ -429,22 +549,34 @@ class WalletStore:
             return None
         raise self._unavailable("TransactWriteItems", error)
 
-    async def _transaction_item(self, command: Movement) -> dict[str, Any] | None:
-        """The transaction item of the command's nonce (its ``request_hash``), read consistently."""
-        key = transaction_key(command.wallet_id, command.nonce)
-        return await self._get(key, "#h", {"#h": Attr.REQUEST_HASH})
+    async def _remembered(self, wallet_id: str, nonce: str) -> dict[str, Any] | None:
+        """The record of the nonce within its window (or its hot item), read consistently.
 
-    def _replay(self, command: Movement, existing: Mapping[str, Any], fingerprint: str) -> Outcome:
+        The hot transaction item answers for a request written before records existed; either
+        past its ``expires_at`` counts as gone.
+        """
+        now_s = self._clock_ms() // 1000
+        for table, key in (
+            (self.idempotency_table, idempotency_key(wallet_id, nonce)),
+            (self.table, transaction_key(wallet_id, nonce)),
+        ):
+            item = await self._get(key, None, table=table)
+            if item is not None and alive(item, now_s):
+                return item
+        return None
+
+    def _replay(self, command: Movement, existing: Mapping[str, Any], fingerprint: str) -> Receipt:
+        """The first outcome, if ``existing`` is the record of the same request (else 409)."""
         if existing.get(Attr.REQUEST_HASH, {}).get("S") != fingerprint:
             raise IdempotencyKeyReusedError(command.wallet_id, command.nonce)
         self.telemetry.count(metrics.REPLAYS)
-        return Outcome.REPLAYED
+        return receipt_of(existing, replayed=True)
 
     def _cancelled_otherwise(self, error: DynamoDBError, user_id: str) -> Exception:
         codes = [reason.get("Code", "None") for reason in _reasons(error)]
         if any(code in THROTTLE_REASONS for code in codes):
             self.telemetry.event(metrics.THROTTLES, operation="TransactWriteItems", user_id=user_id)
-            return ThrottledError("DynamoDB is throttling; retry later")
+            return ThrottledError("DynamoDB is throttling; retry later", retry_after_seconds())
         if TRANSACTION_CONFLICT in codes:
             self.telemetry.count(metrics.TRANSACTION_CONFLICTS)
             return ContentionError("another request for this user is in flight; retry")
@@ -453,10 +585,15 @@ class WalletStore:
     # ---------------------------------------------------------- DynamoDB calls
 
     async def _get(
-        self, key: str, projection: str | None, names: dict[str, str] | None = None
+        self,
+        key: str,
+        projection: str | None,
+        names: dict[str, str] | None = None,
+        *,
+        table: str | None = None,
     ) -> dict[str, Any] | None:
         payload: dict[str, Any] = {
-            "TableName": self.table,
+            "TableName": table or self.table,
             "Key": {Attr.PK: _s(key)},
             "ConsistentRead": True,
         }
@@ -468,40 +605,111 @@ class WalletStore:
         return item or None
 
     async def _call(self, operation: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """One DynamoDB call; 5xx and network failures retried, throttling raised as 429.
+        """One DynamoDB call, retried as botocore's retry data says, within one deadline.
+
+        Each attempt has :attr:`RetryPolicy.attempt_timeout`, all of them together
+        :attr:`RetryPolicy.deadline`. What an error calls for is :func:`wallet.dynamodb_retry.classify`'s
+        verdict: throttling backs off (botocore's DynamoDB delay) and tries again, then answers 429;
+        a transient failure (5xx, a lost or garbled answer) tries again, then answers 503; a
+        cancellation goes back to the caller, which reads its reasons; a refusal a repeat cannot
+        fix (credentials, validation, a missing table) answers 500 ``dynamodb_refused`` at once.
+        Every failure is logged with DynamoDB's request id.
 
         Every write this store sends is conditional on the nonce or on ``attribute_not_exists``,
-        so repeating one whose answer was lost cannot apply it twice: the repeat is judged a replay.
+        and a TransactWriteItems carries its ``ClientRequestToken``, so repeating one whose
+        answer was lost cannot apply it twice. When every attempt of a write was sent and none
+        was answered, its outcome is unknown (:class:`OutcomeUnknownError`), not "unavailable".
         """
-        attempts = self.retry.transient_attempts
-        for attempt in range(attempts):
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.call_deadline
+        transient = throttled = 0
+        maybe_committed = False
+        while True:
+            timeout = min(self.retry.attempt_timeout, deadline - loop.time())
             try:
-                return await self.client.call(operation, payload)
+                if timeout <= 0:
+                    raise DynamoDBTransportError(
+                        f"no time left for {operation} within the {self.call_deadline:.1f} s deadline",
+                        sent=False,
+                    )
+                return await self.client.call(operation, payload, timeout=timeout)
             except DynamoDBError as error:
-                if error.throttled:
-                    self.telemetry.event(metrics.THROTTLES, operation=operation, error=error.type)
-                    raise ThrottledError(f"DynamoDB is throttling ({error.type}); retry later") from error
-                if error.type == _CANCELLED:
+                verdict = error.verdict
+                if verdict is Verdict.CANCELLED:
+                    _logger.debug("DynamoDB %s cancelled (request id %s)", operation, error.request_id)
                     raise  # a cancelled transaction: the caller reads its reasons
-                if not error.server_side:
-                    raise self._unavailable(operation, error) from error
+                _logger.warning(
+                    "DynamoDB %s failed: %s %s (%s, request id %s): %s",
+                    operation,
+                    error.status,
+                    error.type,
+                    verdict.value,
+                    error.request_id,
+                    error.message,
+                )
+                if verdict is Verdict.REFUSED:
+                    raise self._rejected(operation, error) from error
+                if verdict is Verdict.THROTTLED:
+                    self.telemetry.event(metrics.THROTTLES, operation=operation, error=error.type)
+                    delay = throttle_backoff(throttled)
+                    throttled += 1
+                    if throttled >= self.retry.throttle_attempts or loop.time() + delay >= deadline:
+                        raise ThrottledError(
+                            f"DynamoDB is throttling ({error.type}, request id {error.request_id}); "
+                            "nothing was written, retry later with the same nonce",
+                            retry_after_seconds(),
+                        ) from error
+                    self.telemetry.count(metrics.RETRIES)
+                    await self._sleep(delay)
+                    continue
+                maybe_committed = True
                 self.telemetry.event(metrics.INTERNAL_ERRORS, operation=operation, error=error.type)
-                if attempt == attempts - 1:
-                    raise self._unavailable(operation, error) from error
+                transient += 1
+                if transient >= self.retry.transient_attempts:
+                    raise self._unknown(operation, error, maybe_committed) from error
             except DynamoDBTransportError as error:
+                maybe_committed = maybe_committed or error.sent
+                _logger.warning(
+                    "DynamoDB %s failed in transport (request id %s, sent %s): %s",
+                    operation,
+                    error.request_id,
+                    error.sent,
+                    error,
+                )
                 self.telemetry.event(metrics.NETWORK_ERRORS, operation=operation, error=str(error))
-                if attempt == attempts - 1:
-                    raise StoreUnavailableError(
-                        f"DynamoDB unreachable for {operation}; retry later"
-                    ) from error
+                transient += 1
+                if transient >= self.retry.transient_attempts or loop.time() >= deadline:
+                    raise self._unknown(operation, error, maybe_committed) from error
             self.telemetry.count(metrics.RETRIES)
-            await self._sleep(self.retry.delay(attempt))
-        raise AssertionError("unreachable")  # pragma: no cover
+            await self._sleep(min(self.retry.delay(transient - 1), max(0.0, deadline - loop.time())))
+
+    def _unknown(self, operation: str, error: Exception, maybe_committed: bool) -> StoreUnavailableError:
+        """The last failure of a call: outcome unknown for a write that may have committed."""
+        if maybe_committed and operation == "TransactWriteItems":
+            return OutcomeUnknownError("", "", None, retry_after_seconds())  # execute() names the request
+        if isinstance(error, DynamoDBError):
+            return self._unavailable(operation, error)
+        return StoreUnavailableError(
+            f"DynamoDB unreachable for {operation} ({error}); nothing was written, retry later",
+            retry_after_seconds(),
+        )
 
     def _unavailable(self, operation: str, error: DynamoDBError) -> StoreUnavailableError:
-        if not error.server_side:  # a refusal we do not expect: a missing table, a bad request
+        if error.verdict is Verdict.CANCELLED:  # cancelled for reasons the store cannot read
             self.telemetry.event(metrics.UNEXPECTED_ERRORS, operation=operation, error=str(error))
-        return StoreUnavailableError(f"DynamoDB {operation} failed ({error.type}); retry later")
+        return StoreUnavailableError(
+            f"DynamoDB {operation} failed ({error.type}, request id {error.request_id}); retry later",
+            retry_after_seconds(),
+        )
+
+    def _rejected(self, operation: str, error: DynamoDBError) -> StoreRejectedError:
+        """A refusal no repeat can fix: counted, and answered as it is."""
+        self.telemetry.event(metrics.UNEXPECTED_ERRORS, operation=operation, error=str(error))
+        return StoreRejectedError(
+            f"DynamoDB refused {operation}: {error.type} (HTTP {error.status}, request id "
+            f"{error.request_id}): {error.message}. Nothing was written; repeating will not help "
+            "until the deployment is fixed (credentials, permissions, table)"
+        )
 
 
 def _s(value: str) -> dict[str, str]:
@@ -524,19 +732,85 @@ def _reasons(error: DynamoDBError) -> list[dict[str, Any]]:
     return reasons if isinstance(reasons, list) else []
 
 
-def transaction_request(table: str, *postings: Posting) -> dict[str, Any]:
-    """TransactWriteItems of postings: one update per touched wallet, then the transaction items.
+def transaction_request(
+    table: str, *postings: Posting, now_s: int | None = None, idempotency_table: str | None = None
+) -> dict[str, Any]:
+    """TransactWriteItems of postings: one update per touched wallet, the transaction items, the records.
 
-    One posting gives its legs' updates in :attr:`Posting.legs` order and its transaction item
-    last (the order :func:`wallet.cancellation.read_cancellation` reads). Several (a group commit)
-    give one update per wallet, carrying its legs in posting order.
+    One posting gives its legs' updates in :attr:`Posting.legs` order, its transaction item and
+    its idempotency record (in ``idempotency_table``) last (the order
+    :func:`wallet.cancellation.read_cancellation` reads). Several (a group commit) give one update
+    per wallet, carrying its legs in posting order, then every transaction item, then every
+    record. ``now_s`` (epoch seconds, now when None) judges whether a nonce's earlier items are
+    past their time. Without ``idempotency_table`` no record is written: only the items of
+    ``table``, whose stream is the ledger (tests that build stream records write so); the store
+    always names it. A fresh ``ClientRequestToken`` makes a repeat of this very request (after a
+    lost answer) succeed as the first did instead of cancelling.
     """
+    now = time.time_ns() // 1_000_000_000 if now_s is None else now_s
     updates = [{"Update": _wallet_update(table, write)} for write in wallet_writes(postings)]
-    return {"TransactItems": [*updates, *({"Put": _transaction_put(table, p)} for p in postings)]}
+    records = (
+        [{"Put": _idempotency_put(idempotency_table, p, now)} for p in postings] if idempotency_table else []
+    )
+    return {
+        "TransactItems": [
+            *updates,
+            *({"Put": _transaction_put(table, p, now)} for p in postings),
+            *records,
+        ],
+        "ClientRequestToken": str(uuid.uuid4()),
+    }
 
 
-def _transaction_put(table: str, posting: Posting) -> dict[str, Any]:
-    """The transaction item: the request's idempotency record, put only if its key is new."""
+def _applied(posting: Posting) -> Receipt:
+    command = posting.command
+    return Receipt(
+        txn_id=posting.txn_id,
+        type=command.txn_type,
+        wallet_id=command.wallet_id,
+        nonce=command.nonce,
+        amount=command.amount,
+        counterparty=command.to_wallet_id if isinstance(command, Transfer) else None,
+        created_at=posting.created_at,
+    )
+
+
+def _idempotency_put(table: str, posting: Posting, now_s: int) -> dict[str, Any]:
+    """The idempotency record: the request's receipt, kept for the window (its ``expires_at``).
+
+    Its attributes are :data:`contracts.idempotency_table.IDEMPOTENCY_ATTRIBUTES`.
+    """
+    command = posting.command
+    item: dict[str, Any] = {
+        Attr.PK: _s(idempotency_key(command.wallet_id, command.nonce)),
+        Attr.TXN_ID: _s(posting.txn_id),
+        Attr.TYPE: _s(command.txn_type),
+        Attr.WALLET_ID: _s(command.wallet_id),
+        Attr.AMOUNT: _n(command.amount),
+        Attr.NONCE: _s(command.nonce),
+        Attr.REQUEST_HASH: _s(posting.request_hash),
+        Attr.CREATED_AT: _n(posting.created_at),
+        Attr.EXPIRES_AT: _n(posting.remembered_until),
+    }
+    if isinstance(command, Transfer):
+        item[Attr.TO_WALLET_ID] = _s(command.to_wallet_id)
+    return _put_unless_remembered(table, item, now_s)
+
+
+def _put_unless_remembered(table: str, item: dict[str, Any], now_s: int) -> dict[str, Any]:
+    """A Put only if the key is new or past its ``expires_at``; a refusal returns it (ALL_OLD)."""
+    return {
+        "TableName": table,
+        "Item": item,
+        "ConditionExpression": _GONE,
+        "ExpressionAttributeNames": {"#pk": Attr.PK, "#e": Attr.EXPIRES_AT},
+        "ExpressionAttributeValues": {":now": _n(now_s)},
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
+def _transaction_put(table: str, posting: Posting, now_s: int) -> dict[str, Any]:
+    """The hot transaction item, put only if its key is new or past its hot TTL."""
     command = posting.command
     item: dict[str, Any] = {
         Attr.PK: _s(transaction_key(command.wallet_id, command.nonce)),
@@ -552,7 +826,7 @@ def _transaction_put(table: str, posting: Posting) -> dict[str, Any]:
     }
     if isinstance(command, Transfer):
         item[Attr.TO_WALLET_ID] = _s(command.to_wallet_id)
-    return _put_new(table, item)
+    return _put_unless_remembered(table, item, now_s)
 
 
 def _put_new(table: str, item: dict[str, Any]) -> dict[str, Any]:

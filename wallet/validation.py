@@ -65,7 +65,7 @@ NONCE_SCHEMA: Final[dict[str, Any]] = {
     "maxLength": MAX_NONCE_LENGTH,
     "description": (
         "Idempotency key chosen by the client, unique per addressed wallet (deposits and transfers "
-        "share it). Remembered for at least the hot window (8 hours by default)."
+        "share it). Remembered for the idempotency window (2 days by default)."
     ),
     "example": "18c3a3f2e9b1",
 }

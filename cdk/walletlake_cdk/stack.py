@@ -17,6 +17,7 @@ from walletlake_cdk.catalog import build_catalog
 from walletlake_cdk.committer import build_committer
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import build_function_assets, settings_environment
+from walletlake_cdk.idempotency_table import build_idempotency_table, grant_write_path
 from walletlake_cdk.ledger_table import build_ledger_table
 from walletlake_cdk.monitoring import (
     Monitored,
@@ -59,6 +60,7 @@ class WalletLakeStack(Stack):
         self.config = config
         storage = build_storage(self, config)
         table = build_ledger_table(self, config, storage.data_key)
+        idempotency_table = build_idempotency_table(self, config, storage.data_key)
         environment = settings_environment(config.settings, storage.bucket_name)
         assets = build_function_assets(self, config)
         api_role: iam.IRole
@@ -73,6 +75,7 @@ class WalletLakeStack(Stack):
                 fleet.task_definition, fleet.execution_role, fleet.lattice_role, fleet.vpc
             )
             api_role, api_url, api_functions = fleet.task_role, fleet.endpoint, []
+        grant_write_path(idempotency_table, api_role)
         consumer = build_stream_consumer(self, config, assets, table, storage, environment)
         catalog = build_catalog(self, config, storage)
         if config.iceberg:
@@ -121,6 +124,7 @@ class WalletLakeStack(Stack):
         )
 
         self.table = table
+        self.idempotency_table = idempotency_table
         self.storage = storage
         self.consumer = consumer
         self.catalog = catalog

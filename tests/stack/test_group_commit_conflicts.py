@@ -26,6 +26,7 @@ from support.dynamodb_faults import (
     conflict_on_first_item,
     conflict_on_wallets,
     first_attempts_of_groups,
+    nonces_of,
 )
 from support.wallet_http import serve
 from support.wallet_table import assert_chains
@@ -37,10 +38,18 @@ from wallet.cancellation import conflict_only
 from wallet.commands import CreateWallet, Deposit, Transfer
 from wallet.dynamodb import DynamoDBClient
 from wallet.errors import InsufficientFundsError
-from wallet.store import Outcome, RetryPolicy, WalletStore
+from wallet.receipts import Receipt
+from wallet.store import RetryPolicy, WalletStore
 
 #: Short pauses (the policy's shape, not its scale, is under test); four tries of a conflicted group.
 FAST = RetryPolicy(base_delay=0.001, max_delay=0.005, group_conflict_attempts=4)
+
+
+def outcome(result: object) -> object:
+    """``"applied"`` or ``"replayed"`` for a receipt; an exception as it is."""
+    if isinstance(result, Receipt):
+        return "replayed" if result.replayed else "applied"
+    return result
 
 
 def _store(settings: Settings, **changes: Any) -> tuple[WalletStore, ScriptedDynamoDB]:
@@ -69,7 +78,7 @@ def _group_scenario(store: WalletStore) -> tuple[list[str], list[Any]]:
             store.execute(Deposit(a, 3, "d2")),
             return_exceptions=True,
         )
-        return [a, b, c], list(outcomes)
+        return [a, b, c], [outcome(each) for each in outcomes]
 
     return asyncio.run(scenario())
 
@@ -115,7 +124,7 @@ def test_a_group_cancelled_for_transaction_conflicts_is_written_again_whole_not_
     wallets, outcomes = _group_scenario(store)
 
     # THEN every request applied once
-    assert outcomes == [Outcome.APPLIED] * 7
+    assert outcomes == ["applied"] * 7
     # AND the group went out three times, whole each time: one TransactWriteItems per attempt
     # carrying all six, the first two cancelled, and never a single write of any of them
     assert client.writes[-4:] == [["first"], GROUP, GROUP, GROUP]
@@ -145,7 +154,7 @@ def test_a_group_still_conflicting_after_its_attempts_is_split_into_single_write
 
     # THEN the group was tried whole the policy's four times, then each request was written alone,
     # in arrival order, and each applied
-    assert outcomes == [Outcome.APPLIED] * 7
+    assert outcomes == ["applied"] * 7
     assert client.writes[-11:] == [["first"], GROUP, GROUP, GROUP, GROUP, *[[nonce] for nonce in GROUP]]
     counts = store.telemetry.snapshot()
     assert counts[metrics.GROUP_CONFLICT_RETRIES] == FAST.group_conflict_attempts - 1
@@ -157,7 +166,7 @@ def test_a_group_still_conflicting_after_its_attempts_is_split_into_single_write
 
 
 @pytest.mark.stack
-def test_a_group_with_a_real_refusal_is_split_at_once_and_the_refusal_is_that_requests_own(
+def test_only_the_requests_a_cancellation_names_leave_a_group_and_the_rest_commit_in_one_more_trip(
     settings: Settings,
 ) -> None:
     store, client = _store(settings, writes_in_flight=1)
@@ -166,50 +175,78 @@ def test_a_group_with_a_real_refusal_is_split_at_once_and_the_refusal_is_that_re
         a, b = await _wallets(store, 2)
         await store.execute(Deposit(a, 10, "fund"))
         # GIVEN one request in flight and a group behind it in which one transfer overdraws
-        # (DynamoDB Local refuses it with ConditionalCheckFailed, as the service does)
-        return [a, b], list(
-            await asyncio.gather(
+        # (DynamoDB Local refuses it with ConditionalCheckFailed, as the service does) and one
+        # request is a client's retry of an earlier one (same nonce, same body), among others
+        others = [store.execute(Deposit(b, 1, f"d{index}")) for index in range(6)]
+        return [a, b], [
+            outcome(each)
+            for each in await asyncio.gather(
                 store.execute(Deposit(b, 1, "first")),
                 store.execute(Transfer(a, b, 6, "ok")),
-                store.execute(Transfer(a, b, 6, "overdraw")),
+                store.execute(Transfer(a, b, 7, "overdraw")),
+                store.execute(Deposit(a, 10, "fund")),
                 store.execute(Deposit(a, 2, "later")),
+                *others,
                 return_exceptions=True,
             )
-        )
+        ]
 
     wallets, outcomes = asyncio.run(scenario())
 
-    # THEN the group was sent once, then split with no conflict retry; the overdraft alone refused
-    assert outcomes[:2] == [Outcome.APPLIED, Outcome.APPLIED]
+    # THEN the replay answered from its record, the overdraft alone refused, every other 204
+    assert outcomes[:2] == ["applied", "applied"]
     assert isinstance(outcomes[2], InsufficientFundsError)
-    assert outcomes[3] is Outcome.APPLIED
-    assert client.writes[-5:] == [["first"], ["ok", "overdraw", "later"], ["ok"], ["overdraw"], ["later"]]
+    assert outcomes[3] == "replayed"
+    assert outcomes[4:] == ["applied"] * 7
+    # AND the others were written again together at once: one extra round trip, the overdraft
+    # alone after them (the replay needed no write of its own), nothing split, nothing retried
+    group = ["ok", "overdraw", "fund", "later", *(f"d{index}" for index in range(6))]
+    assert client.writes[-4:] == [
+        ["first"],
+        group,
+        [nonce for nonce in group if nonce not in ("overdraw", "fund")],
+        ["overdraw"],
+    ]
     counts = store.telemetry.snapshot()
-    assert (counts[metrics.GROUP_SPLITS], counts[metrics.GROUP_CONFLICT_RETRIES]) == (1, 0)
+    assert (counts[metrics.GROUP_SPLITS], counts[metrics.GROUP_CONFLICT_RETRIES]) == (0, 0)
     a, b = wallets
     table = assert_chains(settings, wallets)
-    assert (table.wallets[a][Attr.BALANCE], table.wallets[b][Attr.BALANCE]) == (6, 7)
+    assert (table.wallets[a][Attr.BALANCE], table.wallets[b][Attr.BALANCE]) == (6, 13)
 
 
 @pytest.mark.stack
-def test_a_conflict_beside_a_real_refusal_splits_the_group_at_once(settings: Settings) -> None:
-    # GIVEN a group whose cancellation names a conflict on one item and a failed condition on another
+def test_a_conflict_beside_a_refusal_sends_the_named_requests_alone_and_the_rest_together(
+    settings: Settings,
+) -> None:
+    # GIVEN a group whose cancellation names a conflict on one wallet (a) and a failed condition
+    # on another (b, with no item returned: as for a wallet that does not exist)
     store, client = _store(settings, writes_in_flight=1)
 
     def mixed(payload: dict[str, Any]) -> list[dict[str, Any]]:
         failed = {"Code": "ConditionalCheckFailed", "Message": "The conditional request failed"}
         return [CONFLICT_REASON, failed, *[HELD_REASON] * (len(payload["TransactItems"]) - 2)]
 
-    client.cancel = first_attempts_of_groups(1, mixed)
+    client.cancel = lambda payload: mixed(payload) if nonces_of(payload) == GROUP else None
 
     # WHEN the six leave together
     wallets, outcomes = _group_scenario(store)
 
-    # THEN it is not written again whole: split at once, each request alone (all sound, all applied)
-    assert outcomes == [Outcome.APPLIED] * 7
-    assert client.writes[-8:] == [["first"], GROUP, *[[nonce] for nonce in GROUP]]
+    # THEN the requests on b leave to be written alone, the others go again together after a
+    # pause (the conflict), never split. Without t2 (b -> c 20) before it, t3 (c -> a 15) now
+    # overdraws c, so DynamoDB refuses it too: it leaves in turn and t4, d2 commit together. The
+    # alone ones follow in arrival order, where t3 finds t2 applied. All sound, so all applied.
+    assert outcomes == ["applied"] * 7
+    on_b = ["t1", "t2", "d1"]
+    rest = [nonce for nonce in GROUP if nonce not in on_b]
+    assert client.writes[-8:] == [
+        ["first"],
+        GROUP,
+        rest,
+        ["t4", "d2"],
+        *[[nonce] for nonce in [*on_b, "t3"]],
+    ]
     counts = store.telemetry.snapshot()
-    assert (counts[metrics.GROUP_SPLITS], counts[metrics.GROUP_CONFLICT_RETRIES]) == (1, 0)
+    assert (counts[metrics.GROUP_SPLITS], counts[metrics.GROUP_CONFLICT_RETRIES]) == (0, 0)
     assert_chains(settings, wallets)
 
 

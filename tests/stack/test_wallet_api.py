@@ -341,13 +341,21 @@ def test_openapi_documents_every_route_with_its_statuses(api: Api) -> None:
             "503",
         },
         ("get", "/api/v1/wallets/{wallet_id}/balance"): {"200", "404", "422", "429", "500", "503"},
+        ("get", "/api/v1/wallets/{wallet_id}/transactions/{nonce}"): {
+            "200",
+            "404",
+            "422",
+            "429",
+            "500",
+            "503",
+        },
         ("get", "/healthz"): {"200"},
         ("get", "/metrics"): {"200"},
     }
     for (method, path), expected in statuses.items():
         assert set(paths[path][method]["responses"]) == expected, (method, path)
         # the other spelling of each wallet route is documented alike
-        if path.startswith("/api/v1/wallets"):
+        if path.startswith("/api/v1/wallets") and "/transactions/" not in path:
             other = path.removesuffix("/") if path.endswith("/") else f"{path}/"
             assert paths[other][method]["responses"] == paths[path][method]["responses"], other
     # request bodies refuse fields they do not declare, as the server does
@@ -365,4 +373,11 @@ def test_openapi_documents_every_route_with_its_statuses(api: Api) -> None:
         "insufficient_funds",
         "balance_limit_exceeded",
     ]
-    assert "8 hours" in api.openapi["info"]["description"]
+    description = api.openapi["info"]["description"]
+    assert "2 days" in description
+    assert "WALLETLAKE_IDEMPOTENCY_WINDOW_SECONDS" in description
+    # every write's 204 names its transaction; an unknown outcome is its own 503 code
+    assert set(transfer["responses"]["204"]["headers"]) == {"Transaction-Id", "Idempotent-Replayed"}
+    assert transfer["responses"]["503"]["content"]["application/json"]["schema"]["properties"]["error"][
+        "enum"
+    ] == ["unavailable", "outcome_unknown"]

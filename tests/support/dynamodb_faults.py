@@ -35,7 +35,7 @@ def nonces_of(payload: dict[str, Any]) -> list[str]:
     return [
         item["Put"]["Item"][Attr.NONCE]["S"]
         for item in payload["TransactItems"]
-        if "Put" in item and item["Put"]["Item"][Attr.ENTITY]["S"] == ENTITY_TRANSACTION
+        if "Put" in item and item["Put"]["Item"].get(Attr.ENTITY, {}).get("S") == ENTITY_TRANSACTION
     ]
 
 
@@ -91,11 +91,13 @@ class ScriptedDynamoDB:
         self.gate: threading.Event | None = None
         self.held = 0
 
-    async def call(self, operation: str, payload: dict[str, Any]) -> dict[str, Any]:
+    async def call(
+        self, operation: str, payload: dict[str, Any], *, timeout: float | None = None
+    ) -> dict[str, Any]:
         nonces = nonces_of(payload) if operation == "TransactWriteItems" else []
         if not nonces:  # wallet creation, reads
             self.other_calls.append(operation)
-            return await self.client.call(operation, payload)
+            return await self.client.call(operation, payload, timeout=timeout)
         self.writes.append(nonces)
         if (gate := self.gate) is not None:
             self.held += 1
@@ -107,7 +109,7 @@ class ScriptedDynamoDB:
         if reasons is not None:
             self.cancelled.append(len(self.writes) - 1)
             raise cancellation(payload, reasons)
-        return await self.client.call(operation, payload)
+        return await self.client.call(operation, payload, timeout=timeout)
 
     def close(self) -> None:
         self.client.close()
@@ -177,11 +179,18 @@ class DynamoDBProxy:
             connection.close()
 
     @staticmethod
-    def reply(request: http.server.BaseHTTPRequestHandler, status: int, answer: bytes) -> None:
-        """Send an answer as DynamoDB's JSON protocol does."""
+    def reply(
+        request: http.server.BaseHTTPRequestHandler,
+        status: int,
+        answer: bytes,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        """Send an answer as DynamoDB's JSON protocol does (with ``headers`` besides)."""
         request.send_response(status)
         request.send_header("Content-Type", "application/x-amz-json-1.0")
         request.send_header("Content-Length", str(len(answer)))
+        for name, value in (headers or {}).items():
+            request.send_header(name, value)
         request.end_headers()
         request.wfile.write(answer)
 

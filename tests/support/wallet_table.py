@@ -1,4 +1,4 @@
-"""Reading the wallets table back in tests: every item, as plain values (ints, not Decimals).
+"""Reading the wallets table (and its wallets' idempotency records) back in tests, as plain values.
 
 The write-path tests assert on what DynamoDB Local actually holds after each request, read over
 HTTP with boto3 (strongly consistent scans), so "nothing written on a refused request" is checked
@@ -19,9 +19,9 @@ from stream_processor.consumer import drain
 from support.stream_records import read_lake_table
 
 
-def scan(settings: Settings) -> list[dict[str, Any]]:
-    """Every item of the table, numbers as ``int``."""
-    table = boto3.resource("dynamodb", region_name=settings.region).Table(settings.table)
+def scan(settings: Settings, table_name: str | None = None) -> list[dict[str, Any]]:
+    """Every item of the table (the wallets table unless named), numbers as ``int``."""
+    table = boto3.resource("dynamodb", region_name=settings.region).Table(table_name or settings.table)
     items: list[dict[str, Any]] = []
     kwargs: dict[str, Any] = {"ConsistentRead": True}
     while True:
@@ -36,30 +36,38 @@ def scan(settings: Settings) -> list[dict[str, Any]]:
 
 @dataclasses.dataclass
 class TableContents:
-    """The table split by entity; wallets and claims keyed by id."""
+    """The table split by entity, wallets and claims keyed by id; its wallets' idempotency records by key."""
 
     wallets: dict[str, dict[str, Any]]
     claims: dict[str, dict[str, Any]]
     transactions: list[dict[str, Any]]
+    records: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     @property
     def item_count(self) -> int:
-        return len(self.wallets) + len(self.claims) + len(self.transactions)
+        return len(self.wallets) + len(self.claims) + len(self.transactions) + len(self.records)
 
 
 def contents(settings: Settings) -> TableContents:
-    """The table as wallets, user claims and transaction items."""
+    """The table as wallets, user claims and transaction items, and the records of its wallets.
+
+    The idempotency table may be shared by several tests' wallets tables (the test settings name
+    their own wallets table, not always their own idempotency table), so only the records of this
+    table's wallets are kept: wallet ids are UUIDs, so no other test's record can match.
+    """
     items = scan(settings)
-    unknown = [
-        item for item in items if item[Attr.ENTITY] not in (ENTITY_WALLET, ENTITY_USER, ENTITY_TRANSACTION)
-    ]
+    known = (ENTITY_WALLET, ENTITY_USER, ENTITY_TRANSACTION)
+    unknown = [item for item in items if item[Attr.ENTITY] not in known]
     assert not unknown, f"unexpected items: {unknown}"
+    wallets = {i[Attr.WALLET_ID]: i for i in items if i[Attr.ENTITY] == ENTITY_WALLET}
+    records = scan(settings, settings.idempotency_table)
     return TableContents(
-        wallets={i[Attr.WALLET_ID]: i for i in items if i[Attr.ENTITY] == ENTITY_WALLET},
+        wallets=wallets,
         claims={i[Attr.PK]: i for i in items if i[Attr.ENTITY] == ENTITY_USER},
         transactions=sorted(
             (i for i in items if i[Attr.ENTITY] == ENTITY_TRANSACTION), key=lambda i: i[Attr.CREATED_AT]
         ),
+        records={i[Attr.PK]: i for i in records if i[Attr.WALLET_ID] in wallets},
     )
 
 

@@ -33,11 +33,33 @@ def test_the_seed_load_gives_the_issue_figures() -> None:
     # THEN a day is 20,000 tx/s * 86,400 s * 1.7 rows (70 % transfers of two rows, 30 % deposits of one)
     assert load["ledger_rows_per_day"] == 2_937_600_000
     assert load["parquet_gb_per_day"] == pytest.approx(2_937_600_000 * 82 / 1e9, abs=1e-3)
-    # AND the stream carries 3.7 records per transaction (INSERT, 1.7 wallet MODIFYs, TTL REMOVE)
+    # AND the stream carries 3.7 records per transaction (INSERT, 1.7 wallet MODIFYs, TTL REMOVE):
+    # the idempotency record is in a table with no stream
     assert load["stream_records_per_second"] == 74_000
-    # AND a transactional write costs 2 units per item: 3 items per transfer, 2 per deposit
-    assert load["dynamodb_write_units_per_day"] == 9_331_200_000  # 20,000 * (0.7 * 6 + 0.3 * 4) * 86,400
-    assert load["stream_shards_at_least"] == 108  # 108,000 write units/s at 1,000 per partition
+    # AND a transactional write costs 2 units per item: 3 items per transfer, 2 per deposit, plus
+    # the idempotency record in its own table (a transaction spans tables at the same cost)
+    assert load["dynamodb_write_units_per_day"] == 12_787_200_000  # 20,000 * (0.7 * 8 + 0.3 * 6) * 86,400
+    # AND the stream's shards follow the wallets table's writes alone: 108,000 units/s, 1,000 a partition
+    assert load["stream_shards_at_least"] == 108
+    assert (
+        load["dynamodb_write_units_per_transaction"],
+        load["idempotency_write_units_per_transaction"],
+    ) == (
+        7.4,
+        2,
+    )
+    # AND the idempotency table holds 2 days of records: 20,000 tx/s * 172,800 s * 360 bytes
+    assert load["idempotency_records_gb_held"] == pytest.approx(20_000 * 172_800 * 360 / 1e9, abs=0.1)
+    # AND the wallets table (8 h of transaction items and the wallets) is all the snapshot scans:
+    # 261 GB at 60,000 read units/s (eventually consistent, 8 KB each) is 9 minutes, in one Lambda run
+    wallets_bytes = 20_000 * 28_800 * 450 + 10_000_000 * 200
+    assert load["dynamodb_table_gb_held"] == pytest.approx(wallets_bytes / 1e9, abs=0.1)
+    assert load["snapshot_minutes"] == pytest.approx(wallets_bytes / 8_192 / 60_000 / 60, abs=0.1)
+    assert load["snapshot_fits_lambda"] is True
+    # AND storage and point-in-time recovery are billed on both tables
+    held_gb = (wallets_bytes + 20_000 * 172_800 * 360) / 1e9
+    assert load["monthly_micro_usd"]["dynamodb_storage"] == math.ceil(held_gb * 250_000)
+    assert load["monthly_micro_usd"]["dynamodb_point_in_time_recovery"] == math.ceil(held_gb * 200_000)
     # AND batches close on the 6 MB payload (6,000 records), before the 30 s window, with one batch
     # per shard at a time (the Iceberg committer's per-shard progress)
     assert load["records_per_batch"] == 6_000
@@ -74,7 +96,7 @@ def test_costs_are_integer_micro_usd_and_add_up() -> None:
         # AND Athena bills $5 per TB scanned, rounded up to the micro-USD
         assert load["athena_micro_usd_per_night"] == math.ceil(load["athena_bytes_per_night"] * 5 / 1e6)
     # AND writes scale with the load: $0.625 per million write units
-    assert loads[2]["daily_micro_usd"]["dynamodb_writes"] == math.ceil(9_331_200_000 * 0.625)
+    assert loads[2]["daily_micro_usd"]["dynamodb_writes"] == math.ceil(12_787_200_000 * 0.625)
     assert (
         loads[2]["daily_micro_usd"]["dynamodb_writes"] == 100 * loads[0]["daily_micro_usd"]["dynamodb_writes"]
     )

@@ -308,3 +308,26 @@ def test_a_handler_module_starts_with_what_its_deployment_sets(module: str) -> N
     # GIVEN exactly the variables its deployment sets WHEN Lambda imports it THEN it starts
     started = cold_start(module, DEPLOYED.to_env(HANDLER_MODULES[module]))
     assert started.returncode == 0, started.stderr
+
+
+def test_an_idempotency_window_shorter_than_the_hot_ttl_is_refused_with_one_line() -> None:
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_env(
+            {"WALLETLAKE_HOT_TTL_SECONDS": "28800", "WALLETLAKE_IDEMPOTENCY_WINDOW_SECONDS": "3600"}
+        )
+    assert "\n" not in str(refused.value)
+    assert "WALLETLAKE_IDEMPOTENCY_WINDOW_SECONDS (3600)" in str(refused.value)
+    window = Settings.from_env({"WALLETLAKE_IDEMPOTENCY_WINDOW_SECONDS": "28800"})
+    assert window.idempotency_window_seconds == 28_800
+    assert Settings().idempotency_window_seconds == 172_800
+
+
+def test_the_idempotency_table_is_named_by_its_variable_and_deployed_with_the_others() -> None:
+    # GIVEN the variable WHEN settings are read THEN the write path's records go to that table
+    assert Settings.from_env({"WALLETLAKE_IDEMPOTENCY_TABLE": "records-x"}).idempotency_table == "records-x"
+    assert Settings().idempotency_table == "walletlake-idempotency"
+    # AND every deployed process (the API tasks and function among them) is given it
+    assert "WALLETLAKE_IDEMPOTENCY_TABLE" in DEPLOYED_VARIABLES
+    assert Settings(idempotency_table="t").to_env(["WALLETLAKE_IDEMPOTENCY_TABLE"]) == {
+        "WALLETLAKE_IDEMPOTENCY_TABLE": "t"
+    }

@@ -1,9 +1,9 @@
 """Reading a cancelled movement: DynamoDB's per-item reasons give docs/architecture.md's precedence.
 
 Pure. An oracle evaluates each item's condition the way DynamoDB does for the write path's
-TransactWriteItems (the wallet updates, then the transaction item) over generated wallet states,
-and :func:`read_cancellation` must name the cause the precedence says: a missing wallet, then a used
-nonce, then money, then a wallet stamped later than the posting.
+TransactWriteItems (the wallet updates, the transaction item, then the idempotency record) over
+generated wallet states, and :func:`read_cancellation` must name the cause the precedence says: a
+missing wallet, then a used nonce, then money, then a wallet stamped later than the posting.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _holds(leg: Leg, state: tuple[int, int] | None, now: int) -> bool:
 
 
 def _reasons(
-    posting: Posting, states: list[tuple[int, int] | None], nonce_used: bool
+    posting: Posting, states: list[tuple[int, int] | None], nonce_used: str
 ) -> list[dict[str, Any]] | None:
     """What DynamoDB answers: None when every condition holds (committed), else one reason per item."""
     reasons: list[dict[str, Any]] = []
@@ -55,20 +55,21 @@ def _reasons(
                 "version": {"N": "4"},
             }
             reasons.append({"Code": "ConditionalCheckFailed", "Item": item})
-    reasons.append(
-        {"Code": "ConditionalCheckFailed", "Item": {"request_hash": {"S": "h"}}}
-        if nonce_used
-        else {"Code": "None"}
-    )
+    used = {"Code": "ConditionalCheckFailed", "Item": {"request_hash": {"S": "h"}}}
+    # the transaction item, then the idempotency record: a request written before records existed
+    # ("hot item") has only the former; one written since has both, or only the record once the
+    # hot item expired
+    reasons.append(used if nonce_used in ("hot item", "both") else {"Code": "None"})
+    reasons.append(used if nonce_used in ("record", "both") else {"Code": "None"})
     return None if all(reason["Code"] == "None" for reason in reasons) else reasons
 
 
-def _expected(posting: Posting, states: list[tuple[int, int] | None], nonce_used: bool) -> tuple[Cause, Any]:
+def _expected(posting: Posting, states: list[tuple[int, int] | None], nonce_used: str) -> tuple[Cause, Any]:
     legs = list(zip(posting.legs, states, strict=True))
     for leg, state in legs:
         if state is None:
             return Cause.WALLET_NOT_FOUND, leg.wallet_id
-    if nonce_used:
+    if nonce_used != "free":
         return Cause.NONCE_USED, None
     for leg, state in legs:
         assert state is not None
@@ -85,14 +86,14 @@ def _expected(posting: Posting, states: list[tuple[int, int] | None], nonce_used
     amount=st.sampled_from([1, 100, 101]),
     payer=wallet_states,
     payee=wallet_states,
-    nonce_used=st.booleans(),
+    nonce_used=st.sampled_from(["free", "record", "hot item", "both"]),
 )
 def test_every_cancellation_is_read_in_precedence_order(
     transfer: bool,
     amount: int,
     payer: tuple[int, int] | None,
     payee: tuple[int, int] | None,
-    nonce_used: bool,
+    nonce_used: str,
 ) -> None:
     # GIVEN a movement and the wallets and nonce as DynamoDB finds them at commit
     command = Transfer(PAYER, PAYEE, amount, "n") if transfer else Deposit(PAYER, amount, "n")
@@ -124,12 +125,13 @@ def _deposit() -> Posting:
 
 def test_service_reasons_are_throttling_then_conflict() -> None:
     posting = _deposit()
-    throttled = [{"Code": "ThrottlingError"}, {"Code": "None"}]
-    conflict = [{"Code": "TransactionConflict"}, {"Code": "None"}]
+    held = {"Code": "None"}
+    throttled = [{"Code": "ThrottlingError"}, held, held]
+    conflict = [{"Code": "TransactionConflict"}, held, held]
     assert read_cancellation(posting, throttled).cause is Cause.THROTTLED
     assert read_cancellation(posting, conflict).cause is Cause.CONFLICT
     assert read_cancellation(
-        posting, [{"Code": "ThrottlingError"}, {"Code": "TransactionConflict"}]
+        posting, [{"Code": "ThrottlingError"}, {"Code": "TransactionConflict"}, held]
     ).cause is (Cause.THROTTLED)
 
 
@@ -140,10 +142,10 @@ def test_reasons_that_do_not_match_the_transaction_are_unexplained() -> None:
     unexplained = [
         {"Code": "ConditionalCheckFailed", "Item": {"balance": {"N": "0"}, "updated_at": {"N": "0"}}}
     ]
-    assert read_cancellation(posting, [*unexplained, {"Code": "None"}]).cause is Cause.UNEXPLAINED
-    assert (
-        read_cancellation(posting, [{"Code": "ValidationError"}, {"Code": "None"}]).cause is Cause.UNEXPLAINED
-    )
+    held = {"Code": "None"}
+    assert read_cancellation(posting, [*unexplained, held, held]).cause is Cause.UNEXPLAINED
+    assert read_cancellation(posting, [*unexplained, held]).cause is Cause.UNEXPLAINED  # too short
+    assert read_cancellation(posting, [{"Code": "ValidationError"}, held, held]).cause is Cause.UNEXPLAINED
 
 
 def test_a_money_refusal_without_the_nonces_reason_asks_for_a_read() -> None:
@@ -152,6 +154,6 @@ def test_a_money_refusal_without_the_nonces_reason_asks_for_a_read() -> None:
         Transfer(PAYER, PAYEE, 10, "n"), now_ms=NOW, hot_ttl_seconds=60, txn_id="t", request_hash="h"
     )
     poor = {"Code": "ConditionalCheckFailed", "Item": {"balance": {"N": "3"}, "updated_at": {"N": "0"}}}
-    cancellation = read_cancellation(posting, [poor, {"Code": "None"}, {}])
+    cancellation = read_cancellation(posting, [poor, {"Code": "None"}, {"Code": "None"}, {}])
     # THEN the store must read the nonce before refusing (a replay answers like its original)
     assert (cancellation.cause, cancellation.nonce_checked) == (Cause.INSUFFICIENT_FUNDS, False)

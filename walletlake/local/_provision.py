@@ -14,6 +14,7 @@ import boto3
 from botocore.exceptions import ClientError
 
 from contracts.checkpoint_table import CHECKPOINT_TABLE
+from contracts.idempotency_table import IDEMPOTENCY_TABLE
 from contracts.lease_table import LEASE_TABLE
 from contracts.settings import Settings
 from contracts.wallets_table import WALLETS_TABLE, TableSpec
@@ -37,6 +38,7 @@ def provision(settings: Settings, session: boto3.Session | None = None) -> list[
     glue: GlueClient = session.client("glue")
     return [
         ensure_table(dynamodb, settings.table, WALLETS_TABLE),
+        ensure_table(dynamodb, settings.idempotency_table, IDEMPOTENCY_TABLE),
         ensure_table(dynamodb, settings.checkpoint_table, CHECKPOINT_TABLE),
         ensure_table(dynamodb, settings.lease_table, LEASE_TABLE),
         ensure_bucket(s3, settings.bucket, settings.region),

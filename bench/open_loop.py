@@ -1,0 +1,357 @@
+"""Open-loop benchmark of the write path: clients that arrive on their own clock, retry, overdraw.
+
+A closed-loop benchmark (``bench/hot_wallet.py``) never offers more than the server answers, so
+it cannot see a server that slows down under its own retries. Here requests arrive as a Poisson
+process at ``--load`` (60 % by default) of the capacity measured closed-loop just before, on the
+same system; every latency counts from the request's *scheduled* arrival, so time a request spent
+waiting for a free client thread counts too (no coordinated omission).
+
+Mixes, each run beside the clean one in the same run:
+
+- ``clean``: transfers between random wallets among ``--wallets``, each with a fresh nonce;
+- ``overdraft 2%``: 2 % of the transfers ask more than any balance (409 ``insufficient_funds``);
+- ``retry 5%``: 5 % are a repeat (same nonce, same body) of a request sent within the last
+  second, often still in flight: a client retrying late or while the server is busy;
+- ``stale clock 1%``: 1 % are written through another server whose clock runs ``--skew-ms``
+  ahead (an in-process server on the same table), so the wallets they touch carry a stamp ahead
+  of the measured servers' clocks and those servers' next writes there are refused once by the
+  ``updated_at`` condition and written again.
+
+Each mix runs on one ``walletlake serve`` process and on a fleet of ``--processes`` (4) sharing
+the table. With ``--baseline-ref REV`` the same phases also run against REV's server: a
+temporary ``git worktree`` of REV served by this virtualenv with ``PYTHONPATH`` pointing at it,
+so "before" and "after" are figures of one run on one machine.
+
+Prints, per system, topology and mix: offered and answered requests, p50 / p99 from the scheduled
+arrival, answers by status, and the p99 as a multiple of the clean mix's. Goal (issue 27): every
+mix's p99 within 1.5x the clean p99, and no 429 below capacity.
+
+    .venv/bin/python bench/open_loop.py --baseline-ref febd2e1          # the real figures
+    .venv/bin/python bench/open_loop.py --quick                          # seconds: does it run
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import dataclasses
+import queue
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import urllib3
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from write_path import _default_stack_parent, fund, run_phase
+
+from walletlake.api_server import ApiFleet, ThreadedApiServer
+from walletlake.local import EmbeddedStack, patched_environ
+
+REPO: Path = Path(__file__).resolve().parents[1]
+_HEADERS = {"Content-Type": "application/json"}
+#: More than any funded wallet holds (fund() gives 10^12): always 409 insufficient_funds.
+_OVERDRAFT_AMOUNT = 10**15
+#: Seconds back a retry may reach for the request it repeats.
+_RETRY_REACH_SECONDS = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Mix:
+    """Shares of the arrivals that are not clean transfers."""
+
+    name: str
+    overdraft: float = 0.0
+    retry: float = 0.0
+    stale_clock: float = 0.0
+
+
+MIXES = (
+    Mix("clean"),
+    Mix("overdraft 2%", overdraft=0.02),
+    Mix("retry 5%", retry=0.05),
+    Mix("stale clock 1%", stale_clock=0.01),
+)
+
+
+@dataclasses.dataclass
+class Result:
+    """One open-loop phase: what was offered, what came back, and when."""
+
+    system: str
+    topology: str
+    mix: str
+    rate: float
+    offered: int
+    latencies_ms: list[float]
+    statuses: dict[int, int]
+
+    @property
+    def answered(self) -> int:
+        return sum(count for status, count in self.statuses.items() if status > 0)
+
+    def percentile(self, q: float) -> float:
+        ordered = sorted(self.latencies_ms)
+        return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else float("nan")
+
+
+@dataclasses.dataclass(frozen=True)
+class Arrival:
+    """One request, due at ``due`` (perf_counter seconds), to ``url``."""
+
+    due: float
+    url: str
+    path: str
+    body: bytes
+
+
+class Recent:
+    """The requests sent within the last second, for a retry to repeat (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._sent: collections.deque[tuple[float, str, bytes]] = collections.deque()
+        self._lock = threading.Lock()
+
+    def add(self, at: float, path: str, body: bytes) -> None:
+        with self._lock:
+            self._sent.append((at, path, body))
+            while self._sent and self._sent[0][0] < at - _RETRY_REACH_SECONDS:
+                self._sent.popleft()
+
+    def pick(self, rng: random.Random) -> tuple[str, bytes] | None:
+        with self._lock:
+            if not self._sent:
+                return None
+            _, path, body = self._sent[rng.randrange(len(self._sent))]
+        return path, body
+
+
+def arrivals(
+    mix: Mix, rate: float, seconds: float, urls: list[str], skewed_url: str, ids: list[str], seed: int
+) -> Iterator[Arrival]:
+    """The phase's Poisson arrivals, due times relative to 0; each one's kind drawn from ``mix``."""
+    rng = random.Random(seed)
+    prefix = uuid.uuid4().hex[:8]
+    recent = Recent()
+    due, count = 0.0, 0
+    while True:
+        due += rng.expovariate(rate)
+        if due >= seconds:
+            return
+        count += 1
+        payer, payee = rng.sample(ids, 2)
+        draw = rng.random()
+        url = urls[count % len(urls)]
+        amount: int = rng.randint(1, 1_000)
+        if draw < mix.retry and (repeat := recent.pick(rng)) is not None:
+            yield Arrival(due, url, *repeat)
+            continue
+        draw -= mix.retry
+        if draw < mix.overdraft:
+            amount = _OVERDRAFT_AMOUNT
+        elif draw - mix.overdraft < mix.stale_clock:
+            url = skewed_url
+        path = f"/api/v1/wallets/{payer}/transfer/{payee}/"
+        body = orjson.dumps({"amount": str(amount), "nonce": f"{prefix}-{count}"})
+        recent.add(due, path, body)
+        yield Arrival(due, url, path, body)
+
+
+def open_loop(
+    name: tuple[str, str, str], rate: float, seconds: float, schedule: list[Arrival], threads: int
+) -> Result:
+    """Send ``schedule`` on time from ``threads`` client threads; latency from each scheduled arrival."""
+    work: queue.Queue[Arrival | None] = queue.Queue()
+    latencies: list[float] = []
+    statuses: collections.Counter[int] = collections.Counter()
+    lock = threading.Lock()
+
+    def worker() -> None:
+        manager = urllib3.PoolManager(maxsize=1, retries=False, timeout=60)
+        while (arrival := work.get()) is not None:
+            try:
+                status = manager.request(
+                    "PUT", arrival.url + arrival.path, body=arrival.body, headers=_HEADERS
+                ).status
+            except urllib3.exceptions.HTTPError:
+                status = 0  # no answer
+            elapsed = (time.perf_counter() - start - arrival.due) * 1000
+            with lock:
+                latencies.append(elapsed)
+                statuses[status] += 1
+        manager.clear()
+
+    workers = [threading.Thread(target=worker, daemon=True) for _ in range(threads)]
+    for thread in workers:
+        thread.start()
+    start = time.perf_counter()
+    for arrival in schedule:
+        delay = start + arrival.due - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        work.put(arrival)
+    for _ in workers:
+        work.put(None)
+    for thread in workers:
+        thread.join()
+    return Result(*name, rate, len(schedule), latencies, dict(sorted(statuses.items())))
+
+
+@contextlib.contextmanager
+def baseline_checkout(ref: str) -> Iterator[Path]:
+    """A temporary ``git worktree`` of ``ref`` (detached), removed afterwards."""
+    folder = Path(tempfile.mkdtemp(prefix="walletlake-baseline-"))
+    subprocess.run(
+        ["git", "-C", str(REPO), "worktree", "add", "--detach", str(folder), ref],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        yield folder
+    finally:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(folder)], check=False)
+
+
+@contextlib.contextmanager
+def skewed_server(skew_ms: int) -> Iterator[str]:
+    """This tree's API in this process, its clock ``skew_ms`` ahead: the stale-clock mix's writer."""
+    from contracts.settings import Settings
+    from wallet.api import create_service
+    from wallet.store import WalletStore
+
+    settings = Settings.from_env()
+    store = WalletStore(settings, clock_ms=lambda: time.time_ns() // 1_000_000 + skew_ms)
+    with ThreadedApiServer(create_service(settings, store=store)) as server:
+        yield server.url
+
+
+def capacity(urls: list[str], pids: list[int], ids: list[str], clients: int, seconds: float) -> float:
+    """Transfers per second answered closed-loop by ``clients`` clients (random wallets)."""
+
+    def transfer(pool: urllib3.HTTPConnectionPool, rng: random.Random, nonce: str) -> int:
+        payer, payee = rng.sample(ids, 2)
+        body = orjson.dumps({"amount": str(rng.randint(1, 1_000)), "nonce": nonce})
+        path = f"/api/v1/wallets/{payer}/transfer/{payee}/"
+        return int(pool.urlopen("PUT", path, body=body, headers=_HEADERS).status)
+
+    phase = run_phase("capacity", urls, pids, clients, seconds, transfer)
+    ok = phase.statuses.get(204, 0)
+    return ok / phase.seconds
+
+
+def measure(args: argparse.Namespace, environment: dict[str, str]) -> list[Result]:
+    """Every system x topology x mix, the mixes of one topology back to back."""
+    results: list[Result] = []
+    with contextlib.ExitStack() as stack:
+        systems: dict[str, tuple[dict[str, str], Path | None]] = {"after": (environment, None)}
+        if args.baseline_ref:
+            checkout = stack.enter_context(baseline_checkout(args.baseline_ref))
+            systems = {"before": ({**environment, "PYTHONPATH": str(checkout)}, checkout), **systems}
+        skewed = stack.enter_context(skewed_server(args.skew_ms))
+        ids: list[str] = []
+        topologies = [("1 process", 1)]
+        if args.processes > 1:
+            topologies.append((f"fleet of {args.processes}", args.processes))
+        for system, (env, cwd) in systems.items():
+            for topology, processes in topologies:
+                print(f"{system} / {topology}: starting ...", flush=True)
+                with ApiFleet(processes, env=env, cwd=cwd) as fleet:
+                    urls, pids = fleet.urls, [server.pid for server in fleet.servers]
+                    if not ids:
+                        ids = fund(urls[0], args.wallets, args.clients)
+                    measured = capacity(urls, pids, ids, args.clients, args.capacity_seconds)
+                    rate = max(1.0, measured * args.load)
+                    print(
+                        f"{system} / {topology}: closed-loop capacity {measured:,.0f}/s; "
+                        f"offering {rate:,.0f}/s",
+                        flush=True,
+                    )
+                    for index, mix in enumerate(MIXES):
+                        schedule = list(
+                            arrivals(mix, rate, args.seconds, urls, skewed, ids, seed=args.seed + index)
+                        )
+                        name = (system, topology, mix.name)
+                        result = open_loop(name, rate, args.seconds, schedule, args.threads)
+                        print("  " + line(result, None), flush=True)
+                        results.append(result)
+    return results
+
+
+def line(result: Result, clean_p99: float | None) -> str:
+    """One row of the table."""
+    p50, p99 = result.percentile(0.5), result.percentile(0.99)
+    ratio = f"{p99 / clean_p99:>5.2f}x" if clean_p99 else "     "
+    return (
+        f"{result.system:<7} {result.topology:<11} {result.mix:<15} {result.rate:>6,.0f}/s "
+        f"{result.offered:>7,} {result.answered:>7,} {p50:>7.1f} {p99:>7.1f} {ratio}  {result.statuses}"
+    )
+
+
+def verdicts(results: list[Result]) -> list[str]:
+    """The goal's PASS/FAIL lines: p99 within 1.5x the clean mix's, and no 429 below capacity."""
+    lines = []
+    clean = {(r.system, r.topology): r.percentile(0.99) for r in results if r.mix == "clean"}
+    for result in results:
+        label = f"{result.system} / {result.topology} / {result.mix}"
+        ratio = result.percentile(0.99) / clean[(result.system, result.topology)]
+        throttled = result.statuses.get(429, 0)
+        ok = ratio <= 1.5 and throttled == 0
+        lines.append(f"{'PASS' if ok else 'FAIL'}  {label}: p99 {ratio:.2f}x clean, {throttled} x 429")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--baseline-ref", help="a git revision whose server runs beside this tree's")
+    parser.add_argument("--seconds", type=float, default=30.0, help="open-loop seconds per mix (default 30)")
+    parser.add_argument(
+        "--capacity-seconds", type=float, default=10.0, help="closed-loop seconds (default 10)"
+    )
+    parser.add_argument("--load", type=float, default=0.6, help="share of capacity offered (default 0.6)")
+    parser.add_argument("--clients", type=int, default=16, help="closed-loop clients (default 16)")
+    parser.add_argument("--threads", type=int, default=128, help="open-loop client threads (default 128)")
+    parser.add_argument("--wallets", type=int, default=200, help="wallets (default 200)")
+    parser.add_argument("--processes", type=int, default=4, help="processes of the fleet (default 4)")
+    parser.add_argument(
+        "--skew-ms", type=int, default=200, help="the stale-clock writer's lead (default 200)"
+    )
+    parser.add_argument("--seed", type=int, default=27)
+    parser.add_argument("--quick", action="store_true", help="seconds, to check the bench runs")
+    parser.add_argument("--stack-parent", default=_default_stack_parent())
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.seconds, args.capacity_seconds, args.clients, args.threads = 2.0, 2.0, 4, 16
+        args.wallets, args.processes = 20, 2
+    with tempfile.TemporaryDirectory(prefix="walletlake-open-", dir=args.stack_parent) as tmp:
+        print(f"starting the embedded stack under {tmp} ...", flush=True)
+        with EmbeddedStack(Path(tmp) / "stack") as stack, patched_environ(stack.environment()):
+            results = measure(args, stack.environment())
+    clean = {(r.system, r.topology): r.percentile(0.99) for r in results if r.mix == "clean"}
+    print(
+        f"\n{'system':<7} {'topology':<11} {'mix':<15} {'offered':>8} {'sent':>7} {'answered':>7} "
+        f"{'p50 ms':>7} {'p99 ms':>7} {'/clean':>6}  statuses"
+    )
+    for result in results:
+        print(line(result, clean[(result.system, result.topology)]))
+    print()
+    for verdict in verdicts(results):
+        print(verdict)
+    medians = statistics.median(r.percentile(0.99) for r in results) if results else float("nan")
+    print(f"\n(median p99 over every phase: {medians:.1f} ms)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

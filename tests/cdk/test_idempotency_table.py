@@ -1,0 +1,177 @@
+"""The idempotency table as the CDK app deploys it: the contract's key and TTL, no stream, the write
+path's grants and the variable naming it, read from the synthesized template.
+
+Synthesized once per front (the ECS fleet, the default; the Lambda tier), with no Docker, no
+network and no AWS credentials, as tests/cdk/test_cdk.py does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_kms as kms
+from aws_cdk.assertions import Template
+
+from contracts.idempotency_table import IDEMPOTENCY_TABLE
+from contracts.settings import DEPLOYED_VARIABLES, IDEMPOTENCY_TABLE_VARIABLE, Settings
+from contracts.wallets_table import TableSpec
+from walletlake_cdk.assembly import build_app, error_messages
+from walletlake_cdk.config import DeploymentConfig
+from walletlake_cdk.idempotency_table import IDEMPOTENCY_ACTIONS, build_idempotency_table
+from walletlake_cdk.write_api import API_HANDLER
+
+pytestmark = pytest.mark.slow
+
+CONTEXT = {"lambda_deps": "skip", "bucket_name": "walletlake-lake-test", "alarm_email": "oncall@example.com"}
+SETTINGS = Settings()
+
+
+def _synthesize(outdir: Path, **context: str) -> tuple[dict[str, Any], list[str]]:
+    """The template and the error annotations (unsuppressed cdk-nag findings) of the app."""
+    with mock.patch.dict(os.environ):
+        for name in ("CDK_OUTDIR", "CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION", "CDK_CONTEXT_JSON"):
+            os.environ.pop(name, None)
+        app, stack = build_app({**CONTEXT, **context}, outdir=str(outdir))
+        assembly = app.synth()
+    template_file = Path(assembly.directory) / assembly.get_stack_by_name(stack.stack_name).template_file
+    return json.loads(template_file.read_text()), error_messages(assembly)
+
+
+@pytest.fixture(scope="module", params=["lattice", "lambda"])
+def synthesized(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    template, errors = _synthesize(
+        tmp_path_factory.mktemp(f"cdk.out-{request.param}"), api_front=request.param
+    )
+    assert errors == []
+    return {"front": request.param, "template": template}
+
+
+def _resources(template: dict[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:
+    return {key: value for key, value in template["Resources"].items() if value["Type"] == resource_type}
+
+
+def _idempotency_table(template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    (found,) = [
+        (logical_id, resource)
+        for logical_id, resource in _resources(template, "AWS::DynamoDB::Table").items()
+        if resource["Properties"].get("TableName") == SETTINGS.idempotency_table
+    ]
+    return found
+
+
+def _write_path_role_and_environment(front: str, template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The write path's role logical id and the environment its code runs with."""
+    if front != "lambda":
+        (task,) = _resources(template, "AWS::ECS::TaskDefinition").values()
+        container = task["Properties"]["ContainerDefinitions"][0]
+        environment = {entry["Name"]: entry["Value"] for entry in container["Environment"]}
+        return task["Properties"]["TaskRoleArn"]["Fn::GetAtt"][0], environment
+    (function,) = [
+        resource["Properties"]
+        for resource in _resources(template, "AWS::Lambda::Function").values()
+        if resource["Properties"]["Handler"] == API_HANDLER
+    ]
+    return function["Role"]["Fn::GetAtt"][0], function["Environment"]["Variables"]
+
+
+def _statements_of(template: dict[str, Any], role_id: str) -> list[dict[str, Any]]:
+    return [
+        statement
+        for policy in _resources(template, "AWS::IAM::Policy").values()
+        if {"Ref": role_id} in policy["Properties"]["Roles"]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def test_the_records_table_is_the_contract_with_ttl_and_no_stream(synthesized: dict[str, Any]) -> None:
+    # GIVEN the synthesized app
+    # WHEN the idempotency table is read
+    _, table = _idempotency_table(synthesized["template"])
+    properties = table["Properties"]
+    # THEN key and TTL are the contract's, it has no stream, and it is protected like the ledger
+    assert properties["KeySchema"] == [{"AttributeName": IDEMPOTENCY_TABLE.partition_key, "KeyType": "HASH"}]
+    assert properties["AttributeDefinitions"] == [
+        {"AttributeName": IDEMPOTENCY_TABLE.partition_key, "AttributeType": "S"}
+    ]
+    assert "StreamSpecification" not in properties
+    assert properties["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+    assert properties["BillingMode"] == "PAY_PER_REQUEST"
+    assert properties["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert properties["DeletionProtectionEnabled"] is True
+    assert properties["SSESpecification"]["SSEType"] == "KMS"
+    assert table["DeletionPolicy"] == "Retain"
+    # AND only the wallets table has a stream: the consumer is never invoked for a record
+    streams = [
+        resource
+        for resource in _resources(synthesized["template"], "AWS::DynamoDB::Table").values()
+        if "StreamSpecification" in resource["Properties"]
+    ]
+    assert [resource["Properties"]["TableName"] for resource in streams] == [SETTINGS.table]
+
+
+def test_the_write_path_may_put_and_get_records_and_is_told_the_tables_name(
+    synthesized: dict[str, Any],
+) -> None:
+    # GIVEN the write path's role and environment (the fleet's task, or the API function)
+    template = synthesized["template"]
+    table_id, _ = _idempotency_table(template)
+    role_id, environment = _write_path_role_and_environment(synthesized["front"], template)
+    # WHEN the statements on the records table are collected
+    on_records = [
+        statement
+        for statement in _statements_of(template, role_id)
+        if {"Fn::GetAtt": [table_id, "Arn"]} in _as_list(statement["Resource"])
+    ]
+    # THEN it may put and get records and nothing else there
+    assert len(on_records) == 1
+    assert sorted(_as_list(on_records[0]["Action"])) == sorted(IDEMPOTENCY_ACTIONS)
+    assert on_records[0]["Effect"] == "Allow"
+    # AND its environment names the table, so Settings.from_env in the process finds it
+    assert environment[IDEMPOTENCY_TABLE_VARIABLE] == SETTINGS.idempotency_table
+    assert IDEMPOTENCY_TABLE_VARIABLE in DEPLOYED_VARIABLES
+
+
+def test_no_other_role_may_touch_the_records(synthesized: dict[str, Any]) -> None:
+    # GIVEN every IAM policy of the app
+    template = synthesized["template"]
+    table_id, _ = _idempotency_table(template)
+    role_id, _ = _write_path_role_and_environment(synthesized["front"], template)
+    # THEN the only policy naming the records table is the write path's
+    naming = [
+        policy["Properties"]["Roles"]
+        for policy in _resources(template, "AWS::IAM::Policy").values()
+        if table_id in json.dumps(policy["Properties"]["PolicyDocument"])
+    ]
+    assert naming == [[{"Ref": role_id}]]
+
+
+def test_a_spec_with_a_stream_is_refused() -> None:
+    # GIVEN a spec that would give the records a stream
+    stack = cdk.Stack(cdk.App(), "Refused")
+    spec = TableSpec(partition_key="pk", stream_view_type="NEW_AND_OLD_IMAGES", ttl_attribute="expires_at")
+    # WHEN the table is built THEN it is refused (the consumer would be invoked for every record)
+    with pytest.raises(ValueError, match="no stream"):
+        build_idempotency_table(stack, DeploymentConfig(), kms.Key(stack, "Key"), spec)
+
+
+def test_warm_write_units_prewarm_the_records_too() -> None:
+    # GIVEN a deployment pre-warmed for launch day
+    config = DeploymentConfig.from_context({"warm_write_units_per_second": "120000"}.get)
+    stack = cdk.Stack(cdk.App(), "Warm")
+    # WHEN the records table is built
+    build_idempotency_table(stack, config, kms.Key(stack, "Key"))
+    # THEN it takes the same warm writes (a record per transaction: a new table would throttle)
+    Template.from_stack(stack).has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {"BillingMode": "PAY_PER_REQUEST", "WarmThroughput": {"WriteUnitsPerSecond": 120000}},
+    )
