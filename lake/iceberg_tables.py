@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa
 
-from contracts.lake_tables import PARTITION_COLUMN, STREAM_TABLES, TABLES, TIMESTAMP_US, LakeTable
+from contracts.lake_tables import PARTITION_COLUMN, STREAM_TABLES, TABLES, TIMESTAMP_US
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -74,12 +74,54 @@ def iceberg_arrow_schema(table: str) -> pa.Schema:
     return pa.schema([*fields, pa.field(PARTITION_COLUMN, pa.string(), nullable=True)])
 
 
-def to_iceberg_rows(table: str, rows: pa.Table, day: str) -> pa.Table:
-    """Rows of the lake schema as the Iceberg table's data-file rows (one UTC ``day``)."""
-    schema = iceberg_arrow_schema(table)
-    columns = [rows.column(name).cast(schema.field(name).type) for name in schema.names[:-1]]
-    columns.append(pa.array([day] * rows.num_rows, pa.string()))
+def to_iceberg_rows(table: str, rows: pa.Table, day: str, current: Schema | None = None) -> pa.Table:
+    """Rows of the lake schema as the Iceberg table's data-file rows (one UTC ``day``), with field
+    ids (:func:`iceberg_file_schema`); a column of the table the rows lack is written as nulls.
+
+    Raises
+    ------
+    ValueError
+        The rows hold a column the table lacks (its schema must be evolved first:
+        :func:`evolve_tables`), or lack a required one.
+    """
+    schema = iceberg_file_schema(table, current)
+    unknown = sorted(set(rows.column_names) - set(schema.names))
+    if unknown:
+        raise ValueError(f"{table}: the table has no column {', '.join(unknown)}; evolve its schema first")
+    columns = []
+    for field in schema:
+        if field.name == PARTITION_COLUMN:
+            columns.append(pa.array([day] * rows.num_rows, field.type))
+        elif field.name in rows.column_names:
+            columns.append(rows.column(field.name).cast(field.type))
+        elif field.nullable:
+            columns.append(pa.nulls(rows.num_rows, field.type))
+        else:
+            raise ValueError(f"{table}: rows lack the required column {field.name}")
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def iceberg_file_schema(table: str, current: Schema | None = None) -> pa.Schema:
+    """The Arrow schema a data file of ``table`` is written with: every column carries its Iceberg
+    field id (``PARQUET:field_id``), from the table's ``current`` schema (a column added later has
+    the id the table gave it) or, without one, from :func:`iceberg_schema`.
+
+    With field ids a reader resolves columns by id, as the Iceberg spec wants, not through the
+    name mapping (some engines read NULLs for a file without ids and without a mapping).
+    """
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+    schema = current if current is not None else iceberg_schema(table)
+    arrow = schema_to_pyarrow(schema, include_field_ids=True)
+    wanted = iceberg_arrow_schema(table)
+    return pa.schema(
+        [
+            arrow.field(name).with_type(wanted.field(name).type)
+            if name in wanted.names
+            else arrow.field(name)
+            for name in arrow.names
+        ]
+    )
 
 
 def identifier(namespace: str, table: str) -> tuple[str, str]:
@@ -112,8 +154,11 @@ def ensure_tables(catalog: Catalog, namespace: str, location_root: str | None = 
         except NoSuchTableError:
             existing = None
         if existing is not None:
-            _check_columns(existing, spec)
-            done.append(f"iceberg table {namespace}.{spec.name}: exists")
+            added = evolve_table(existing)
+            done.append(
+                f"iceberg table {namespace}.{spec.name}: "
+                + (f"exists; columns added: {', '.join(added)}" if added else "exists")
+            )
             continue
         schema = iceberg_schema(spec.name)
         partition = PartitionSpec(
@@ -148,25 +193,47 @@ def ensure_tables(catalog: Catalog, namespace: str, location_root: str | None = 
 
 
 def iceberg_schema(table: str) -> Schema:
-    """The Iceberg schema with field ids 1..n in the Arrow schema's order."""
-    from pyiceberg.io.pyarrow import pyarrow_to_schema
-    from pyiceberg.table.name_mapping import MappedField, NameMapping
+    """The Iceberg schema of a new table: field ids 1..n in the Arrow schema's order, then the
+    ids of nested fields (a map's key and value), as Iceberg assigns fresh ids."""
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.schema import assign_fresh_schema_ids
 
-    arrow = iceberg_arrow_schema(table)
-    mapping = NameMapping(
-        [
-            MappedField.model_validate({"field-id": index, "names": [name]})
-            for index, name in enumerate(arrow.names, 1)
-        ]
-    )
-    return pyarrow_to_schema(arrow, name_mapping=mapping)
+    return assign_fresh_schema_ids(Catalog._convert_schema_if_needed(iceberg_arrow_schema(table)))
 
 
-def _check_columns(table: Table, spec: LakeTable) -> None:
-    expected = iceberg_arrow_schema(spec.name).names
-    actual = [field.name for field in table.schema().fields]
-    if actual != expected:
-        raise RuntimeError(
-            f"Iceberg table {spec.name} has columns {actual}, walletlake expects {expected}; "
-            "migrate its schema before running this version"
-        )
+def missing_columns(table: Table) -> list[str]:
+    """Columns the contract (:mod:`contracts.lake_tables`) has and the Iceberg table lacks."""
+    names = {field.name for field in table.schema().fields}
+    return [name for name in iceberg_arrow_schema(table.name()[-1]).names if name not in names]
+
+
+def evolve_table(table: Table, attempts: int = 5) -> list[str]:
+    """Add the contract's new columns to the table, by name; returns the columns added.
+
+    The upgrade path of a lake written by an older walletlake: a column added to
+    :mod:`contracts.lake_tables` (always nullable: old rows read it as null) is added to the table
+    by ``union_by_name``, a metadata-only change with a new field id; no data file is rewritten.
+    Idempotent and safe beside writers: a concurrent schema change refuses this commit, which is
+    then decided again from the new schema. Provisioning runs it, and so does every landing
+    process before its first write (:func:`lake.iceberg_landing.table_layouts`), so a column is
+    in the table before any writer writes it.
+    """
+    from pyiceberg.exceptions import CommitFailedException
+
+    added: list[str] = []
+    for attempt in range(1, attempts + 1):
+        missing = missing_columns(table)
+        if not missing:
+            return added
+        wanted = iceberg_schema(table.name()[-1])
+        try:
+            with table.update_schema() as update:
+                update.union_by_name(wanted)
+        except CommitFailedException:
+            if attempt == attempts:
+                raise
+            table = table.refresh()
+            continue
+        added = missing
+        table = table.refresh()
+    return added

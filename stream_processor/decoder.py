@@ -44,6 +44,7 @@ import pyarrow as pa
 from contracts.money import INTEGER_TEXT
 from contracts.wallets_table import (
     DIRECTION_DEBIT,
+    ENTITY_IDEMPOTENCY,
     ENTITY_TRANSACTION,
     ENTITY_USER,
     ENTITY_WALLET,
@@ -68,7 +69,7 @@ from stream_processor.lambda_records import (
 #: record's ``dynamodb`` member and ``image`` the item image the kind is about.
 DecodeStep = Callable[[BatchColumns, int, Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]], None]
 
-_KNOWN_ENTITIES: Final = frozenset({ENTITY_TRANSACTION, ENTITY_WALLET, ENTITY_USER})
+_KNOWN_ENTITIES: Final = frozenset({ENTITY_TRANSACTION, ENTITY_WALLET, ENTITY_USER, ENTITY_IDEMPOTENCY})
 _UNDECODABLE: Final = (KeyError, TypeError, AttributeError, IndexError, ValueError)
 #: What Arrow raises for a value of the wrong type (an ``S`` holding a number, text that is not
 #: UTF-8); only the careful pass over the batch can say which record holds it.
@@ -443,7 +444,7 @@ def _ignored(
     change: Mapping[str, Any],
     image: Mapping[str, Any],
 ) -> None:
-    """Expected and of no use to the lake (user claims): counted only."""
+    """Expected and of no use to the lake (user claims, idempotency records): counted only."""
     columns.ignored += 1
 
 
@@ -479,6 +480,10 @@ RECORD_KINDS: Final[dict[tuple[str, str], RecordKind]] = {
         ((_ENTRY_TXN_ID, _ENTRY_REQUIRED),),
     ),
     (EVENT_REMOVE, ENTITY_TRANSACTION): RecordKind("transaction removed", _transaction_removed),
+    # the write path's idempotency records (a request's outcome, kept for retries, removed by TTL)
+    (EVENT_INSERT, ENTITY_IDEMPOTENCY): RecordKind("idempotency record inserted", _ignored),
+    (EVENT_MODIFY, ENTITY_IDEMPOTENCY): RecordKind("idempotency record modified", _ignored),
+    (EVENT_REMOVE, ENTITY_IDEMPOTENCY): RecordKind("idempotency record removed", _ignored),
 }
 
 

@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 from contracts.lake_tables import LEDGER
 from contracts.settings import Settings
 from lake import parquet
-from lake.committer import PROGRESS_PROPERTY, commit_landed
+from lake.committer import COMMIT_ID_PROPERTY, PROGRESS_PROPERTY, commit_landed
 from lake.iceberg_catalog import open_catalog
 from lake.iceberg_landing import land_batch, split_bucket_key
 from lake.iceberg_maintenance import (
@@ -199,7 +199,7 @@ def test_compaction_refused_by_a_concurrent_append_commits_again_and_keeps_every
     assert snapshot.summary["total-records"] == "40"
     parent = table.metadata.snapshot_by_id(snapshot.parent_snapshot_id)
     assert parent.summary.operation.value == "append"
-    assert parent.summary[PROGRESS_PROPERTY] == table.metadata.properties[PROGRESS_PROPERTY]
+    assert COMMIT_ID_PROPERTY in parent.summary.additional_properties
 
 
 def test_compaction_whose_inputs_were_compacted_meanwhile_is_abandoned_and_removes_its_output(
