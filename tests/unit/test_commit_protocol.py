@@ -185,3 +185,33 @@ def test_a_retired_shard_is_forgotten_once_its_records_are_gone() -> None:
         "export/e-1": [1, 0.0],  # exports are never forgotten
     }
     assert sorted(prune(progress, {"stream/listed"}, now)) == ["export/e-1", "stream/listed", "stream/recent"]
+
+
+def test_a_file_that_does_not_fit_is_quarantined_and_the_rest_commits(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from lake.committer import misfit_location
+    from lake.landing_log import LandedFile
+
+    # GIVEN a batch whose wallets file has a column the table lacks, and a later good batch
+    catalog = sql_catalog(tmp_path)
+    good = record(tmp_path, wallets=["w1"])
+    bad_path = tmp_path / "warehouse" / "wallets" / "data" / "bad.parquet"
+    pq.write_table(pa.table({"wallet_id": ["w9"], "surprise": ["?"]}), bad_path)
+    bad = LandingRecord(
+        "stream", "shard-9", 1, 2, (LandedFile("wallets", f"file://{bad_path}", 1, 1),), landed_at=0.0
+    )
+    table_id = identifier(NAMESPACE, "wallets")
+
+    # WHEN the committer commits both
+    done = commit_table(catalog, table_id, [bad, good], live_sources={bad.source, good.source})
+
+    # THEN the good rows are in, the misfit is kept with its reason, and both batches are past
+    assert done.misfit_files == 1
+    assert column(catalog, "wallets", "wallet_id") == ["w1"]
+    table = catalog.load_table(table_id)
+    kept = Path(misfit_location(table, f"file://{bad_path}").removeprefix("file://"))
+    assert kept.exists()
+    assert "surprise" in Path(f"{kept}.reason.json").read_text()
+    assert sorted(read_progress(table)) == ["stream/shard-1", "stream/shard-9"]
