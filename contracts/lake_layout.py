@@ -29,6 +29,8 @@ SLOTS_PER_DAY: Final = 24 * 60 // SLOT_MINUTES
 LANDING_LOG_FOLDER: Final = "_landed"
 #: Folder beside the log holding the committer's bookkeeping objects (the tidy's cursor).
 COMMITTER_STATE_FOLDER: Final = "_committer"
+#: Folder under the lake prefix of landed files that did not fit their table (one per table).
+MISFITS_FOLDER: Final = "_misfits"
 #: Marks a late batch's own source in the log: ``{shard}~late-{first sequence number}``.
 LATE_SOURCE_MARK: Final = "~late-"
 #: Folder of the Iceberg tables under the lake prefix when the catalog places them in the lake
@@ -48,6 +50,19 @@ def tidy_cursor_key(lake_prefix: str) -> str:
     prefix = lake_prefix.strip("/")
     name = f"{COMMITTER_STATE_FOLDER}/tidy-cursor"
     return f"{prefix}/{name}" if prefix else name
+
+
+def misfits_location(bucket: str, lake_prefix: str) -> str:
+    """Where the committer keeps landed files that do not fit their table, a folder per table,
+    each with a ``.reason.json`` (docs/operations.md, "Misfit files").
+
+    Examples
+    --------
+    >>> misfits_location("lake-bucket", "lake")
+    's3://lake-bucket/lake/_misfits'
+    """
+    prefix = lake_prefix.strip("/")
+    return f"s3://{bucket}/{prefix}/{MISFITS_FOLDER}" if prefix else f"s3://{bucket}/{MISFITS_FOLDER}"
 
 
 def late_shard(shard: str, first_sequence_number: str) -> str:

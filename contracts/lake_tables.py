@@ -21,6 +21,18 @@ import pyarrow as pa
 TIMESTAMP_MS: Final = pa.timestamp("ms", tz="UTC")
 TIMESTAMP_US: Final = pa.timestamp("us", tz="UTC")
 
+#: Column of the ledger and wallets rows holding the item's attributes the decoder does not know
+#: (a newer writer's), as JSON text ``{"name": {"S": "..."}}`` (each value as DynamoDB JSON
+#: writes it), null when there is none: an attribute is never dropped before the lake has a
+#: column for it (docs/architecture.md, "Stream records → ledger"). JSON text rather than a
+#: ``map``: every reader (Athena's ``json_extract_scalar``, DuckDB's ``->>``, plain Parquet, the
+#: compaction's hash of a row) takes a string as it is.
+#:
+#: Columns added to a table here later must be nullable, and be added at the END of its schema:
+#: old rows read them as null, and the Iceberg tables take them by name
+#: (:func:`lake.iceberg_tables.evolve_table`, docs/operations.md, "Adding a column").
+EXTRA_ATTRIBUTES: Final = "extra_attributes"
+
 #: The partition column every table is projected on (type date, format yyyy-MM-dd).
 PARTITION_COLUMN: Final = "dt"
 
@@ -40,6 +52,7 @@ LEDGER: Final = pa.schema(
         pa.field("created_at", TIMESTAMP_MS, nullable=False),
         pa.field("stream_sequence", pa.string(), nullable=False),
         pa.field("ingested_at", TIMESTAMP_MS, nullable=False),
+        pa.field(EXTRA_ATTRIBUTES, pa.string(), nullable=True),
     ]
 )
 
@@ -48,6 +61,7 @@ WALLETS: Final = pa.schema(
         pa.field("wallet_id", pa.string(), nullable=False),
         pa.field("user_id", pa.string(), nullable=False),
         pa.field("created_at", TIMESTAMP_MS, nullable=False),
+        pa.field(EXTRA_ATTRIBUTES, pa.string(), nullable=True),
     ]
 )
 

@@ -57,7 +57,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final
 
-from contracts.lake_layout import tidy_cursor_key
+from contracts.lake_layout import misfits_location, tidy_cursor_key
 from contracts.lake_tables import STREAM_TABLES
 from lake.landing_log import (
     PERMANENT_STREAMS,
@@ -334,6 +334,7 @@ def commit_landed(
             live_sources=frozenset(live),
             clock=clock,
             empty_after_seconds=empty_after_seconds,
+            misfits_root=misfits_location(settings.bucket, settings.lake_prefix),
         )
         for name in names
     ]
@@ -368,12 +369,14 @@ def commit_table(
     clock: Callable[[], float] = time.time,
     empty_after_seconds: float = EMPTY_COMMIT_AFTER_SECONDS,
     on_step: Callable[[str], None] | None = None,
+    misfits_root: str | None = None,
 ) -> TableCommit:
     """One table's commit of the listed records: load, decide, commit; on a refusal (``main``
     moved since the load) load and decide again, at most :data:`_ATTEMPTS` times.
 
     ``on_step`` is called with ``"load"``, ``"decide"`` and ``"commit"`` before each step: a seam
-    for tests that interleave committers at every step.
+    for tests that interleave committers at every step. ``misfits_root``: where files that do not
+    fit the table are kept (:func:`misfit_location`).
     """
     from pyiceberg.exceptions import CommitFailedException
 
@@ -411,7 +414,9 @@ def commit_table(
             )
         step("commit")
         try:
-            snapshot_id, misfits = commit_decision(table, decision, [file.path for file in files])
+            snapshot_id, misfits = commit_decision(
+                table, decision, [file.path for file in files], misfits_root=misfits_root
+            )
         except CommitFailedException:
             if attempt == _ATTEMPTS:
                 raise
@@ -431,7 +436,9 @@ def commit_table(
     raise AssertionError("unreachable")
 
 
-def commit_decision(table: Table, decision: Decision, file_paths: list[str]) -> tuple[int | None, int]:
+def commit_decision(
+    table: Table, decision: Decision, file_paths: list[str], *, misfits_root: str | None = None
+) -> tuple[int | None, int]:
     """Append the files and set the progress in one commit, valid only while ``main`` is still the
     snapshot ``table`` was loaded at; refused (never rebased) otherwise. Returns the snapshot id
     and how many files were quarantined as misfits.
@@ -452,7 +459,7 @@ def commit_decision(table: Table, decision: Decision, file_paths: list[str]) -> 
     data_files = [data_file for data_file, _ in described if data_file is not None]
     misfits = [(path, reason) for path, (_, reason) in zip(file_paths, described, strict=True) if reason]
     for path, reason in misfits:
-        quarantine_misfit(table, path, reason)
+        quarantine_misfit(table, path, reason, misfits_root)
     transaction = strict.transaction()
     main = table.metadata.refs.get("main")
     expected = AssertRefSnapshotId(snapshot_id=main.snapshot_id if main else None, ref="main")  # type: ignore[call-arg]
@@ -478,16 +485,21 @@ def _describe(table: Table, path: str) -> tuple[DataFile | None, str]:
         return None, f"{type(error).__name__}: {error}"
 
 
-def misfit_location(table: Table, path: str) -> str:
-    """Where a misfit data file is kept: ``{table location}/misfits/{file name}`` (outside
-    ``data/``, so orphan removal never takes it)."""
-    return f"{table.location().rstrip('/')}/{MISFITS_FOLDER}/{path.rsplit('/', 1)[-1]}"
+def misfit_location(table: Table, path: str, root: str | None = None) -> str:
+    """Where a misfit data file is kept: ``{root}/{table}/{file name}``, the lake bucket's
+    ``{lake_prefix}/_misfits/`` for the committer (:func:`contracts.lake_layout.misfits_location`:
+    a table bucket takes only the table's own files), or without a root
+    ``{table location}/misfits/{file name}``; never under ``data/``, which orphan removal cleans."""
+    name = path.rsplit("/", 1)[-1]
+    if root is not None:
+        return f"{root.rstrip('/')}/{table.name()[-1]}/{name}"
+    return f"{table.location().rstrip('/')}/{MISFITS_FOLDER}/{name}"
 
 
-def quarantine_misfit(table: Table, path: str, reason: str) -> str:
+def quarantine_misfit(table: Table, path: str, reason: str, root: str | None = None) -> str:
     """Copy a landed file that does not fit its table to :func:`misfit_location`, with a
     ``.reason.json`` beside it (the file, the table, why); returns where. Idempotent."""
-    target = misfit_location(table, path)
+    target = misfit_location(table, path, root)
     with table.io.new_input(path).open() as source:
         body = source.read()
     with table.io.new_output(target).create(overwrite=True) as sink:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
@@ -241,6 +242,28 @@ _ENTRY_REQUIRED: Final = (
 )
 _ENTRY_OPTIONAL: Final = ((Attr.ENTRY_COUNTERPARTY, "S"), (Attr.ENTRIES_BEFORE, "L"))
 
+#: Every attribute the write path puts on a wallet item; any other one (a newer writer's) is kept
+#: with the item's rows in ``extra_attributes`` (:func:`_extra`), never dropped.
+_WALLET_KNOWN: Final = frozenset(
+    {
+        Attr.PK,
+        Attr.ENTITY,
+        Attr.USER_ID,
+        Attr.CREATED_AT,
+        *(name for name, _ in (*_WALLET_MODIFIED_REQUIRED, *_ENTRY_REQUIRED, *_ENTRY_OPTIONAL)),
+    }
+)
+#: Every attribute of a transaction item (both write paths); the others go to ``extra_attributes``.
+_TRANSACTION_KNOWN: Final = frozenset(
+    {
+        Attr.PK,
+        Attr.ENTITY,
+        Attr.REQUEST_HASH,
+        Attr.EXPIRES_AT,
+        *(name for name, _ in (*_TRANSACTION_REQUIRED, *_TRANSACTION_OPTIONAL)),
+    }
+)
+
 # itemgetters fetch every attribute of a kind in one C call, keyed by the one spelling in Attr.
 _legacy_transaction_attributes: Final = operator.itemgetter(
     Attr.TXN_ID,
@@ -296,6 +319,7 @@ def _wallet_modified(
     previous_version = None if previous_version is None else previous_version["N"]
     previous_balance = None if previous_balance is None else previous_balance["N"]
     sequence = change[SEQUENCE_NUMBER]
+    extra = None if image.keys() <= _WALLET_KNOWN else _extra(image, _WALLET_KNOWN)
     # The record's rows (in ENTRY_FIELDS order) are built whole before any is added, so a KeyError
     # on a malformed image never leaves a partial row behind.
     latest = (
@@ -312,6 +336,7 @@ def _wallet_modified(
         nonce["S"],
         updated_at["N"],
         sequence,
+        extra,
     )
     entries = columns.entries
     if _ENTRIES_BEFORE not in image:
@@ -320,7 +345,7 @@ def _wallet_modified(
         return
     # a group commit: the entries before the latest, then the latest, which follows them
     rows, chained_version, chained_balance = _earlier_entries(
-        image[_ENTRIES_BEFORE]["L"], wallet_id["S"], previous_version, previous_balance, sequence
+        image[_ENTRIES_BEFORE]["L"], wallet_id["S"], previous_version, previous_balance, sequence, extra
     )
     rows.extend(latest[:_PREVIOUS])
     rows.extend((chained_version, chained_balance, *latest[_PREVIOUS + 2 :]))
@@ -334,6 +359,7 @@ def _earlier_entries(
     version_text: str | None,
     balance_text: str | None,
     sequence: str,
+    extra: str | None,
 ) -> tuple[list[str | None], str | None, str | None]:
     """The rows of a group commit's ``entries_before``, and the version and balance they end at.
 
@@ -376,6 +402,7 @@ def _earlier_entries(
                 entry[EntryKey.NONCE]["S"],
                 entry[EntryKey.CREATED_AT]["N"],
                 sequence,
+                extra,
             )
         )
         version, balance = version + 1, after
@@ -419,6 +446,7 @@ def _transaction_inserted(
             None if to_balance is None else to_balance["N"],
             created_at["N"],
             change[SEQUENCE_NUMBER],
+            None if image.keys() <= _TRANSACTION_KNOWN else _extra(image, _TRANSACTION_KNOWN),
         )
     )
     transactions.positions.append(position)
@@ -433,8 +461,30 @@ def _wallet_inserted(
 ) -> None:
     """A wallet was opened: one ``wallets`` row."""
     wallet_id, user_id, created_at = _wallet_attributes(image)
-    columns.wallets.values.extend((wallet_id["S"], user_id["S"], created_at["N"]))  # WALLET_FIELDS order
+    extra = None if image.keys() <= _WALLET_KNOWN else _extra(image, _WALLET_KNOWN)
+    columns.wallets.values.extend((wallet_id["S"], user_id["S"], created_at["N"], extra))  # WALLET_FIELDS
     columns.wallets.positions.append(position)
+
+
+def _extra(image: Mapping[str, Any], known: frozenset[str]) -> str:
+    """The item's attributes the decoder does not know, as the JSON text of the
+    ``extra_attributes`` column: ``{name: DynamoDB-JSON value}``, keys sorted.
+
+    An attribute a newer writer adds reaches the lake with its row even before the lake has a
+    column for it (after the stream's 24 hours and the item's TTL it would exist nowhere else);
+    the upgrade that gives it a column of its own is docs/operations.md, "Adding a column".
+
+    Examples
+    --------
+    >>> _extra({"pk": {"S": "w#wallet"}, "tier": {"S": "gold"}}, frozenset({"pk"}))
+    '{"tier":{"S":"gold"}}'
+    """
+    return json.dumps(
+        {name: image[name] for name in image.keys() - known},
+        separators=(",", ":"),
+        sort_keys=True,
+        default=str,
+    )
 
 
 def _ignored(

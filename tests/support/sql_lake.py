@@ -51,6 +51,7 @@ def wallet_rows(wallet_ids: list[str]) -> pa.Table:
             "created_at": pa.array(
                 [created] * len(wallet_ids), STREAM_TABLES["wallets"].schema.field("created_at").type
             ),
+            "extra_attributes": pa.nulls(len(wallet_ids), pa.string()),
         },
         schema=STREAM_TABLES["wallets"].schema,
     )
@@ -76,6 +77,7 @@ def ledger_rows(entry_ids: list[str]) -> pa.Table:
         "created_at": [created] * n,
         "stream_sequence": ["1"] * n,
         "ingested_at": [created] * n,
+        "extra_attributes": [None] * n,
     }
     return pa.table({name: values[name] for name in schema.names}, schema=schema)
 
