@@ -138,6 +138,7 @@ class CommitReport:
     tables: tuple[TableCommit, ...]
     records_deleted: int
     seconds: float
+    snapshots_expired: int = 0
 
     @property
     def rows(self) -> int:
@@ -150,6 +151,7 @@ class CommitReport:
             "tables": [table.as_dict() for table in self.tables],
             "rows": self.rows,
             "records_deleted": self.records_deleted,
+            "snapshots_expired": self.snapshots_expired,
             "seconds": round(self.seconds, 3),
         }
 
@@ -309,7 +311,8 @@ def commit_landed(
     empty_after_seconds: float = EMPTY_COMMIT_AFTER_SECONDS,
 ) -> CommitReport:
     """One committer cycle: append every newly landed batch to every table (``tidy``: then delete
-    landing records past retention, :func:`tidy_log`, a bounded slice of the log per call).
+    landing records past retention, :func:`tidy_log`, a bounded slice of the log per call, and
+    expire the tables' snapshots past retention, :mod:`lake.snapshot_expiry`).
 
     The log is listed once for all tables, per shard past the lowest position any table holds
     (one LIST per shard, quiet shards only every :data:`FULL_LISTING_EVERY_SECONDS`).
@@ -339,7 +342,18 @@ def commit_landed(
         for name in names
     ]
     deleted = tidy_log(settings, s3, catalog, tables=names, clock=clock) if tidy else 0
-    report = CommitReport(tables=tuple(results), records_deleted=deleted, seconds=time.monotonic() - started)
+    expired = 0
+    if tidy:
+        from lake.snapshot_expiry import expire_snapshots
+
+        for name in names:
+            expired += expire_snapshots(catalog.load_table(identifier(settings.glue_database, name)), clock())
+    report = CommitReport(
+        tables=tuple(results),
+        records_deleted=deleted,
+        seconds=time.monotonic() - started,
+        snapshots_expired=expired,
+    )
     _logger.info("commit %s", json.dumps(report.as_dict()))
     return report
 

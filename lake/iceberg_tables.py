@@ -25,6 +25,18 @@ Table properties, and why:
 - ``commit.manifest-merge.enabled``: appends merge small manifests, so a day of 30-second commits
   does not leave thousands of manifests for every reader to open.
 - ``write.parquet.compression-codec=zstd``: as the rest of the lake.
+- ``history.expire.max-snapshot-age-ms`` (:data:`SNAPSHOT_RETENTION_HOURS`) and
+  ``history.expire.min-snapshots-to-keep``: snapshot retention in hours, not days. A commit every
+  30 s is 2,880 snapshots a day per table, each an entry of metadata.json that every commit,
+  every plan and every scan reads, and that pyiceberg copies several times per commit: 3 hours
+  of them keep the file under a megabyte and the committer's cycle within seconds
+  (``bench/commit_metadata.py``). What audits need past that is tagged (``reconciled-{day}``:
+  expiry never removes a snapshot a tag references). The committer expires them hourly
+  (:mod:`lake.snapshot_expiry`); Glue's retention optimizer reads the same properties when its
+  own configuration leaves period and count unset (``walletlake_cdk.catalog``: its unit is days).
+- ``write.metadata.delete-after-commit.enabled`` and ``write.metadata.previous-versions-max``: a
+  commit writes a new metadata.json; the writer deletes those older than the last
+  :data:`PREVIOUS_METADATA_VERSIONS`, so the table folder does not gather one file per commit.
 """
 
 from __future__ import annotations
@@ -43,6 +55,13 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
 
 ICEBERG_FORMAT_VERSION: Final = 2
+#: Snapshots younger than this are kept (time travel, ``reconcile --replay`` of a recent run);
+#: older ones expire unless a tag references them.
+SNAPSHOT_RETENTION_HOURS: Final = 3
+#: Snapshots kept whatever their age.
+SNAPSHOTS_TO_KEEP: Final = 10
+#: metadata.json files kept besides the current one.
+PREVIOUS_METADATA_VERSIONS: Final = 20
 
 #: Properties every walletlake Iceberg table is created with (see the module docstring).
 TABLE_PROPERTIES: Final[Mapping[str, str]] = {
@@ -54,6 +73,10 @@ TABLE_PROPERTIES: Final[Mapping[str, str]] = {
     "commit.manifest-merge.enabled": "true",
     "commit.manifest.min-count-to-merge": "50",
     "commit.retry.num-retries": "10",
+    "history.expire.max-snapshot-age-ms": str(SNAPSHOT_RETENTION_HOURS * 3600 * 1000),
+    "history.expire.min-snapshots-to-keep": str(SNAPSHOTS_TO_KEEP),
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": str(PREVIOUS_METADATA_VERSIONS),
 }
 
 
@@ -155,9 +178,11 @@ def ensure_tables(catalog: Catalog, namespace: str, location_root: str | None = 
             existing = None
         if existing is not None:
             added = evolve_table(existing)
+            changed = update_properties(existing)
             done.append(
-                f"iceberg table {namespace}.{spec.name}: "
-                + (f"exists; columns added: {', '.join(added)}" if added else "exists")
+                f"iceberg table {namespace}.{spec.name}: exists"
+                + (f"; columns added: {', '.join(added)}" if added else "")
+                + (f"; properties set: {', '.join(changed)}" if changed else "")
             )
             continue
         schema = iceberg_schema(spec.name)
@@ -205,6 +230,22 @@ def missing_columns(table: Table) -> list[str]:
     """Columns the contract (:mod:`contracts.lake_tables`) has and the Iceberg table lacks."""
     names = {field.name for field in table.schema().fields}
     return [name for name in iceberg_arrow_schema(table.name()[-1]).names if name not in names]
+
+
+def update_properties(table: Table) -> list[str]:
+    """Set the :data:`TABLE_PROPERTIES` an older walletlake created the table without (snapshot
+    retention in hours, metadata clean-up); returns the keys set. Only those keys are sent, so a
+    concurrent commit's own properties (the committer's progress) are never overwritten."""
+    current = table.properties
+    wanted = {
+        key: value
+        for key, value in TABLE_PROPERTIES.items()
+        if key != "format-version" and current.get(key) != value
+    }
+    if wanted:
+        with table.transaction() as transaction:
+            transaction.set_properties(wanted)
+    return sorted(wanted)
 
 
 def evolve_table(table: Table, attempts: int = 5) -> list[str]:

@@ -22,8 +22,10 @@ from cfnlint.api import lint_file
 from contracts import lambda_metrics
 from contracts.lake_tables import STREAM_TABLES, TABLES
 from contracts.settings import Settings
+from contracts.stream_filters import filter_patterns
 from contracts.wallets_table import WALLETS_TABLE
 from lake.glue import iceberg_table_input, table_input
+from lake.iceberg_tables import SNAPSHOT_RETENTION_HOURS, TABLE_PROPERTIES
 from queries import list_queries
 from walletlake_cdk.assembly import build_app, error_messages
 from walletlake_cdk.committer import COMMITTER_HANDLER
@@ -257,7 +259,9 @@ def test_event_source_mapping_is_bounded_ordered_and_reports_item_failures(synth
     assert properties["MaximumRecordAgeInSeconds"] == 12 * 3600
     assert properties["MaximumRecordAgeInSeconds"] < 24 * 3600
     assert properties["BisectBatchOnFunctionError"] is False
-    assert "FilterCriteria" not in properties  # TTL deletions reach the handler, which counts them
+    # AND records that make no row never invoke it (contracts.stream_filters, whose tests show that
+    # every record the decoder turns into a row or a quarantine entry passes)
+    assert [item["Pattern"] for item in properties["FilterCriteria"]["Filters"]] == filter_patterns()
     assert properties["DestinationConfig"] == {
         "OnFailure": {"Destination": {"Fn::GetAtt": [queue_id, "Arn"]}}
     }
@@ -793,8 +797,25 @@ def test_glue_optimizers_compact_expire_and_remove_orphans_of_each_iceberg_table
         orphans["OrphanFileDeletionConfiguration"]["IcebergConfiguration"]["OrphanFileRetentionPeriodInDays"]
         >= 1
     )
+    # AND compaction sorts by the table's sort order (the one-wallet reads docs/analysts.md states)
+    for name in STREAM_TABLES:
+        compaction = by_table[name]["compaction"]["TableOptimizerConfiguration"]["CompactionConfiguration"]
+        assert compaction["IcebergConfiguration"]["Strategy"] == "sort"
+    # AND snapshot retention leaves period and count to the table's properties (hours, not days)
     retention = by_table["ledger"]["retention"]["TableOptimizerConfiguration"]["RetentionConfiguration"]
-    assert retention["IcebergConfiguration"]["SnapshotRetentionPeriodInDays"] >= 1
+    assert retention["IcebergConfiguration"] == {"CleanExpiredFiles": True}
+    assert int(TABLE_PROPERTIES["history.expire.max-snapshot-age-ms"]) == SNAPSHOT_RETENTION_HOURS * 3_600_000
+    glue_tables = synthesized.resources("AWS::Glue::Table").values()
+    iceberg_properties = [
+        table["Properties"]["OpenTableFormatInput"]["IcebergInput"]["IcebergTableInput"]["Properties"]
+        for table in glue_tables
+        if "OpenTableFormatInput" in table["Properties"]
+    ]
+    assert len(iceberg_properties) == len(STREAM_TABLES)
+    for properties in iceberg_properties:
+        assert properties["history.expire.max-snapshot-age-ms"] == str(SNAPSHOT_RETENTION_HOURS * 3_600_000)
+        assert properties["write.metadata.delete-after-commit.enabled"] == "true"
+        assert int(properties["write.metadata.previous-versions-max"]) >= 1
     # AND they run as a role Glue assumes, allowed to rewrite only the tables' prefix
     role_id = by_table["ledger"]["compaction"]["TableOptimizerConfiguration"]["RoleArn"]["Fn::GetAtt"][0]
     role = synthesized.resources("AWS::IAM::Role")[role_id]
@@ -959,6 +980,8 @@ def test_dashboard_graphs_the_metrics_the_consumer_publishes(synthesized: Synthe
     _, dashboard = synthesized.only("AWS::CloudWatch::Dashboard")
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
     assert all(metric in body for metric in lambda_metrics.CONSUMER_GRAPHED)
+    # AND the TTL deletions the stream's filter keeps from the consumer, as DynamoDB counts them
+    assert "TimeToLiveDeletedItemCount" in body
 
 
 # --- the write path's fleet -----------------------------------------------------------------
