@@ -311,8 +311,9 @@ def commit_landed(
     empty_after_seconds: float = EMPTY_COMMIT_AFTER_SECONDS,
 ) -> CommitReport:
     """One committer cycle: append every newly landed batch to every table (``tidy``: then delete
-    landing records past retention, :func:`tidy_log`, a bounded slice of the log per call, and
-    expire the tables' snapshots past retention, :mod:`lake.snapshot_expiry`).
+    landing records past retention, :func:`tidy_log`, a bounded slice of the log per call). A
+    table's snapshots past retention are expired (:mod:`lake.snapshot_expiry`) with ``tidy`` or
+    once :data:`lake.snapshot_expiry.EXPIRE_AT_LEAST` of them wait.
 
     The log is listed once for all tables, per shard past the lowest position any table holds
     (one LIST per shard, quiet shards only every :data:`FULL_LISTING_EVERY_SECONDS`).
@@ -322,9 +323,8 @@ def commit_landed(
     started = time.monotonic()
     names = tuple(tables)
     now = clock()
-    positions = [
-        read_progress(catalog.load_table(identifier(settings.glue_database, name))) for name in names
-    ]
+    loaded = [catalog.load_table(identifier(settings.glue_database, name)) for name in names]
+    positions = [read_progress(table) for table in loaded]
     full = now % FULL_LISTING_EVERY_SECONDS < 2 * settings.commit_interval_seconds
     live = list_sources(s3, settings.bucket, settings.lake_prefix)
     sources = [source for source in live if full or not _quiet(source, positions, now)]
@@ -343,10 +343,12 @@ def commit_landed(
     ]
     deleted = tidy_log(settings, s3, catalog, tables=names, clock=clock) if tidy else 0
     expired = 0
-    if tidy:
-        from lake.snapshot_expiry import expire_snapshots
+    from lake.snapshot_expiry import EXPIRE_AT_LEAST, expirable, expire_snapshots
 
-        for name in names:
+    for name, table in zip(names, loaded, strict=True):
+        # hourly, or as soon as enough snapshots are past retention: the cycle's cost grows with
+        # the snapshots kept (lake.snapshot_expiry)
+        if tidy or len(expirable(table.metadata, now)) >= EXPIRE_AT_LEAST:
             expired += expire_snapshots(catalog.load_table(identifier(settings.glue_database, name)), clock())
     report = CommitReport(
         tables=tuple(results),

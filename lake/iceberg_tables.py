@@ -28,10 +28,10 @@ Table properties, and why:
 - ``history.expire.max-snapshot-age-ms`` (:data:`SNAPSHOT_RETENTION_HOURS`) and
   ``history.expire.min-snapshots-to-keep``: snapshot retention in hours, not days. A commit every
   30 s is 2,880 snapshots a day per table, each an entry of metadata.json that every commit,
-  every plan and every scan reads, and that pyiceberg copies several times per commit: 3 hours
+  every plan and every scan reads, and that pyiceberg copies many times per commit: 2 hours
   of them keep the file under a megabyte and the committer's cycle within seconds
   (``bench/commit_metadata.py``). What audits need past that is tagged (``reconciled-{day}``:
-  expiry never removes a snapshot a tag references). The committer expires them hourly
+  expiry never removes a snapshot a tag references). The committer expires them itself
   (:mod:`lake.snapshot_expiry`); Glue's retention optimizer reads the same properties when its
   own configuration leaves period and count unset (``walletlake_cdk.catalog``: its unit is days).
 - ``write.metadata.delete-after-commit.enabled`` and ``write.metadata.previous-versions-max``: a
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 ICEBERG_FORMAT_VERSION: Final = 2
 #: Snapshots younger than this are kept (time travel, ``reconcile --replay`` of a recent run);
 #: older ones expire unless a tag references them.
-SNAPSHOT_RETENTION_HOURS: Final = 3
+SNAPSHOT_RETENTION_HOURS: Final = 2
 #: Snapshots kept whatever their age.
 SNAPSHOTS_TO_KEEP: Final = 10
 #: metadata.json files kept besides the current one.

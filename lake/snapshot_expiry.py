@@ -1,14 +1,15 @@
 """Expire an Iceberg table's old snapshots: the committer keeps its own metadata small.
 
-A commit every 30 s is 2,880 snapshots a day per table. pyiceberg's transaction copies the whole
-table metadata many times per commit (``bench/commit_metadata.py`` measured ~0.9 ms of CPU per
-retained snapshot per commit), so the cycle's time grows with the snapshots kept: with a day of
-them a three-table cycle takes about 20 s of a 512 MB Lambda; with
-:data:`lake.iceberg_tables.SNAPSHOT_RETENTION_HOURS` (3) of them, well under 5 s. Glue's
-retention optimizer expires by the same table properties, on its own schedule (not one we
-control); the committer therefore expires them itself, hourly (:func:`lake.committer.commit_landed`
-with ``tidy``), and leaves deleting the files to Glue (retention and orphan file deletion) and
-to :mod:`lake.iceberg_maintenance` locally.
+A commit every 30 s is 2,880 snapshots a day per table. pyiceberg's transaction deep-copies the
+whole table metadata about 17 times per commit (profiled), so a commit's CPU grows with the
+snapshots kept, about 1 ms per snapshot (``bench/commit_metadata.py``: 480 snapshots, a
+three-table cycle of 1.3 s CPU, 5.5 s on a 512 MB Lambda). Hence a short retention,
+:data:`lake.iceberg_tables.SNAPSHOT_RETENTION_HOURS`, enforced by the committer itself as soon as
+:data:`EXPIRE_AT_LEAST` snapshots are past it (every ten minutes at 30-second commits) and at
+every hourly tidy (:func:`lake.committer.commit_landed`): at most about 270 snapshots per table.
+Glue's retention optimizer expires by the same table properties, on a schedule of its own; the
+files are deleted by Glue (retention and orphan file deletion) on AWS and by
+:mod:`lake.iceberg_maintenance` locally.
 
 What is never expired: the head of a branch and every tagged snapshot (``reconciled-{day}``: what
 ``reconcile --replay`` and pinned queries read), and the last
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from lake.iceberg_tables import SNAPSHOT_RETENTION_HOURS, SNAPSHOTS_TO_KEEP
 
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
     from pyiceberg.table.metadata import TableMetadata
 
 _logger = logging.getLogger(__name__)
+
+#: Expire as soon as this many snapshots are past retention (ten minutes of 30-second commits).
+EXPIRE_AT_LEAST: Final = 20
 
 
 def expirable(
