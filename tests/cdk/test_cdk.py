@@ -863,8 +863,15 @@ def test_the_committer_runs_every_minute_alone_with_the_grants_of_a_commit(synth
     assert landing == [frozenset({"s3:GetObject", "s3:DeleteObject"})]
     tables = [actions for actions, resource in granted if f"/{SETTINGS.lake_prefix}/iceberg/*" in resource]
     assert tables == [frozenset({"s3:GetObject", "s3:PutObject"})]
+    # AND write its tidy's cursor and the misfit files it keeps aside, nowhere else of the lake
+    own = [actions for actions, resource in granted if f"/{SETTINGS.lake_prefix}/_committer/*" in resource]
+    assert own == [frozenset({"s3:GetObject", "s3:PutObject"})]
+    misfits = [actions for actions, resource in granted if f"/{SETTINGS.lake_prefix}/_misfits/*" in resource]
+    assert misfits == [frozenset({"s3:GetObject", "s3:PutObject"})]
     glue_actions = {action for actions, _ in granted for action in actions if action.startswith("glue:")}
     assert {"glue:GetCatalog", "glue:GetTable", "glue:UpdateTable", "glue:CreateTable"} <= glue_actions
+    # AND delete the tables' archived versions (Glue's quota of table versions, lake.glue_versions)
+    assert {"glue:GetTableVersions", "glue:BatchDeleteTableVersion"} <= glue_actions
     assert not any(resource == '"*"' for _, resource in granted)
     # AND every function names the lake's format (and the Iceberg functions the warehouse)
     for handler, properties in functions.items():

@@ -64,6 +64,7 @@ def _decode(records: Sequence[Mapping[str, Any]]) -> dict[str, pa.Table]:
             "created_at": at,
             "stream_sequence": [str(s) for s in sequences],
             "ingested_at": at,
+            "extra_attributes": pa.nulls(len(sequences), pa.string()),
         },
         schema=LEDGER,
     )
