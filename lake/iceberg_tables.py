@@ -32,8 +32,8 @@ Table properties, and why:
   of them keep the file under a megabyte and the committer's cycle within seconds
   (``bench/commit_metadata.py``). What audits need past that is tagged (``reconciled-{day}``:
   expiry never removes a snapshot a tag references). The committer expires them itself
-  (:mod:`lake.snapshot_expiry`); Glue's retention optimizer reads the same properties when its
-  own configuration leaves period and count unset (``walletlake_cdk.catalog``: its unit is days).
+  (:mod:`lake.snapshot_expiry`), the only expiry: no Glue retention optimizer is deployed
+  (``walletlake_cdk.catalog`` says why).
 - ``write.metadata.delete-after-commit.enabled`` and ``write.metadata.previous-versions-max``: a
   commit writes a new metadata.json; the writer deletes those older than the last
   :data:`PREVIOUS_METADATA_VERSIONS`, so the table folder does not gather one file per commit.

@@ -7,8 +7,8 @@ three-table cycle of 1.3 s CPU, 5.5 s on a 512 MB Lambda). Hence a short retenti
 :data:`lake.iceberg_tables.SNAPSHOT_RETENTION_HOURS`, enforced by the committer itself as soon as
 :data:`EXPIRE_AT_LEAST` snapshots are past it (every ten minutes at 30-second commits) and at
 every hourly tidy (:func:`lake.committer.commit_landed`): at most about 270 snapshots per table.
-Glue's retention optimizer expires by the same table properties, on a schedule of its own; the
-files are deleted by Glue (retention and orphan file deletion) on AWS and by
+It is the only expiry (no Glue retention optimizer: ``walletlake_cdk.catalog``); the files of
+expired snapshots are deleted by Glue's orphan file deletion on AWS and by
 :mod:`lake.iceberg_maintenance` locally.
 
 What is never expired: the head of a branch and every tagged snapshot (``reconciled-{day}``: what

@@ -785,10 +785,12 @@ def test_glue_optimizers_compact_expire_and_remove_orphans_of_each_iceberg_table
     for resource in optimizers.values():
         properties = resource["Properties"]
         by_table.setdefault(properties["TableName"], {})[properties["Type"]] = properties
-    # THEN every Iceberg table has its compaction, snapshot retention and orphan file deletion
+    # THEN every Iceberg table has its compaction and orphan file deletion; snapshot expiry is the
+    # committer's (lake.snapshot_expiry keeps tagged snapshots: tests/unit/test_snapshot_expiry.py),
+    # never Glue's retention, which counts days and documents nothing about tags
     assert set(by_table) == set(STREAM_TABLES)
     for kinds in by_table.values():
-        assert set(kinds) == {"compaction", "retention", "orphan_file_deletion"}
+        assert set(kinds) == {"compaction", "orphan_file_deletion"}
         for kind in kinds.values():
             assert kind["TableOptimizerConfiguration"]["Enabled"] is True
     # AND orphans are removed only days after they were written (a landed file waits seconds)
@@ -801,9 +803,7 @@ def test_glue_optimizers_compact_expire_and_remove_orphans_of_each_iceberg_table
     for name in STREAM_TABLES:
         compaction = by_table[name]["compaction"]["TableOptimizerConfiguration"]["CompactionConfiguration"]
         assert compaction["IcebergConfiguration"]["Strategy"] == "sort"
-    # AND snapshot retention leaves period and count to the table's properties (hours, not days)
-    retention = by_table["ledger"]["retention"]["TableOptimizerConfiguration"]["RetentionConfiguration"]
-    assert retention["IcebergConfiguration"] == {"CleanExpiredFiles": True}
+    # AND the tables state their retention in hours (what the committer's expiry applies)
     assert int(TABLE_PROPERTIES["history.expire.max-snapshot-age-ms"]) == SNAPSHOT_RETENTION_HOURS * 3_600_000
     glue_tables = synthesized.resources("AWS::Glue::Table").values()
     iceberg_properties = [
