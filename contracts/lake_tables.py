@@ -141,6 +141,12 @@ class LakeTable:
         For the stream's tables: how compaction sorts them and finds copies.
     sort_order:
         For the stream's tables: the Iceberg table's declared sort order.
+    created_columns:
+        For the stream's tables: how many of ``schema``'s leading columns the deployed Iceberg
+        table was created with (by CloudFormation, whose resource must never change: an update
+        of an ``AWS::Glue::Table``'s Iceberg input is not a schema change Glue documents).
+        Columns after them are added by name at run time (``lake.iceberg_tables.evolve_table``).
+        Never change it: a new column is appended to ``schema``, nothing else.
     """
 
     name: str
@@ -149,6 +155,7 @@ class LakeTable:
     time_column: str | None = None
     compaction: CompactionLayout | None = None
     sort_order: tuple[str, ...] = ()
+    created_columns: int | None = None
 
     @property
     def layout(self) -> CompactionLayout:
@@ -179,6 +186,7 @@ LAKE_TABLES: Final[Mapping[str, LakeTable]] = {
             prefer=("ingested_at", "stream_sequence"),
         ),
         sort_order=("wallet_id", "wallet_version"),
+        created_columns=14,
     ),
     "wallets": LakeTable(
         "wallets",
@@ -187,6 +195,7 @@ LAKE_TABLES: Final[Mapping[str, LakeTable]] = {
         time_column="created_at",
         compaction=CompactionLayout(key=("wallet_id",), order=("wallet_id",)),
         sort_order=("wallet_id",),
+        created_columns=3,
     ),
     "balance_snapshots": LakeTable(
         "balance_snapshots",
@@ -213,6 +222,7 @@ LAKE_TABLES: Final[Mapping[str, LakeTable]] = {
             prefer=("quarantined_at",),
         ),
         sort_order=("quarantined_at",),
+        created_columns=4,
     ),
 }
 

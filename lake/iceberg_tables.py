@@ -80,6 +80,36 @@ TABLE_PROPERTIES: Final[Mapping[str, str]] = {
 }
 
 
+#: The properties the CloudFormation-created tables were first deployed with: their template keeps
+#: exactly these (a changed resource would be an update Glue documents nothing about); the others
+#: are set at run time by :func:`update_properties`.
+CREATION_PROPERTY_KEYS: Final = frozenset(
+    {
+        "format-version",
+        "write.format.default",
+        "write.parquet.compression-codec",
+        "write.delete.isolation-level",
+        "write.update.isolation-level",
+        "commit.manifest-merge.enabled",
+        "commit.manifest.min-count-to-merge",
+        "commit.retry.num-retries",
+    }
+)
+
+
+def iceberg_creation_schema(table: str) -> Schema:
+    """The Iceberg schema the deployed table was created with: the contract's first
+    ``created_columns`` columns and ``dt`` (:attr:`contracts.lake_tables.LakeTable.created_columns`)."""
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.schema import assign_fresh_schema_ids
+
+    arrow = iceberg_arrow_schema(table)
+    created = STREAM_TABLES[table].created_columns
+    if created is not None:
+        arrow = pa.schema([*(arrow.field(i) for i in range(created)), arrow.field(PARTITION_COLUMN)])
+    return assign_fresh_schema_ids(Catalog._convert_schema_if_needed(arrow))
+
+
 def iceberg_arrow_schema(table: str) -> pa.Schema:
     """The Arrow schema of a table's Iceberg data files: timestamps in microseconds, ``dt`` last.
 
