@@ -14,8 +14,13 @@ INSERT of a transaction       ignored (counted): the idempotency record
 INSERT of a user claim        ignored (counted)
 REMOVE of a transaction       a TTL expiry when ``userIdentity`` is the DynamoDB service
                               (counted, never a reversal); otherwise quarantined
+any record of an idempotency  ignored (counted): the write path's request record
+item
 anything else                 quarantined whole, with its reason
 ============================  ======================================================
+
+An item attribute the decoder does not know (a newer writer's) is never dropped: it goes with the
+item's rows into ``extra_attributes`` (:func:`_extra`; one subset check per record, ~0.2 µs).
 
 A deposit is one wallet MODIFY (a credit), a transfer two (the payer's debit, the payee's credit),
 which may arrive in different shards and batches: each row stands alone, so any interleaving
