@@ -29,7 +29,7 @@ from lake.iceberg_maintenance import (
     maintain,
     remove_orphan_files,
 )
-from lake.iceberg_tables import identifier
+from lake.iceberg_tables import SNAPSHOT_RETENTION_HOURS, identifier
 from lake.landing_log import record_key
 
 DAY = "2026-01-15"
@@ -386,3 +386,24 @@ def test_compaction_sorts_across_the_day_so_each_file_holds_a_range_of_wallets(l
         ranges.append((min(wallets), max(wallets)))
     ranges.sort()
     assert all(earlier[1] <= later[0] for earlier, later in itertools.pairwise(ranges))
+
+
+def test_the_committer_expires_snapshots_past_retention_and_keeps_tags_and_rows(lake: Lake) -> None:
+    # GIVEN 32 commits, the 5th tagged by a reconciliation
+    for _ in range(32):
+        lake.land_and_commit(3)
+    table = lake.table()
+    history = [snapshot.snapshot_id for snapshot in table.snapshots()]
+    with table.manage_snapshots() as manage:
+        manage.create_tag(history[4], "reconciled-2026-01-15")
+
+    # WHEN a cycle runs hours later (no tidy: the count past retention alone triggers it)
+    later = time.time() + (SNAPSHOT_RETENTION_HOURS + 1) * 3600
+    report = commit_landed(lake.settings, lake.s3, lake.catalog, tables=("ledger",), clock=lambda: later)
+
+    # THEN every snapshot but the tagged one and the last 10 is gone, and no row
+    kept = {snapshot.snapshot_id for snapshot in lake.table().snapshots()}
+    assert kept == {history[4], *history[-10:]}
+    assert report.snapshots_expired == 32 - 11
+    assert sorted(lake.entry_ids()) == _ids(1, lake.next_sequence - 1)
+    assert len(lake.entry_ids(snapshot_id=history[4])) == 5 * 3
