@@ -302,6 +302,7 @@ def ledger_chunk(
             "created_at": pa.array(created[txn], MS),
             "stream_sequence": sequence,
             "ingested_at": pa.array(ingested, MS),
+            "extra_attributes": pa.nulls(count, pa.string()),
         },
         schema=LEDGER,
     )

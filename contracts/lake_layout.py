@@ -27,10 +27,53 @@ SLOTS_PER_DAY: Final = 24 * 60 // SLOT_MINUTES
 #: Folder of the landing log (one record per landed batch, :mod:`lake.landing_log`) under the lake
 #: prefix: ``{lake_prefix}/_landed/{stream}/{shard}/{first}-{last}.json``.
 LANDING_LOG_FOLDER: Final = "_landed"
+#: Folder beside the log holding the committer's bookkeeping objects (the tidy's cursor).
+COMMITTER_STATE_FOLDER: Final = "_committer"
+#: Folder under the lake prefix of landed files that did not fit their table (one per table).
+MISFITS_FOLDER: Final = "_misfits"
+#: Marks a late batch's own source in the log: ``{shard}~late-{first sequence number}``.
+LATE_SOURCE_MARK: Final = "~late-"
 #: Folder of the Iceberg tables under the lake prefix when the catalog places them in the lake
 #: bucket (Glue's Iceberg tables on AWS): ``s3://{bucket}/{lake_prefix}/iceberg/{table}``.
 ICEBERG_FOLDER: Final = "iceberg"
 _SLOT: Final = re.compile(r"^h([01]\d|2[0-3])m([0-5]\d)-")
+
+
+def tidy_cursor_key(lake_prefix: str) -> str:
+    """The object holding the landing-log key the hourly tidy stopped at (empty: start over).
+
+    Examples
+    --------
+    >>> tidy_cursor_key("lake")
+    'lake/_committer/tidy-cursor'
+    """
+    prefix = lake_prefix.strip("/")
+    name = f"{COMMITTER_STATE_FOLDER}/tidy-cursor"
+    return f"{prefix}/{name}" if prefix else name
+
+
+def misfits_location(bucket: str, lake_prefix: str) -> str:
+    """Where the committer keeps landed files that do not fit their table, a folder per table,
+    each with a ``.reason.json`` (docs/operations.md, "Misfit files").
+
+    Examples
+    --------
+    >>> misfits_location("lake-bucket", "lake")
+    's3://lake-bucket/lake/_misfits'
+    """
+    prefix = lake_prefix.strip("/")
+    return f"s3://{bucket}/{prefix}/{MISFITS_FOLDER}" if prefix else f"s3://{bucket}/{MISFITS_FOLDER}"
+
+
+def late_shard(shard: str, first_sequence_number: str) -> str:
+    """The source a late (dead-lettered, replayed) batch of ``shard`` lands as.
+
+    Examples
+    --------
+    >>> late_shard("shardId-1", "100")
+    'shardId-1~late-100'
+    """
+    return f"{shard}{LATE_SOURCE_MARK}{first_sequence_number}"
 
 
 def slot_name(slot: int) -> str:

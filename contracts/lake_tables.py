@@ -21,6 +21,18 @@ import pyarrow as pa
 TIMESTAMP_MS: Final = pa.timestamp("ms", tz="UTC")
 TIMESTAMP_US: Final = pa.timestamp("us", tz="UTC")
 
+#: Column of the ledger and wallets rows holding the item's attributes the decoder does not know
+#: (a newer writer's), as JSON text ``{"name": {"S": "..."}}`` (each value as DynamoDB JSON
+#: writes it), null when there is none: an attribute is never dropped before the lake has a
+#: column for it (docs/architecture.md, "Stream records → ledger"). JSON text rather than a
+#: ``map``: every reader (Athena's ``json_extract_scalar``, DuckDB's ``->>``, plain Parquet, the
+#: compaction's hash of a row) takes a string as it is.
+#:
+#: Columns added to a table here later must be nullable, and be added at the END of its schema:
+#: old rows read them as null, and the Iceberg tables take them by name
+#: (:func:`lake.iceberg_tables.evolve_table`, docs/operations.md, "Adding a column").
+EXTRA_ATTRIBUTES: Final = "extra_attributes"
+
 #: The partition column every table is projected on (type date, format yyyy-MM-dd).
 PARTITION_COLUMN: Final = "dt"
 
@@ -40,6 +52,7 @@ LEDGER: Final = pa.schema(
         pa.field("created_at", TIMESTAMP_MS, nullable=False),
         pa.field("stream_sequence", pa.string(), nullable=False),
         pa.field("ingested_at", TIMESTAMP_MS, nullable=False),
+        pa.field(EXTRA_ATTRIBUTES, pa.string(), nullable=True),
     ]
 )
 
@@ -48,6 +61,7 @@ WALLETS: Final = pa.schema(
         pa.field("wallet_id", pa.string(), nullable=False),
         pa.field("user_id", pa.string(), nullable=False),
         pa.field("created_at", TIMESTAMP_MS, nullable=False),
+        pa.field(EXTRA_ATTRIBUTES, pa.string(), nullable=True),
     ]
 )
 
@@ -127,6 +141,12 @@ class LakeTable:
         For the stream's tables: how compaction sorts them and finds copies.
     sort_order:
         For the stream's tables: the Iceberg table's declared sort order.
+    created_columns:
+        For the stream's tables: how many of ``schema``'s leading columns the deployed Iceberg
+        table was created with (by CloudFormation, whose resource must never change: an update
+        of an ``AWS::Glue::Table``'s Iceberg input is not a schema change Glue documents).
+        Columns after them are added by name at run time (``lake.iceberg_tables.evolve_table``).
+        Never change it: a new column is appended to ``schema``, nothing else.
     """
 
     name: str
@@ -135,6 +155,7 @@ class LakeTable:
     time_column: str | None = None
     compaction: CompactionLayout | None = None
     sort_order: tuple[str, ...] = ()
+    created_columns: int | None = None
 
     @property
     def layout(self) -> CompactionLayout:
@@ -165,6 +186,7 @@ LAKE_TABLES: Final[Mapping[str, LakeTable]] = {
             prefer=("ingested_at", "stream_sequence"),
         ),
         sort_order=("wallet_id", "wallet_version"),
+        created_columns=14,
     ),
     "wallets": LakeTable(
         "wallets",
@@ -173,6 +195,7 @@ LAKE_TABLES: Final[Mapping[str, LakeTable]] = {
         time_column="created_at",
         compaction=CompactionLayout(key=("wallet_id",), order=("wallet_id",)),
         sort_order=("wallet_id",),
+        created_columns=3,
     ),
     "balance_snapshots": LakeTable(
         "balance_snapshots",
@@ -199,6 +222,7 @@ LAKE_TABLES: Final[Mapping[str, LakeTable]] = {
             prefer=("quarantined_at",),
         ),
         sort_order=("quarantined_at",),
+        created_columns=4,
     ),
 }
 

@@ -121,7 +121,9 @@ def merge_files(
         raise ValueError("batch_rows must be positive")
     if not paths:
         return MergeCounts(0, 0)
-    source = f"read_parquet([{', '.join(_quote(str(path)) for path in paths)}])"
+    # union_by_name: files written before a column was added lack it (read as null), whichever
+    # file comes first
+    source = f"read_parquet([{', '.join(_quote(str(path)) for path in paths)}], union_by_name = true)"
     with _connection(memory_limit, spill) as connection:
         _check_copies(connection, table_name, source)
         rows_in = rows_out = 0

@@ -73,14 +73,17 @@ def iceberg_table_input(table: str, location: str) -> dict[str, Any]:
     The same table :func:`lake.iceberg_tables.ensure_tables` creates through the REST catalog:
     field ids 1..n in the Arrow schema's order, ``identity(dt)`` as partition field 1000, the
     compaction sort order as the write order, and :data:`lake.iceberg_tables.TABLE_PROPERTIES` plus
-    the default name mapping (data files are written by pyarrow without field ids). A committer
-    finding it at cold start checks its columns and leaves it as it is.
+    the default name mapping, **as the table was first deployed**: the columns it was created with
+    (:func:`lake.iceberg_tables.iceberg_creation_schema`) and the properties of
+    :data:`lake.iceberg_tables.CREATION_PROPERTY_KEYS`, so the template's resource never changes
+    when the contract grows. The committer's cold start (and every landing process) adds the newer
+    columns by name and sets the newer properties (``ensure_tables``).
     """
     from contracts.lake_tables import STREAM_TABLES
-    from lake.iceberg_tables import TABLE_PROPERTIES, iceberg_schema
+    from lake.iceberg_tables import CREATION_PROPERTY_KEYS, TABLE_PROPERTIES, iceberg_creation_schema
 
     spec = STREAM_TABLES[table]
-    schema = iceberg_schema(table)
+    schema = iceberg_creation_schema(table)
     fields = [
         {
             "Id": field.field_id,
@@ -90,7 +93,11 @@ def iceberg_table_input(table: str, location: str) -> dict[str, Any]:
         }
         for field in schema.fields
     ]
-    properties = {key: value for key, value in TABLE_PROPERTIES.items() if key != "format-version"}
+    properties = {
+        key: value
+        for key, value in TABLE_PROPERTIES.items()
+        if key in CREATION_PROPERTY_KEYS and key != "format-version"
+    }
     properties["schema.name-mapping.default"] = schema.name_mapping.model_dump_json()
     return {
         "Location": location,

@@ -21,13 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from contracts.lake_layout import stream_label
+from contracts.lake_layout import late_shard, stream_label
 from contracts.lake_tables import STREAM_TABLES
 from lake.iceberg_tables import to_iceberg_rows
 from lake.landing_log import (
     LandedFile,
     LandingRecord,
     landed_ranges,
+    outside,
     put_record,
     sequence_number,
     uncovered_from,
@@ -37,6 +38,7 @@ from lake.writer import LandingWriteError, split_by_slot
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+    from pyiceberg.schema import Schema
 
     from contracts.settings import Settings
 
@@ -59,12 +61,38 @@ def split_bucket_key(path: str) -> tuple[str, str]:
     return bucket, key
 
 
-@functools.lru_cache(maxsize=8)
-def table_locations(settings: Settings) -> Mapping[str, str]:
-    """Each Iceberg table's location, from the catalog once per process (locations never move)."""
-    from lake.iceberg_catalog import load_table
+@dataclasses.dataclass(frozen=True, slots=True)
+class TableLayout:
+    """Where a table's data files go and the Iceberg schema (field ids) they are written with."""
 
-    return {name: load_table(settings, name).location().rstrip("/") for name in STREAM_TABLES}
+    location: str
+    schema: Schema
+
+
+@functools.lru_cache(maxsize=8)
+def table_layouts(settings: Settings) -> Mapping[str, TableLayout]:
+    """Each Iceberg table's location and schema, from the catalog once per process.
+
+    A table lacking a column the contract has (a lake written by an older walletlake) is evolved
+    first (:func:`lake.iceberg_tables.evolve_table`): the column is in the table before this
+    process writes it. Locations never move; a schema only gains columns, so one read per process
+    is enough (a file written with fewer columns reads them as null).
+    """
+    from lake.iceberg_catalog import load_table
+    from lake.iceberg_tables import evolve_table
+
+    layouts: dict[str, TableLayout] = {}
+    for name in STREAM_TABLES:
+        table = load_table(settings, name)
+        if evolve_table(table):
+            table = load_table(settings, name)
+        layouts[name] = TableLayout(table.location().rstrip("/"), table.schema())
+    return layouts
+
+
+def table_locations(settings: Settings) -> Mapping[str, str]:
+    """Each Iceberg table's location (:func:`table_layouts`)."""
+    return {name: layout.location for name, layout in table_layouts(settings).items()}
 
 
 def land_batch(
@@ -77,16 +105,31 @@ def land_batch(
     shard: str,
     locations: Mapping[str, str] | None = None,
     clock: Callable[[], float] = time.time,
+    late: bool = False,
 ) -> Landed:
     """Land the records of a batch no earlier attempt landed; returns what was written.
+
+    ``late``: a replayed batch whose shard went on without it (the dead-letter queue's): the
+    committer's position for the shard may be past it, so it lands as a source of its own,
+    ``{shard}~late-{first}`` (:func:`contracts.lake_layout.late_shard`), with only the records
+    neither the shard's records nor an earlier replay of it cover. Replayed twice, it is covered.
 
     ``decode`` turns records into the lake tables' rows (ledger, wallets, quarantine). If a data
     file cannot be written, the ones written are deleted (best effort) and
     :class:`lake.writer.LandingWriteError` is raised: no record is written, so the committer never
     sees the batch, and its retry lands it again.
     """
-    ranges = landed_ranges(s3, settings.bucket, settings.lake_prefix, event_source_arn, shard)
-    pending = uncovered_from(records, ranges)
+    if late and records:
+        own = late_shard(shard, str(sequence_number(records[0])))
+        ranges = [
+            *landed_ranges(s3, settings.bucket, settings.lake_prefix, event_source_arn, shard),
+            *landed_ranges(s3, settings.bucket, settings.lake_prefix, event_source_arn, own),
+        ]
+        pending = outside(records, ranges)
+        shard = own
+    else:
+        ranges = landed_ranges(s3, settings.bucket, settings.lake_prefix, event_source_arn, shard)
+        pending = uncovered_from(records, ranges)
     if not pending:
         return Landed(record=None, skipped_records=len(records))
     record = land_rows(
@@ -114,6 +157,7 @@ def land_rows(
     last: int,
     locations: Mapping[str, str] | None = None,
     clock: Callable[[], float] = time.time,
+    schemas: Mapping[str, Schema] | None = None,
 ) -> LandingRecord:
     """Write rows as data files plus their landing record, for the source ``shard`` and the range
     ``first..last`` (the caller makes sure no landed record covers it: :func:`land_batch` for the
@@ -122,7 +166,11 @@ def land_rows(
     If a file or the record cannot be written, the files written are deleted (best effort) and
     :class:`lake.writer.LandingWriteError` is raised: the committer never sees a partial landing.
     """
-    where = locations or table_locations(settings)
+    if locations is None or schemas is None:
+        layouts = table_layouts(settings)
+        locations = locations or {name: layout.location for name, layout in layouts.items()}
+        schemas = schemas or {name: layout.schema for name, layout in layouts.items()}
+    where = locations
     written: list[LandedFile] = []
     label = f"{stream_label(event_source_arn)}-{shard}-{first}"
     for name, rows in tables.items():
@@ -132,7 +180,8 @@ def land_rows(
             path = f"{where[name]}/data/dt={day}/{label}-{uuid.uuid4().hex[:12]}.parquet"
             bucket, key = split_bucket_key(path)
             try:
-                size = put_table(s3, bucket, key, to_iceberg_rows(name, part, day), text_statistics=True)
+                rows_out = to_iceberg_rows(name, part, day, schemas.get(name))
+                size = put_table(s3, bucket, key, rows_out, text_statistics=True)
             except Exception as error:
                 _remove(s3, written)
                 raise LandingWriteError(

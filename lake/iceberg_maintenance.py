@@ -222,28 +222,42 @@ def compact_day(
         "walletlake.compaction.files-out": str(len(outputs)),
     }
     wanted = [file.file_path for file in inputs]
+    checked: tuple[int | None, list[DataFile]] | None = None  # (snapshot, inputs) last found live
     for attempt in range(1, attempts + 1):
         if attempt > 1:
             current = catalog.load_table(ident)
-        live = _live_files(current, day_text)
-        if all(path in live for path in paths_out):
-            # An earlier attempt landed though its answer was lost: it is done, not to be redone.
-            return _logged(dataclasses.replace(result, attempts=attempt, snapshot_id=_snapshot_id(current)))
-        gone = [path for path in wanted if path not in live]
-        if gone:
-            _delete_paths(s3, paths_out)
-            _logger.warning(
-                "compaction of %s dt=%s abandoned: %d of its inputs were removed meanwhile (e.g. %s)",
-                table,
-                day_text,
-                len(gone),
-                gone[0],
-            )
-            return _logged(dataclasses.replace(result, outcome="abandoned", attempts=attempt, paths_out=()))
+        if checked is not None and _only_appends_since(current, checked[0]):
+            # Refused by appends alone (the committer's): they never remove a file, so the inputs
+            # are live and the outputs not committed; commit again at once, without planning the
+            # day again. A retry that planned the whole day each time spanned the next append
+            # too, on a busy table again and again.
+            input_files = checked[1]
+        else:
+            live = _live_files(current, day_text)
+            if all(path in live for path in paths_out):
+                # An earlier attempt landed though its answer was lost: it is done, not to be redone.
+                return _logged(
+                    dataclasses.replace(result, attempts=attempt, snapshot_id=_snapshot_id(current))
+                )
+            gone = [path for path in wanted if path not in live]
+            if gone:
+                _delete_paths(s3, paths_out)
+                _logger.warning(
+                    "compaction of %s dt=%s abandoned: %d of its inputs were removed meanwhile (e.g. %s)",
+                    table,
+                    day_text,
+                    len(gone),
+                    gone[0],
+                )
+                return _logged(
+                    dataclasses.replace(result, outcome="abandoned", attempts=attempt, paths_out=())
+                )
+            input_files = [live[path] for path in wanted]
+        checked = (_snapshot_id(current), input_files)
         if before_commit is not None:
             before_commit(attempt)
         try:
-            committed = _commit_rewrite(current, [live[path] for path in wanted], outputs, summary)
+            committed = _commit_rewrite(current, input_files, outputs, summary)
         except CommitFailedException:
             _logger.warning(
                 "compaction of %s dt=%s refused (a concurrent commit); checking again", table, day_text
@@ -251,6 +265,7 @@ def compact_day(
             continue
         except CommitStateUnknownException:
             _logger.warning("compaction of %s dt=%s: commit outcome unknown; checking again", table, day_text)
+            checked = None  # the outputs may be live: look
             continue
         return _logged(dataclasses.replace(result, attempts=attempt, snapshot_id=_snapshot_id(committed)))
     # Every attempt lost a race: the output may still be committed by an unknown outcome, so it is
@@ -286,6 +301,20 @@ def _day_tasks(table: Table, day: str) -> list[FileScanTask]:
 def _partition_day(file: DataFile) -> str | None:
     value = file.partition[0] if len(file.partition) else None
     return str(value) if value is not None else None
+
+
+def _only_appends_since(table: Table, snapshot_id: int | None) -> bool:
+    """True when every snapshot of ``main`` after ``snapshot_id`` is an append (adds files, removes
+    none); False when one is anything else or ``snapshot_id`` is not among its ancestors."""
+    if snapshot_id is None:
+        return False
+    current = table.current_snapshot()
+    while current is not None and current.snapshot_id != snapshot_id:
+        if current.summary is None or current.summary.operation.value != "append":
+            return False
+        parent = current.parent_snapshot_id
+        current = table.metadata.snapshot_by_id(parent) if parent is not None else None
+    return current is not None
 
 
 def _live_files(table: Table, day: str) -> dict[str, DataFile]:

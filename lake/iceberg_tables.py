@@ -25,6 +25,18 @@ Table properties, and why:
 - ``commit.manifest-merge.enabled``: appends merge small manifests, so a day of 30-second commits
   does not leave thousands of manifests for every reader to open.
 - ``write.parquet.compression-codec=zstd``: as the rest of the lake.
+- ``history.expire.max-snapshot-age-ms`` (:data:`SNAPSHOT_RETENTION_HOURS`) and
+  ``history.expire.min-snapshots-to-keep``: snapshot retention in hours, not days. A commit every
+  30 s is 2,880 snapshots a day per table, each an entry of metadata.json that every commit,
+  every plan and every scan reads, and that pyiceberg copies many times per commit: 2 hours
+  of them keep the file under a megabyte and the committer's cycle within seconds
+  (``bench/commit_metadata.py``). What audits need past that is tagged (``reconciled-{day}``:
+  expiry never removes a snapshot a tag references). The committer expires them itself
+  (:mod:`lake.snapshot_expiry`), the only expiry: no Glue retention optimizer is deployed
+  (``walletlake_cdk.catalog`` says why).
+- ``write.metadata.delete-after-commit.enabled`` and ``write.metadata.previous-versions-max``: a
+  commit writes a new metadata.json; the writer deletes those older than the last
+  :data:`PREVIOUS_METADATA_VERSIONS`, so the table folder does not gather one file per commit.
 """
 
 from __future__ import annotations
@@ -35,7 +47,7 @@ from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa
 
-from contracts.lake_tables import PARTITION_COLUMN, STREAM_TABLES, TABLES, TIMESTAMP_US, LakeTable
+from contracts.lake_tables import PARTITION_COLUMN, STREAM_TABLES, TABLES, TIMESTAMP_US
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -43,6 +55,13 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
 
 ICEBERG_FORMAT_VERSION: Final = 2
+#: Snapshots younger than this are kept (time travel, ``reconcile --replay`` of a recent run);
+#: older ones expire unless a tag references them.
+SNAPSHOT_RETENTION_HOURS: Final = 2
+#: Snapshots kept whatever their age.
+SNAPSHOTS_TO_KEEP: Final = 10
+#: metadata.json files kept besides the current one.
+PREVIOUS_METADATA_VERSIONS: Final = 20
 
 #: Properties every walletlake Iceberg table is created with (see the module docstring).
 TABLE_PROPERTIES: Final[Mapping[str, str]] = {
@@ -54,7 +73,41 @@ TABLE_PROPERTIES: Final[Mapping[str, str]] = {
     "commit.manifest-merge.enabled": "true",
     "commit.manifest.min-count-to-merge": "50",
     "commit.retry.num-retries": "10",
+    "history.expire.max-snapshot-age-ms": str(SNAPSHOT_RETENTION_HOURS * 3600 * 1000),
+    "history.expire.min-snapshots-to-keep": str(SNAPSHOTS_TO_KEEP),
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": str(PREVIOUS_METADATA_VERSIONS),
 }
+
+
+#: The properties the CloudFormation-created tables were first deployed with: their template keeps
+#: exactly these (a changed resource would be an update Glue documents nothing about); the others
+#: are set at run time by :func:`update_properties`.
+CREATION_PROPERTY_KEYS: Final = frozenset(
+    {
+        "format-version",
+        "write.format.default",
+        "write.parquet.compression-codec",
+        "write.delete.isolation-level",
+        "write.update.isolation-level",
+        "commit.manifest-merge.enabled",
+        "commit.manifest.min-count-to-merge",
+        "commit.retry.num-retries",
+    }
+)
+
+
+def iceberg_creation_schema(table: str) -> Schema:
+    """The Iceberg schema the deployed table was created with: the contract's first
+    ``created_columns`` columns and ``dt`` (:attr:`contracts.lake_tables.LakeTable.created_columns`)."""
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.schema import assign_fresh_schema_ids
+
+    arrow = iceberg_arrow_schema(table)
+    created = STREAM_TABLES[table].created_columns
+    if created is not None:
+        arrow = pa.schema([*(arrow.field(i) for i in range(created)), arrow.field(PARTITION_COLUMN)])
+    return assign_fresh_schema_ids(Catalog._convert_schema_if_needed(arrow))
 
 
 def iceberg_arrow_schema(table: str) -> pa.Schema:
@@ -74,12 +127,54 @@ def iceberg_arrow_schema(table: str) -> pa.Schema:
     return pa.schema([*fields, pa.field(PARTITION_COLUMN, pa.string(), nullable=True)])
 
 
-def to_iceberg_rows(table: str, rows: pa.Table, day: str) -> pa.Table:
-    """Rows of the lake schema as the Iceberg table's data-file rows (one UTC ``day``)."""
-    schema = iceberg_arrow_schema(table)
-    columns = [rows.column(name).cast(schema.field(name).type) for name in schema.names[:-1]]
-    columns.append(pa.array([day] * rows.num_rows, pa.string()))
+def to_iceberg_rows(table: str, rows: pa.Table, day: str, current: Schema | None = None) -> pa.Table:
+    """Rows of the lake schema as the Iceberg table's data-file rows (one UTC ``day``), with field
+    ids (:func:`iceberg_file_schema`); a column of the table the rows lack is written as nulls.
+
+    Raises
+    ------
+    ValueError
+        The rows hold a column the table lacks (its schema must be evolved first:
+        :func:`evolve_tables`), or lack a required one.
+    """
+    schema = iceberg_file_schema(table, current)
+    unknown = sorted(set(rows.column_names) - set(schema.names))
+    if unknown:
+        raise ValueError(f"{table}: the table has no column {', '.join(unknown)}; evolve its schema first")
+    columns = []
+    for field in schema:
+        if field.name == PARTITION_COLUMN:
+            columns.append(pa.array([day] * rows.num_rows, field.type))
+        elif field.name in rows.column_names:
+            columns.append(rows.column(field.name).cast(field.type))
+        elif field.nullable:
+            columns.append(pa.nulls(rows.num_rows, field.type))
+        else:
+            raise ValueError(f"{table}: rows lack the required column {field.name}")
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def iceberg_file_schema(table: str, current: Schema | None = None) -> pa.Schema:
+    """The Arrow schema a data file of ``table`` is written with: every column carries its Iceberg
+    field id (``PARQUET:field_id``), from the table's ``current`` schema (a column added later has
+    the id the table gave it) or, without one, from :func:`iceberg_schema`.
+
+    With field ids a reader resolves columns by id, as the Iceberg spec wants, not through the
+    name mapping (some engines read NULLs for a file without ids and without a mapping).
+    """
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+    schema = current if current is not None else iceberg_schema(table)
+    arrow = schema_to_pyarrow(schema, include_field_ids=True)
+    wanted = iceberg_arrow_schema(table)
+    return pa.schema(
+        [
+            arrow.field(name).with_type(wanted.field(name).type)
+            if name in wanted.names
+            else arrow.field(name)
+            for name in arrow.names
+        ]
+    )
 
 
 def identifier(namespace: str, table: str) -> tuple[str, str]:
@@ -112,8 +207,13 @@ def ensure_tables(catalog: Catalog, namespace: str, location_root: str | None = 
         except NoSuchTableError:
             existing = None
         if existing is not None:
-            _check_columns(existing, spec)
-            done.append(f"iceberg table {namespace}.{spec.name}: exists")
+            added = evolve_table(existing)
+            changed = update_properties(existing)
+            done.append(
+                f"iceberg table {namespace}.{spec.name}: exists"
+                + (f"; columns added: {', '.join(added)}" if added else "")
+                + (f"; properties set: {', '.join(changed)}" if changed else "")
+            )
             continue
         schema = iceberg_schema(spec.name)
         partition = PartitionSpec(
@@ -148,25 +248,63 @@ def ensure_tables(catalog: Catalog, namespace: str, location_root: str | None = 
 
 
 def iceberg_schema(table: str) -> Schema:
-    """The Iceberg schema with field ids 1..n in the Arrow schema's order."""
-    from pyiceberg.io.pyarrow import pyarrow_to_schema
-    from pyiceberg.table.name_mapping import MappedField, NameMapping
+    """The Iceberg schema of a new table: field ids 1..n in the Arrow schema's order, then the
+    ids of nested fields (a map's key and value), as Iceberg assigns fresh ids."""
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.schema import assign_fresh_schema_ids
 
-    arrow = iceberg_arrow_schema(table)
-    mapping = NameMapping(
-        [
-            MappedField.model_validate({"field-id": index, "names": [name]})
-            for index, name in enumerate(arrow.names, 1)
-        ]
-    )
-    return pyarrow_to_schema(arrow, name_mapping=mapping)
+    return assign_fresh_schema_ids(Catalog._convert_schema_if_needed(iceberg_arrow_schema(table)))
 
 
-def _check_columns(table: Table, spec: LakeTable) -> None:
-    expected = iceberg_arrow_schema(spec.name).names
-    actual = [field.name for field in table.schema().fields]
-    if actual != expected:
-        raise RuntimeError(
-            f"Iceberg table {spec.name} has columns {actual}, walletlake expects {expected}; "
-            "migrate its schema before running this version"
-        )
+def missing_columns(table: Table) -> list[str]:
+    """Columns the contract (:mod:`contracts.lake_tables`) has and the Iceberg table lacks."""
+    names = {field.name for field in table.schema().fields}
+    return [name for name in iceberg_arrow_schema(table.name()[-1]).names if name not in names]
+
+
+def update_properties(table: Table) -> list[str]:
+    """Set the :data:`TABLE_PROPERTIES` an older walletlake created the table without (snapshot
+    retention in hours, metadata clean-up); returns the keys set. Only those keys are sent, so a
+    concurrent commit's own properties (the committer's progress) are never overwritten."""
+    current = table.properties
+    wanted = {
+        key: value
+        for key, value in TABLE_PROPERTIES.items()
+        if key != "format-version" and current.get(key) != value
+    }
+    if wanted:
+        with table.transaction() as transaction:
+            transaction.set_properties(wanted)
+    return sorted(wanted)
+
+
+def evolve_table(table: Table, attempts: int = 5) -> list[str]:
+    """Add the contract's new columns to the table, by name; returns the columns added.
+
+    The upgrade path of a lake written by an older walletlake: a column added to
+    :mod:`contracts.lake_tables` (always nullable: old rows read it as null) is added to the table
+    by ``union_by_name``, a metadata-only change with a new field id; no data file is rewritten.
+    Idempotent and safe beside writers: a concurrent schema change refuses this commit, which is
+    then decided again from the new schema. Provisioning runs it, and so does every landing
+    process before its first write (:func:`lake.iceberg_landing.table_layouts`), so a column is
+    in the table before any writer writes it.
+    """
+    from pyiceberg.exceptions import CommitFailedException
+
+    added: list[str] = []
+    for attempt in range(1, attempts + 1):
+        missing = missing_columns(table)
+        if not missing:
+            return added
+        wanted = iceberg_schema(table.name()[-1])
+        try:
+            with table.update_schema() as update:
+                update.union_by_name(wanted)
+        except CommitFailedException:
+            if attempt == attempts:
+                raise
+            table = table.refresh()
+            continue
+        added = missing
+        table = table.refresh()
+    return added

@@ -32,6 +32,13 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 _WIDTH: Final = 40  # DynamoDB Streams sequence numbers are decimal, at most 40 digits
+#: Streams (the first part of a source) whose sources can land again at any time, so their
+#: committed positions are never forgotten: exports and quarantine replays (few sources).
+PERMANENT_STREAMS: Final = frozenset({"export", "replay"})
+#: Landing records held in memory per process: a record never changes once written, so a warm
+#: committer reads each at most once (a few MB; records are a few hundred bytes).
+_CACHED_RECORDS: Final = 20_000
+_cache: dict[str, LandingRecord] = {}
 
 
 class OverlapError(RuntimeError):
@@ -159,6 +166,22 @@ def uncovered_from(
     return kept
 
 
+def outside(
+    records: Sequence[Mapping[str, Any]], ranges: Iterable[tuple[int, int]]
+) -> list[Mapping[str, Any]]:
+    """The records no landed range covers, anywhere in the batch (a late batch: the shard's later
+    records are landed, and some of its own may be, by an invocation that failed after landing).
+
+    Examples
+    --------
+    >>> batch = [{"dynamodb": {"SequenceNumber": str(n)}} for n in (5, 6, 7, 8)]
+    >>> [sequence_number(r) for r in outside(batch, [(1, 5), (7, 7)])]
+    [6, 8]
+    """
+    spans = sorted(ranges)
+    return [r for r in records if not any(start <= sequence_number(r) <= end for start, end in spans)]
+
+
 def sequence_number(record: Mapping[str, Any]) -> int:
     """A Lambda-shaped stream record's sequence number."""
     return int(record["dynamodb"]["SequenceNumber"])
@@ -212,11 +235,19 @@ def read_record(s3: S3Client, bucket: str, key: str) -> LandingRecord:
 
 
 def read_records(s3: S3Client, bucket: str, keys: Sequence[str]) -> list[LandingRecord]:
-    """Landing records, read in parallel (one GET each; records are a few hundred bytes)."""
+    """Landing records, read in parallel (one GET each; records are a few hundred bytes), each at
+    most once per process (records are immutable: written once, never replaced)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    missing = [key for key in keys if f"{bucket}/{key}" not in _cache]
     with ThreadPoolExecutor(max_workers=16) as pool:
-        return list(pool.map(lambda key: read_record(s3, bucket, key), keys))
+        read = list(pool.map(lambda key: read_record(s3, bucket, key), missing))
+    found = {key: _cache[f"{bucket}/{key}"] for key in keys if f"{bucket}/{key}" in _cache}
+    found.update(zip(missing, read, strict=True))
+    if len(_cache) + len(read) > _CACHED_RECORDS:
+        _cache.clear()
+    _cache.update({f"{bucket}/{key}": record for key, record in zip(missing, read, strict=True)})
+    return [found[key] for key in keys]
 
 
 def all_keys(s3: S3Client, bucket: str, lake_prefix: str) -> list[str]:

@@ -91,16 +91,20 @@ class BatchProcessor:
             self._s3 = boto3.client("s3", region_name=self.settings.region)
         return self._s3
 
-    def process(self, records: Sequence[Mapping[str, Any]], *, shard: str | None = None) -> BatchOutcome:
+    def process(
+        self, records: Sequence[Mapping[str, Any]], *, shard: str | None = None, late: bool = False
+    ) -> BatchOutcome:
         """Run one batch through every step; returns what it did.
 
         ``shard`` (the stream shard the records come from) is required by the Iceberg lake, whose
-        committer keeps its progress per shard (:mod:`lake.committer`).
+        committer keeps its progress per shard (:mod:`lake.committer`). ``late``: the batch is a
+        replayed one whose shard went on without it (the dead-letter queue's), landed as a source
+        of its own (:func:`lake.iceberg_landing.land_batch`).
         """
         started = time.perf_counter()
         self.prepare(records)
         if self.settings.lake_format == "iceberg":
-            return self._process_iceberg(records, shard, started)
+            return self._process_iceberg(records, shard, started, late=late)
         decoded = decode_records(records, ingested_at_ms=int(self._clock() * 1000))
         try:
             objects = write_landing(
@@ -121,7 +125,7 @@ class BatchProcessor:
         return outcome
 
     def _process_iceberg(
-        self, records: Sequence[Mapping[str, Any]], shard: str | None, started: float
+        self, records: Sequence[Mapping[str, Any]], shard: str | None, started: float, *, late: bool = False
     ) -> BatchOutcome:
         """Land the records no earlier attempt landed as Iceberg data files plus a landing record."""
         if not shard:
@@ -147,6 +151,7 @@ class BatchProcessor:
                 decode,
                 event_source_arn=decoded.event_source_arn,
                 shard=shard,
+                late=late,
             )
         except LandingWriteError as error:
             outcome = _outcome(decoded, [], started, failure=str(error))
@@ -190,17 +195,19 @@ def process_batch(
     s3: S3Client | None = None,
     clock: Callable[[], float] = time.time,
     shard: str | None = None,
+    late: bool = False,
 ) -> BatchOutcome:
     """Decode one batch and land it in the lake; raises :class:`LandingWriteError` if S3 fails.
 
-    ``shard`` is the stream shard of the records (the Iceberg lake needs it).
+    ``shard`` is the stream shard of the records (the Iceberg lake needs it); ``late`` marks a
+    replayed batch its shard went on without (:meth:`BatchProcessor.process`).
 
     Examples
     --------
     >>> outcome = process_batch(event["Records"], Settings.from_env())  # doctest: +SKIP
     >>> outcome.ledger_rows, outcome.keys  # doctest: +SKIP
     """
-    return BatchProcessor(settings, s3=s3, clock=clock).process(records, shard=shard)
+    return BatchProcessor(settings, s3=s3, clock=clock).process(records, shard=shard, late=late)
 
 
 def _outcome(

@@ -59,6 +59,7 @@ ENTRY_FIELDS: Final = (
     "nonce",
     "created_at",
     "sequence",
+    "extra_attributes",
 )
 #: Order of the values kept per legacy transaction INSERT: items written by the compare-and-swap
 #: write path carried every touched wallet's version and balance after, and give the ledger rows.
@@ -75,9 +76,10 @@ TRANSACTION_FIELDS: Final = (
     "to_wallet_balance_after",
     "created_at",
     "sequence",
+    "extra_attributes",
 )
 #: Order of the values kept per wallet INSERT.
-WALLET_FIELDS: Final = ("wallet_id", "user_id", "created_at")
+WALLET_FIELDS: Final = ("wallet_id", "user_id", "created_at", "extra_attributes")
 
 
 #: Records the decoder reads between two conversions of its lists to Arrow. The conversion has to
@@ -257,6 +259,7 @@ def _entries(rows: RowBuffer, ingested: pa.Scalar) -> tuple[pa.Table, list[tuple
         "nonce": column("nonce"),
         "created_at": created_at.cast(TIMESTAMP_MS),
         "sequence": column("sequence"),
+        "extra": column("extra_attributes"),
     }
     if keep is not None:
         arrays = {name: values.filter(keep) for name, values in arrays.items()}
@@ -277,6 +280,7 @@ def _ledger_table(
     nonce: pa.Array,
     created_at: pa.Array,
     sequence: pa.Array,
+    extra: pa.Array,
     ingested: pa.Scalar,
 ) -> pa.Table:
     """Ledger rows in :data:`~contracts.lake_tables.LEDGER` column order, whichever records they came from."""
@@ -296,6 +300,7 @@ def _ledger_table(
             created_at,
             sequence,
             pa.repeat(ingested, len(amount)),
+            extra,
         ],
         schema=LEDGER,
     )
@@ -356,6 +361,7 @@ def _legacy_ledger(rows: RowBuffer, ingested: pa.Scalar) -> tuple[pa.Table, list
         "created_at": created_at.cast(TIMESTAMP_MS),
         "nonce": column("nonce"),
         "sequence": column("sequence"),
+        "extra": column("extra_attributes"),
         "is_transfer": is_transfer,
     }
     if keep is not None:
@@ -405,6 +411,7 @@ def _double_entry(txns: dict[str, pa.Array], ingested: pa.Scalar) -> pa.Table:
         nonce=taken["nonce"],
         created_at=taken["created_at"],
         sequence=taken["sequence"],
+        extra=taken["extra"],
         ingested=ingested,
     )
 
@@ -422,6 +429,7 @@ def _wallets(rows: RowBuffer) -> tuple[pa.Table, list[tuple[int, str]]]:
             rows.column("wallet_id"),
             rows.column("user_id"),
             created_at.cast(TIMESTAMP_MS),
+            rows.column("extra_attributes"),
         ],
         schema=WALLETS,
     )

@@ -14,8 +14,13 @@ INSERT of a transaction       ignored (counted): the idempotency record
 INSERT of a user claim        ignored (counted)
 REMOVE of a transaction       a TTL expiry when ``userIdentity`` is the DynamoDB service
                               (counted, never a reversal); otherwise quarantined
+any record of an idempotency  ignored (counted): the write path's request record
+item
 anything else                 quarantined whole, with its reason
 ============================  ======================================================
+
+An item attribute the decoder does not know (a newer writer's) is never dropped: it goes with the
+item's rows into ``extra_attributes`` (:func:`_extra`; one subset check per record, ~0.2 µs).
 
 A deposit is one wallet MODIFY (a credit), a transfer two (the payer's debit, the payee's credit),
 which may arrive in different shards and batches: each row stands alone, so any interleaving
@@ -35,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
@@ -44,6 +50,7 @@ import pyarrow as pa
 from contracts.money import INTEGER_TEXT
 from contracts.wallets_table import (
     DIRECTION_DEBIT,
+    ENTITY_IDEMPOTENCY,
     ENTITY_TRANSACTION,
     ENTITY_USER,
     ENTITY_WALLET,
@@ -68,7 +75,7 @@ from stream_processor.lambda_records import (
 #: record's ``dynamodb`` member and ``image`` the item image the kind is about.
 DecodeStep = Callable[[BatchColumns, int, Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]], None]
 
-_KNOWN_ENTITIES: Final = frozenset({ENTITY_TRANSACTION, ENTITY_WALLET, ENTITY_USER})
+_KNOWN_ENTITIES: Final = frozenset({ENTITY_TRANSACTION, ENTITY_WALLET, ENTITY_USER, ENTITY_IDEMPOTENCY})
 _UNDECODABLE: Final = (KeyError, TypeError, AttributeError, IndexError, ValueError)
 #: What Arrow raises for a value of the wrong type (an ``S`` holding a number, text that is not
 #: UTF-8); only the careful pass over the batch can say which record holds it.
@@ -240,6 +247,28 @@ _ENTRY_REQUIRED: Final = (
 )
 _ENTRY_OPTIONAL: Final = ((Attr.ENTRY_COUNTERPARTY, "S"), (Attr.ENTRIES_BEFORE, "L"))
 
+#: Every attribute the write path puts on a wallet item; any other one (a newer writer's) is kept
+#: with the item's rows in ``extra_attributes`` (:func:`_extra`), never dropped.
+_WALLET_KNOWN: Final = frozenset(
+    {
+        Attr.PK,
+        Attr.ENTITY,
+        Attr.USER_ID,
+        Attr.CREATED_AT,
+        *(name for name, _ in (*_WALLET_MODIFIED_REQUIRED, *_ENTRY_REQUIRED, *_ENTRY_OPTIONAL)),
+    }
+)
+#: Every attribute of a transaction item (both write paths); the others go to ``extra_attributes``.
+_TRANSACTION_KNOWN: Final = frozenset(
+    {
+        Attr.PK,
+        Attr.ENTITY,
+        Attr.REQUEST_HASH,
+        Attr.EXPIRES_AT,
+        *(name for name, _ in (*_TRANSACTION_REQUIRED, *_TRANSACTION_OPTIONAL)),
+    }
+)
+
 # itemgetters fetch every attribute of a kind in one C call, keyed by the one spelling in Attr.
 _legacy_transaction_attributes: Final = operator.itemgetter(
     Attr.TXN_ID,
@@ -295,6 +324,7 @@ def _wallet_modified(
     previous_version = None if previous_version is None else previous_version["N"]
     previous_balance = None if previous_balance is None else previous_balance["N"]
     sequence = change[SEQUENCE_NUMBER]
+    extra = None if image.keys() <= _WALLET_KNOWN else _extra(image, _WALLET_KNOWN)
     # The record's rows (in ENTRY_FIELDS order) are built whole before any is added, so a KeyError
     # on a malformed image never leaves a partial row behind.
     latest = (
@@ -311,6 +341,7 @@ def _wallet_modified(
         nonce["S"],
         updated_at["N"],
         sequence,
+        extra,
     )
     entries = columns.entries
     if _ENTRIES_BEFORE not in image:
@@ -319,7 +350,7 @@ def _wallet_modified(
         return
     # a group commit: the entries before the latest, then the latest, which follows them
     rows, chained_version, chained_balance = _earlier_entries(
-        image[_ENTRIES_BEFORE]["L"], wallet_id["S"], previous_version, previous_balance, sequence
+        image[_ENTRIES_BEFORE]["L"], wallet_id["S"], previous_version, previous_balance, sequence, extra
     )
     rows.extend(latest[:_PREVIOUS])
     rows.extend((chained_version, chained_balance, *latest[_PREVIOUS + 2 :]))
@@ -333,6 +364,7 @@ def _earlier_entries(
     version_text: str | None,
     balance_text: str | None,
     sequence: str,
+    extra: str | None,
 ) -> tuple[list[str | None], str | None, str | None]:
     """The rows of a group commit's ``entries_before``, and the version and balance they end at.
 
@@ -375,6 +407,7 @@ def _earlier_entries(
                 entry[EntryKey.NONCE]["S"],
                 entry[EntryKey.CREATED_AT]["N"],
                 sequence,
+                extra,
             )
         )
         version, balance = version + 1, after
@@ -418,6 +451,7 @@ def _transaction_inserted(
             None if to_balance is None else to_balance["N"],
             created_at["N"],
             change[SEQUENCE_NUMBER],
+            None if image.keys() <= _TRANSACTION_KNOWN else _extra(image, _TRANSACTION_KNOWN),
         )
     )
     transactions.positions.append(position)
@@ -432,8 +466,30 @@ def _wallet_inserted(
 ) -> None:
     """A wallet was opened: one ``wallets`` row."""
     wallet_id, user_id, created_at = _wallet_attributes(image)
-    columns.wallets.values.extend((wallet_id["S"], user_id["S"], created_at["N"]))  # WALLET_FIELDS order
+    extra = None if image.keys() <= _WALLET_KNOWN else _extra(image, _WALLET_KNOWN)
+    columns.wallets.values.extend((wallet_id["S"], user_id["S"], created_at["N"], extra))  # WALLET_FIELDS
     columns.wallets.positions.append(position)
+
+
+def _extra(image: Mapping[str, Any], known: frozenset[str]) -> str:
+    """The item's attributes the decoder does not know, as the JSON text of the
+    ``extra_attributes`` column: ``{name: DynamoDB-JSON value}``, keys sorted.
+
+    An attribute a newer writer adds reaches the lake with its row even before the lake has a
+    column for it (after the stream's 24 hours and the item's TTL it would exist nowhere else);
+    the upgrade that gives it a column of its own is docs/operations.md, "Adding a column".
+
+    Examples
+    --------
+    >>> _extra({"pk": {"S": "w#wallet"}, "tier": {"S": "gold"}}, frozenset({"pk"}))
+    '{"tier":{"S":"gold"}}'
+    """
+    return json.dumps(
+        {name: image[name] for name in image.keys() - known},
+        separators=(",", ":"),
+        sort_keys=True,
+        default=str,
+    )
 
 
 def _ignored(
@@ -443,7 +499,7 @@ def _ignored(
     change: Mapping[str, Any],
     image: Mapping[str, Any],
 ) -> None:
-    """Expected and of no use to the lake (user claims): counted only."""
+    """Expected and of no use to the lake (user claims, idempotency records): counted only."""
     columns.ignored += 1
 
 
@@ -479,6 +535,10 @@ RECORD_KINDS: Final[dict[tuple[str, str], RecordKind]] = {
         ((_ENTRY_TXN_ID, _ENTRY_REQUIRED),),
     ),
     (EVENT_REMOVE, ENTITY_TRANSACTION): RecordKind("transaction removed", _transaction_removed),
+    # the write path's idempotency records (a request's outcome, kept for retries, removed by TTL)
+    (EVENT_INSERT, ENTITY_IDEMPOTENCY): RecordKind("idempotency record inserted", _ignored),
+    (EVENT_MODIFY, ENTITY_IDEMPOTENCY): RecordKind("idempotency record modified", _ignored),
+    (EVENT_REMOVE, ENTITY_IDEMPOTENCY): RecordKind("idempotency record removed", _ignored),
 }
 
 

@@ -1,11 +1,13 @@
 """Bring records that never reached the lake back into it, once their cause is fixed.
 
 On the Iceberg lake (the default) the same three sources land through the landing log
-(:func:`lake.iceberg_landing.land_rows`): a dead-lettered batch under its own shard, so the log
-drops what was landed before; a quarantine replay and an export chunk as sources of their own
-(``replay/quarantine-{digest}``, ``export/{export id}-{file}`` at position n), so a rerun finds
-them landed; the committer appends each once. Recovered quarantine rows are deleted from the
-quarantine table after the commit. What follows describes the plain-Parquet lake.
+(:func:`lake.iceberg_landing.land_rows`): a dead-lettered batch as a source of its own
+(``{shard}~late-{first}``: its shard went on without it, so the committer's position for the shard
+is already past it), less what the shard's records cover; a quarantine replay and an export chunk
+as sources of their own (``replay/quarantine-{digest}``, ``export/{export id}-{file}`` at
+position n), so a rerun finds them landed; the committer appends each once. Recovered
+quarantine rows are deleted from the quarantine table after the commit. What follows describes
+the plain-Parquet lake.
 
 Three sources, one rule: every record goes through the stream processor's own decoding
 (:func:`stream_processor.decoder.decode_records`) and landing writer
@@ -355,7 +357,7 @@ def replay_dead_letters(
         if dry_run:
             report.add_decoded(decode_records(records, ingested_at_ms=int(clock() * 1000)))
             continue
-        outcome = process_batch(records, settings, s3=s3, clock=clock, shard=info.shard_id)
+        outcome = process_batch(records, settings, s3=s3, clock=clock, shard=info.shard_id, late=True)
         report.records += outcome.records
         report.ledger_rows += outcome.ledger_rows
         report.wallets += outcome.wallets

@@ -16,8 +16,8 @@ exist before anything writes, and Glue's **table optimizers** can be declared ne
 time would leave the optimizers to a second deployment or to the committer). They are retained
 when the stack is deleted, as the bucket is.
 
-Table maintenance is Glue's (:func:`_table_optimizers`): compaction, snapshot retention and
-orphan file deletion, per table, with their own role.
+Table maintenance is Glue's (:func:`_table_optimizers`): compaction and orphan file deletion,
+per table, with their own role. Snapshot expiry is the committer's (``lake.snapshot_expiry``).
 
 The Athena workgroup enforces its settings (clients cannot turn off result
 encryption or the scan cutoff), and every ``queries/sql/*.sql`` file becomes a named query, read
@@ -44,8 +44,12 @@ from walletlake_cdk.storage import Storage
 
 _BYTES_PER_GB: Final = 1024**3
 Optimizer = glue.CfnTableOptimizer
-#: The three kinds of Glue table optimizer, each one ``AWS::Glue::TableOptimizer`` per table.
-OPTIMIZER_TYPES: Final = ("compaction", "retention", "orphan_file_deletion")
+#: The kinds of Glue table optimizer deployed, one ``AWS::Glue::TableOptimizer`` each per table
+#: (not ``retention``: see :func:`_table_optimizers`).
+OPTIMIZER_TYPES: Final = ("compaction", "orphan_file_deletion")
+#: Glue compaction rewrites files in the table's declared sort order (its write order:
+#: ``contracts.lake_tables``, ``sort_order``), so a one-wallet statement reads few row groups.
+COMPACTION_STRATEGY: Final = "sort"
 #: Log groups the optimizers write (``/aws-glue/iceberg-compaction/logs`` and the like).
 OPTIMIZER_LOG_GROUPS: Final = "/aws-glue/iceberg-*"
 
@@ -249,7 +253,18 @@ def _table_optimizers(
     tables: dict[str, glue.CfnTable],
     role: iam.Role,
 ) -> dict[str, glue.CfnTableOptimizer]:
-    """Compaction, snapshot retention and orphan file deletion for each Iceberg table.
+    """Compaction and orphan file deletion for each Iceberg table; no Glue snapshot retention.
+
+    Compaction uses the ``sort`` strategy on the table's sort order (the ledger's ``wallet_id``,
+    ``wallet_version``: per wallet, versions and ``created_at`` rise together, the write path's
+    clock rule, so it is the order of ``wallet_id, created_at``).
+
+    Snapshots are expired by the committer (``lake.snapshot_expiry``: 2 hours, the last 10 and
+    every tagged snapshot kept, tested), not by Glue's retention optimizer: its period counts
+    days (the metadata must hold hours), and that it keeps tagged snapshots, which
+    ``reconcile --replay`` reads, is documented nowhere. With one expiry, ours, the tags are
+    kept by construction; the files of expired snapshots become unreferenced and orphan file
+    deletion removes them, while every file a tagged snapshot references stays referenced.
 
     Why none of them can lose a row the committer appended:
 
@@ -260,8 +275,6 @@ def _table_optimizers(
       replaces is still live; an append between its start and its commit is kept (the tables'
       ``write.delete.isolation-level=snapshot`` lets the rewrite commit around it instead of
       failing). It never touches the committer's progress property (``lake.committer``).
-    - Snapshot retention expires old snapshots and deletes only files no remaining snapshot
-      references: never a live file.
     - Orphan file deletion removes files no snapshot references that are older than
       ``orphan_file_retention_days`` (default 3 days, at least 1: ``config.py``). A batch's data
       files are written before its landing record and committed within the commit interval
@@ -279,14 +292,8 @@ def _table_optimizers(
             configuration: dict[str, object] = {"enabled": True, "role_arn": role.role_arn}
             if kind == "compaction":
                 configuration["compaction_configuration"] = Optimizer.CompactionConfigurationProperty(
-                    iceberg_configuration=Optimizer.IcebergCompactionConfigurationProperty(strategy="binpack")
-                )
-            elif kind == "retention":
-                configuration["retention_configuration"] = Optimizer.RetentionConfigurationProperty(
-                    iceberg_configuration=Optimizer.IcebergRetentionConfigurationProperty(
-                        snapshot_retention_period_in_days=config.snapshot_retention_days,
-                        number_of_snapshots_to_retain=config.snapshots_to_retain,
-                        clean_expired_files=True,
+                    iceberg_configuration=Optimizer.IcebergCompactionConfigurationProperty(
+                        strategy=COMPACTION_STRATEGY
                     )
                 )
             else:

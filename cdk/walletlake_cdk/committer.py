@@ -12,7 +12,12 @@ Its grants (:func:`grant_committer`):
 
 - S3: list the landing log, read its records (and delete them past retention, hourly), read the
   data files' footers and the tables' metadata, write the new manifests and manifest lists that
-  pyiceberg writes beside the data (``lake/iceberg/*/metadata/``); nothing else of the lake.
+  pyiceberg writes beside the data (``lake/iceberg/*/metadata/``), its tidy's cursor
+  (``lake/_committer/``) and copies of landed files that fit no table (``lake/_misfits/``);
+  nothing else of the lake.
+- Glue, besides the REST endpoint's actions below: ``GetTableVersions`` and
+  ``BatchDeleteTableVersion``, for the hourly deletion of archived table versions
+  (``lake.glue_versions``: Glue's quota of 100,000 per table).
 - Glue, as the Iceberg REST endpoint maps its operations (Glue's "AWS Glue REST APIs for Apache
   Iceberg specifications"): GetConfig → ``glue:GetCatalog``, LoadNamespaceMetadata →
   ``glue:GetDatabase``, CreateNamespace → ``glue:CreateDatabase``, LoadTable → ``glue:GetTable``,
@@ -35,7 +40,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from contracts import lambda_metrics
-from contracts.lake_layout import ICEBERG_FOLDER, LANDING_LOG_FOLDER
+from contracts.lake_layout import COMMITTER_STATE_FOLDER, ICEBERG_FOLDER, LANDING_LOG_FOLDER, MISFITS_FOLDER
 from contracts.settings import environment_for
 from walletlake_cdk.catalog import Catalog
 from walletlake_cdk.config import DeploymentConfig
@@ -56,6 +61,9 @@ COMMITTER_GLUE_ACTIONS: Final = (
     "glue:GetTables",
     "glue:CreateTable",
     "glue:UpdateTable",
+    # the hourly tidy's deletion of archived table versions (lake.glue_versions: Glue's quota)
+    "glue:GetTableVersions",
+    "glue:BatchDeleteTableVersion",
 )
 
 
@@ -137,6 +145,16 @@ def grant_committer(role: iam.IRole, config: DeploymentConfig, storage: Storage)
     )
     role.add_to_principal_policy(
         iam.PolicyStatement(actions=["s3:GetObject", "s3:PutObject"], resources=[tables])
+    )
+    # its own bookkeeping (the tidy's cursor) and the landed files that fit no table, kept aside
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["s3:GetObject", "s3:PutObject"],
+            resources=[
+                bucket.arn_for_objects(f"{prefix}/{COMMITTER_STATE_FOLDER}/*"),
+                bucket.arn_for_objects(f"{prefix}/{MISFITS_FOLDER}/*"),
+            ],
+        )
     )
     storage.data_key.grant_encrypt_decrypt(role)
     role.add_to_principal_policy(

@@ -99,11 +99,11 @@ class DeploymentConfig:
     committer_memory_mb, commit_interval_seconds:
         The Iceberg committer (``walletlake.handlers.commit``), invoked every minute: its size and
         the seconds between its commits (the lake's freshness bound).
-    orphan_file_retention_days, snapshot_retention_days, snapshots_to_retain:
-        Glue's table optimizers of the Iceberg tables (``walletlake_cdk.catalog``): an
-        unreferenced file younger than ``orphan_file_retention_days`` is never deleted (far above
-        the commit interval: see ``catalog.py``); snapshots older than ``snapshot_retention_days``
-        expire, the last ``snapshots_to_retain`` always kept (time travel, audits).
+    orphan_file_retention_days:
+        Glue's orphan file deletion of the Iceberg tables (``walletlake_cdk.catalog``): an
+        unreferenced file younger than this is never deleted (far above the commit interval: see
+        ``catalog.py``). Snapshot retention is the tables' own property, in hours
+        (``lake.iceberg_tables.SNAPSHOT_RETENTION_HOURS``).
     nightly_schedule, nightly_timeout_hours:
         The nightly state machine (snapshot → compaction of what is left → reconciliation) and
         the bound on one execution.
@@ -156,8 +156,6 @@ class DeploymentConfig:
     committer_memory_mb: int = 512
     commit_interval_seconds: int = DEFAULT_COMMIT_INTERVAL_SECONDS
     orphan_file_retention_days: int = 3
-    snapshot_retention_days: int = 5
-    snapshots_to_retain: int = 10
     stream_retry_attempts: int = 10
     stream_max_record_age_hours: int = 12
     consumer_memory_mb: int = 1_024
@@ -254,8 +252,6 @@ class DeploymentConfig:
             raise DeploymentConfigError(
                 "orphan_file_retention_days must be at least 1 (a landed file waits for its commit)"
             )
-        if self.snapshot_retention_days < 1 or self.snapshots_to_retain < 1:
-            raise DeploymentConfigError("snapshot_retention_days and snapshots_to_retain must be at least 1")
 
     @property
     def lake_format(self) -> LakeFormat:

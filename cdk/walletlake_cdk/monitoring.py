@@ -368,6 +368,9 @@ def build_dashboard(
                 _dynamodb("TransactionConflict", table_name),
             ],
         ),
+        # The stream's filter criteria keep TTL REMOVEs from the consumer (contracts.stream_filters):
+        # DynamoDB's own count of the items its TTL deleted is the figure.
+        graph("Items deleted by TTL", [_dynamodb(TTL_DELETED_ITEMS, table_name)]),
         graph(
             "Stream consumer lag (ms)",
             [watched.consumer.metric("IteratorAge", statistic="Maximum")],
@@ -433,6 +436,10 @@ def build_dashboard(
 
 def _graph(title: str, metrics: list[cloudwatch.IMetric], width: int = 6) -> cloudwatch.GraphWidget:
     return cloudwatch.GraphWidget(title=title, left=metrics, width=width, height=6)
+
+
+#: DynamoDB's count of the items its TTL deleted (``AWS/DynamoDB``, per table).
+TTL_DELETED_ITEMS: Final = "TimeToLiveDeletedItemCount"
 
 
 def _dynamodb(metric_name: str, table_name: str) -> cloudwatch.Metric:

@@ -80,6 +80,19 @@ def suppress_reviewed_findings(reviewed: ReviewedConstructs) -> None:
         if role is not None:
             _iam5(role, _KMS_FAMILY_REASON, kms_families)
             _iam5(role, _ICEBERG_OBJECTS_REASON, [iceberg_objects])
+    if reviewed.committer_role is not None:
+        _iam5(
+            reviewed.committer_role,
+            "The committer's own objects are named at run time: its tidy's cursor under "
+            "lake/_committer/, and copies of landed files that fit no table under "
+            "lake/_misfits/{table}/ (named after the landed file); each wildcard is limited to one "
+            "of those prefixes of this one bucket.",
+            [
+                _bucket_objects_regex(
+                    re.escape(reviewed.lake_prefix).replace("/", "\\/") + "\\/(_committer|_misfits)\\/.*"
+                )
+            ],
+        )
     if reviewed.optimizer_role is not None:
         _iam5(
             reviewed.optimizer_role,

@@ -14,8 +14,11 @@ Event source mapping choices (defaults in :class:`~walletlake_cdk.config.Deploym
   new first sequence numbers, which breaks the "a retried batch overwrites its own landing file"
   naming (docs/architecture.md) and multiplies small files; and records that cannot be decoded never
   fail a batch in the first place, they go to the quarantine prefix (a code path).
-- **TTL deletions are handled by the code path, not an event filter**: docs/architecture.md wants
-  them counted (``ttl_expired``), and a filtered-out record is never seen by the handler.
+- **Filter criteria: records that make no row never invoke Lambda** (transaction INSERTs, TTL
+  REMOVEs, user claims, idempotency records: about half the stream), while every record the
+  decoder would quarantine still reaches it (:mod:`contracts.stream_filters`, which says what
+  passes and why). TTL deletions are then counted by DynamoDB (``TimeToLiveDeletedItemCount``,
+  on the dashboard), not by the handler.
 - **TRIM_HORIZON**: a new mapping starts at the oldest record still in the stream, so nothing
   written before the consumer existed is skipped.
 - **Iceberg lake: a tumbling window, and ParallelizationFactor 1.** Lambda names a batch's shard
@@ -49,6 +52,7 @@ from constructs import Construct
 from contracts import lambda_metrics
 from contracts.lake_layout import ICEBERG_FOLDER, LANDING_LOG_FOLDER
 from contracts.lake_tables import STREAM_TABLES
+from contracts.stream_filters import filter_patterns
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import FunctionAssets, PythonFunction, python_function
 from walletlake_cdk.storage import Storage
@@ -121,6 +125,7 @@ def build_stream_consumer(
         max_record_age=Duration.seconds(config.stream_max_record_age_seconds),
         bisect_batch_on_error=False,
         on_failure=sources.SqsDlq(failures),
+        filters=[{"pattern": pattern} for pattern in filter_patterns()],
     )
     handler.function.add_event_source(source)
     return StreamConsumer(handler=handler, source=source, failures=failures)

@@ -22,8 +22,10 @@ from cfnlint.api import lint_file
 from contracts import lambda_metrics
 from contracts.lake_tables import STREAM_TABLES, TABLES
 from contracts.settings import Settings
+from contracts.stream_filters import filter_patterns
 from contracts.wallets_table import WALLETS_TABLE
 from lake.glue import iceberg_table_input, table_input
+from lake.iceberg_tables import CREATION_PROPERTY_KEYS, SNAPSHOT_RETENTION_HOURS, TABLE_PROPERTIES
 from queries import list_queries
 from walletlake_cdk.assembly import build_app, error_messages
 from walletlake_cdk.committer import COMMITTER_HANDLER
@@ -257,7 +259,9 @@ def test_event_source_mapping_is_bounded_ordered_and_reports_item_failures(synth
     assert properties["MaximumRecordAgeInSeconds"] == 12 * 3600
     assert properties["MaximumRecordAgeInSeconds"] < 24 * 3600
     assert properties["BisectBatchOnFunctionError"] is False
-    assert "FilterCriteria" not in properties  # TTL deletions reach the handler, which counts them
+    # AND records that make no row never invoke it (contracts.stream_filters, whose tests show that
+    # every record the decoder turns into a row or a quarantine entry passes)
+    assert [item["Pattern"] for item in properties["FilterCriteria"]["Filters"]] == filter_patterns()
     assert properties["DestinationConfig"] == {
         "OnFailure": {"Destination": {"Fn::GetAtt": [queue_id, "Arn"]}}
     }
@@ -787,10 +791,12 @@ def test_glue_optimizers_compact_expire_and_remove_orphans_of_each_iceberg_table
     for resource in optimizers.values():
         properties = resource["Properties"]
         by_table.setdefault(properties["TableName"], {})[properties["Type"]] = properties
-    # THEN every Iceberg table has its compaction, snapshot retention and orphan file deletion
+    # THEN every Iceberg table has its compaction and orphan file deletion; snapshot expiry is the
+    # committer's (lake.snapshot_expiry keeps tagged snapshots: tests/unit/test_snapshot_expiry.py),
+    # never Glue's retention, which counts days and documents nothing about tags
     assert set(by_table) == set(STREAM_TABLES)
     for kinds in by_table.values():
-        assert set(kinds) == {"compaction", "retention", "orphan_file_deletion"}
+        assert set(kinds) == {"compaction", "orphan_file_deletion"}
         for kind in kinds.values():
             assert kind["TableOptimizerConfiguration"]["Enabled"] is True
     # AND orphans are removed only days after they were written (a landed file waits seconds)
@@ -799,8 +805,29 @@ def test_glue_optimizers_compact_expire_and_remove_orphans_of_each_iceberg_table
         orphans["OrphanFileDeletionConfiguration"]["IcebergConfiguration"]["OrphanFileRetentionPeriodInDays"]
         >= 1
     )
-    retention = by_table["ledger"]["retention"]["TableOptimizerConfiguration"]["RetentionConfiguration"]
-    assert retention["IcebergConfiguration"]["SnapshotRetentionPeriodInDays"] >= 1
+    # AND compaction sorts by the table's sort order (the one-wallet reads docs/analysts.md states)
+    for name in STREAM_TABLES:
+        compaction = by_table[name]["compaction"]["TableOptimizerConfiguration"]["CompactionConfiguration"]
+        assert compaction["IcebergConfiguration"]["Strategy"] == "sort"
+    # AND the tables state their retention in hours (what the committer's expiry applies)
+    assert int(TABLE_PROPERTIES["history.expire.max-snapshot-age-ms"]) == SNAPSHOT_RETENTION_HOURS * 3_600_000
+    # AND the template's Iceberg tables stay as first deployed whatever the contract gained since
+    # (columns and properties added later are set at run time: ensure_tables), so a deploy never
+    # updates an AWS::Glue::Table's Iceberg input
+    glue_tables = synthesized.resources("AWS::Glue::Table").values()
+    iceberg_inputs = [
+        table["Properties"]["OpenTableFormatInput"]["IcebergInput"]["IcebergTableInput"]
+        for table in glue_tables
+        if "OpenTableFormatInput" in table["Properties"]
+    ]
+    assert len(iceberg_inputs) == len(STREAM_TABLES)
+    for iceberg_input in iceberg_inputs:
+        assert set(iceberg_input["Properties"]) == (CREATION_PROPERTY_KEYS - {"format-version"}) | {
+            "schema.name-mapping.default"
+        }
+        names = [field["Name"] for field in iceberg_input["Schema"]["Fields"]]
+        assert "extra_attributes" not in names
+        assert names[-1] == "dt"
     # AND they run as a role Glue assumes, allowed to rewrite only the tables' prefix
     role_id = by_table["ledger"]["compaction"]["TableOptimizerConfiguration"]["RoleArn"]["Fn::GetAtt"][0]
     role = synthesized.resources("AWS::IAM::Role")[role_id]
@@ -848,8 +875,15 @@ def test_the_committer_runs_every_minute_alone_with_the_grants_of_a_commit(synth
     assert landing == [frozenset({"s3:GetObject", "s3:DeleteObject"})]
     tables = [actions for actions, resource in granted if f"/{SETTINGS.lake_prefix}/iceberg/*" in resource]
     assert tables == [frozenset({"s3:GetObject", "s3:PutObject"})]
+    # AND write its tidy's cursor and the misfit files it keeps aside, nowhere else of the lake
+    own = [actions for actions, resource in granted if f"/{SETTINGS.lake_prefix}/_committer/*" in resource]
+    assert own == [frozenset({"s3:GetObject", "s3:PutObject"})]
+    misfits = [actions for actions, resource in granted if f"/{SETTINGS.lake_prefix}/_misfits/*" in resource]
+    assert misfits == [frozenset({"s3:GetObject", "s3:PutObject"})]
     glue_actions = {action for actions, _ in granted for action in actions if action.startswith("glue:")}
     assert {"glue:GetCatalog", "glue:GetTable", "glue:UpdateTable", "glue:CreateTable"} <= glue_actions
+    # AND delete the tables' archived versions (Glue's quota of table versions, lake.glue_versions)
+    assert {"glue:GetTableVersions", "glue:BatchDeleteTableVersion"} <= glue_actions
     assert not any(resource == '"*"' for _, resource in granted)
     # AND every function names the lake's format (and the Iceberg functions the warehouse)
     for handler, properties in functions.items():
@@ -965,6 +999,8 @@ def test_dashboard_graphs_the_metrics_the_consumer_publishes(synthesized: Synthe
     _, dashboard = synthesized.only("AWS::CloudWatch::Dashboard")
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
     assert all(metric in body for metric in lambda_metrics.CONSUMER_GRAPHED)
+    # AND the TTL deletions the stream's filter keeps from the consumer, as DynamoDB counts them
+    assert "TimeToLiveDeletedItemCount" in body
 
 
 # --- the write path's fleet -----------------------------------------------------------------

@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 from contracts.lake_tables import LEDGER
 from contracts.settings import Settings
 from lake import parquet
-from lake.committer import PROGRESS_PROPERTY, commit_landed
+from lake.committer import COMMIT_ID_PROPERTY, PROGRESS_PROPERTY, commit_landed
 from lake.iceberg_catalog import open_catalog
 from lake.iceberg_landing import land_batch, split_bucket_key
 from lake.iceberg_maintenance import (
@@ -29,7 +29,7 @@ from lake.iceberg_maintenance import (
     maintain,
     remove_orphan_files,
 )
-from lake.iceberg_tables import identifier
+from lake.iceberg_tables import SNAPSHOT_RETENTION_HOURS, identifier
 from lake.landing_log import record_key
 
 DAY = "2026-01-15"
@@ -64,6 +64,7 @@ def _decode(records: Sequence[Mapping[str, Any]]) -> dict[str, pa.Table]:
             "created_at": at,
             "stream_sequence": [str(s) for s in sequences],
             "ingested_at": at,
+            "extra_attributes": pa.nulls(len(sequences), pa.string()),
         },
         schema=LEDGER,
     )
@@ -199,7 +200,7 @@ def test_compaction_refused_by_a_concurrent_append_commits_again_and_keeps_every
     assert snapshot.summary["total-records"] == "40"
     parent = table.metadata.snapshot_by_id(snapshot.parent_snapshot_id)
     assert parent.summary.operation.value == "append"
-    assert parent.summary[PROGRESS_PROPERTY] == table.metadata.properties[PROGRESS_PROPERTY]
+    assert COMMIT_ID_PROPERTY in parent.summary.additional_properties
 
 
 def test_compaction_whose_inputs_were_compacted_meanwhile_is_abandoned_and_removes_its_output(
@@ -385,3 +386,24 @@ def test_compaction_sorts_across_the_day_so_each_file_holds_a_range_of_wallets(l
         ranges.append((min(wallets), max(wallets)))
     ranges.sort()
     assert all(earlier[1] <= later[0] for earlier, later in itertools.pairwise(ranges))
+
+
+def test_the_committer_expires_snapshots_past_retention_and_keeps_tags_and_rows(lake: Lake) -> None:
+    # GIVEN 32 commits, the 5th tagged by a reconciliation
+    for _ in range(32):
+        lake.land_and_commit(3)
+    table = lake.table()
+    history = [snapshot.snapshot_id for snapshot in table.snapshots()]
+    with table.manage_snapshots() as manage:
+        manage.create_tag(history[4], "reconciled-2026-01-15")
+
+    # WHEN a cycle runs hours later (no tidy: the count past retention alone triggers it)
+    later = time.time() + (SNAPSHOT_RETENTION_HOURS + 1) * 3600
+    report = commit_landed(lake.settings, lake.s3, lake.catalog, tables=("ledger",), clock=lambda: later)
+
+    # THEN every snapshot but the tagged one and the last 10 is gone, and no row
+    kept = {snapshot.snapshot_id for snapshot in lake.table().snapshots()}
+    assert kept == {history[4], *history[-10:]}
+    assert report.snapshots_expired == 32 - 11
+    assert sorted(lake.entry_ids()) == _ids(1, lake.next_sequence - 1)
+    assert len(lake.entry_ids(snapshot_id=history[4])) == 5 * 3

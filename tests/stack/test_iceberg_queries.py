@@ -55,7 +55,9 @@ def _land(settings: Settings, tables: Mapping[str, pa.Table], first_sequence: in
 
 def _rows(table: str, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
     schema = TABLES[table]
-    return pa.Table.from_pylist([{name: row[name] for name in schema.names} for row in rows], schema=schema)
+    return pa.Table.from_pylist(
+        [{name: row.get(name) for name in schema.names} for row in rows], schema=schema
+    )
 
 
 def _params(name: str, lake: SampleLake) -> dict[str, str]:

@@ -99,6 +99,7 @@ class Book:
                     "created_at": created,
                     "stream_sequence": str(self._sequence),
                     "ingested_at": created + dt.timedelta(seconds=1),
+                    "extra_attributes": None,
                 }
             )
         self.rows.extend(made)

@@ -227,7 +227,7 @@ def write_sample(settings: Settings, sample: SampleLake) -> list[dt.datetime]:
         schema = TABLES[table]
         by_day: dict[dt.date, list[dict[str, Any]]] = defaultdict(list)
         for day, row in dated:
-            by_day[day].append({name: row[name] for name in schema.names})
+            by_day[day].append({name: row.get(name) for name in schema.names})
         for day, rows in by_day.items():
             key = f"{partition_prefix(settings.lake_prefix, table, day)}sample-{day.isoformat()}.parquet"
             put_table(s3, settings.bucket, key, pa.Table.from_pylist(rows, schema=schema))

@@ -264,3 +264,24 @@ def test_a_partition_is_compacted_when_it_holds_exactly_one_generations_files() 
     assert not is_compacted([])
     # a name that is not a generation's (another kernel's caller, or a hand-made file) is not one
     assert not is_compacted([folder + compacted_name("f" * 32, 0)])
+
+
+@pytest.mark.parametrize("old_first", [True, False])
+def test_files_written_before_a_column_was_added_merge_with_it_as_null(
+    tmp_path: Path, old_first: bool
+) -> None:
+    # GIVEN a day whose first half was written before `extra_attributes` existed (the upgrade day)
+    rows = busy_day().rows
+    half = len(rows) // 2
+    new_rows = [{**row, "extra_attributes": '{"tier":{"S":"gold"}}'} for row in rows[half:]]
+    old = write(tmp_path, "old.parquet", ledger_table(rows[:half]).drop_columns(["extra_attributes"]))
+    new = write(tmp_path, "new.parquet", ledger_table(new_rows))
+
+    # WHEN merged, whichever file the kernel reads first
+    out, counts, _ = merged("ledger", [old, new] if old_first else [new, old])
+
+    # THEN every row is kept, the old ones with the column null and the new ones with their value
+    assert counts.rows_out == len(rows)
+    extras = {row["entry_id"]: row["extra_attributes"] for row in out}
+    assert all(extras[row["entry_id"]] is None for row in rows[:half])
+    assert all(extras[row["entry_id"]] == '{"tier":{"S":"gold"}}' for row in rows[half:])

@@ -95,6 +95,7 @@ def test_deposit_insert_becomes_one_credit_row() -> None:
             "created_at": CREATED,
             "stream_sequence": "4100000000000000001",
             "ingested_at": INGESTED,
+            "extra_attributes": None,
         }
     ]
     assert (batch.records, batch.ledger_rows, batch.quarantined, batch.ignored) == (1, 1, 0, 0)
@@ -129,7 +130,9 @@ def test_wallet_insert_becomes_a_wallets_row_and_its_changes_are_ignored() -> No
     )
 
     # THEN one wallets row; the claim and the MODIFY are counted as ignored; no ledger rows
-    assert batch.wallets.to_pylist() == [{"wallet_id": "w-9", "user_id": "u-9", "created_at": CREATED}]
+    assert batch.wallets.to_pylist() == [
+        {"wallet_id": "w-9", "user_id": "u-9", "created_at": CREATED, "extra_attributes": None}
+    ]
     assert (batch.ledger_rows, batch.ignored, batch.quarantined) == (0, 2, 0)
 
 
@@ -423,12 +426,16 @@ def test_garbage_only_batch_is_named_by_its_content() -> None:
 
 
 def test_every_expected_kind_has_a_decoder() -> None:
-    # THEN the dispatch table covers exactly the five kinds docs/architecture.md expects
+    # THEN the dispatch table covers exactly the kinds docs/architecture.md expects (the five of
+    # the ledger, and the write path's idempotency records, ignored)
     assert sorted(RECORD_KINDS) == [
+        ("INSERT", "idempotency"),
         ("INSERT", "transaction"),
         ("INSERT", "user"),
         ("INSERT", "wallet"),
+        ("MODIFY", "idempotency"),
         ("MODIFY", "wallet"),
+        ("REMOVE", "idempotency"),
         ("REMOVE", "transaction"),
     ]
     assert describe_problem(RecordFactory().insert(transfer())) is None

@@ -82,9 +82,8 @@ def _run(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     if settings.lake_format == "iceberg":
         day = dt.datetime.now(dt.UTC).date() if args.closed_hours else args.date or last_closed_day()
-        return _maintain_iceberg(
-            settings, day, target_file_bytes=args.target_file_mb * 2**20, as_json=args.json
-        )
+        target_bytes = args.target_file_mb * 2**20 if args.target_file_mb else ICEBERG_TARGET_FILE_BYTES
+        return _maintain_iceberg(settings, day, target_file_bytes=target_bytes, as_json=args.json)
     unit_minutes = args.unit_minutes or settings.compaction_unit_minutes
     target = args.target_file_mb * 2**20 if args.target_file_mb else DEFAULT_TARGET_FILE_BYTES
     options = {"target_file_bytes": target, "row_group_rows": args.row_group_rows}

@@ -13,6 +13,7 @@ import boto3
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_glue import GlueClient
     from mypy_boto3_s3 import S3Client
 
 
@@ -26,3 +27,9 @@ def s3(region: str) -> S3Client:
 def dynamodb(region: str) -> DynamoDBClient:
     """The DynamoDB client of this execution environment."""
     return boto3.client("dynamodb", region_name=region)
+
+
+@functools.cache
+def glue(region: str) -> GlueClient:
+    """The Glue client of this execution environment."""
+    return boto3.client("glue", region_name=region)

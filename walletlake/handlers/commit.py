@@ -5,7 +5,9 @@ invocation commits, waits, and commits again until the minute is over, so with t
 30-second interval the lake is at most about 30 s behind what landed. Reserved concurrency 1 keeps
 one committer at a time, though correctness does not need it: a second one's commit is refused by
 the catalog and decided again (:mod:`lake.committer`). At the top of each hour it also deletes
-landing records past the stream's retention. At cold start it creates any missing table
+landing records past the stream's retention and, on AWS, the tables' archived Glue versions past
+the newest few (:mod:`lake.glue_versions`: Glue's quota is 100,000 per table). At cold start it
+creates any missing table
 (:func:`lake.iceberg_tables.ensure_tables`), so a fresh deployment needs no manual step.
 """
 
@@ -22,6 +24,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from contracts import lambda_metrics as names
 from contracts.lake_layout import table_location_root
+from contracts.lake_tables import STREAM_TABLES
 from contracts.settings import (
     COMMIT_INTERVAL_SECONDS_VARIABLE,
     DEPLOYED_VARIABLES,
@@ -31,6 +34,7 @@ from contracts.settings import (
     Settings,
 )
 from lake.committer import commit_landed
+from lake.glue_versions import prune_table_versions
 from lake.iceberg_catalog import open_catalog
 from lake.iceberg_tables import ensure_tables
 from walletlake.handlers import clients
@@ -93,4 +97,19 @@ def handler(event: dict[str, Any] | None, context: LambdaContext) -> dict[str, A
         if elapsed + settings.commit_interval_seconds + report.seconds > budget:
             break
         time.sleep(settings.commit_interval_seconds)
+    if tidy and _on_glue(settings):
+        glue = clients.glue(settings.region)
+        for name in STREAM_TABLES:
+            try:
+                prune_table_versions(glue, settings.glue_database, name)
+            except Exception:  # the next hour tries again; commits never depend on it
+                logger.warning("could not prune the Glue versions of %s", name, exc_info=True)
     return {"cycles": len(cycles), "rows": sum(cycle["rows"] for cycle in cycles)}
+
+
+def _on_glue(settings: Settings) -> bool:
+    """True when the catalog is Glue's Iceberg endpoint (not the embedded stack's)."""
+    from urllib.parse import urlsplit
+
+    host = urlsplit(settings.catalog_uri).hostname or ""
+    return host.endswith((".amazonaws.com", ".amazonaws.com.cn"))
