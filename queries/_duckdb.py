@@ -347,7 +347,9 @@ class DuckDBEngine:
             return None
         return (
             f"read_parquet({_quote(pattern)}, "
-            f"hive_partitioning = true, hive_types = {{'{PARTITION_COLUMN}': 'VARCHAR'}})"
+            f"hive_partitioning = true, hive_types = {{'{PARTITION_COLUMN}': 'VARCHAR'}}, "
+            # a day mixing files written before and after a column was added reads by name
+            "union_by_name = true)"
         )
 
 

@@ -126,7 +126,6 @@ NOT_RUN = {
     "--engine athena": "needs an AWS account (Athena); the duckdb engine of the same commands runs",
 }
 #: `walletlake compact` on the Iceberg lake crashes until issue 26's fix lands (another branch).
-COMPACT_ISSUE_26 = pytest.mark.xfail(strict=True, reason="issue 26 fixes compact")
 
 
 def _readme_rows(project_root: Path) -> list[str]:
@@ -164,7 +163,7 @@ def test_every_command_and_option_of_the_table_is_run_here(project_root: Path) -
 @pytest.mark.parametrize(
     "line",
     [
-        pytest.param(line, marks=COMPACT_ISSUE_26) if line.startswith("walletlake compact") else line
+        line
         for line in ONE_SHOT
     ],
 )
