@@ -86,9 +86,13 @@ def bucket_state(settings: Settings) -> dict[str, str]:
     return {item["Key"]: item["ETag"] for item in listed.get("Contents", [])}
 
 
+def _without_dt(schema: pa.Schema) -> pa.Schema:
+    return schema.remove(schema.get_field_index("dt"))
+
+
 def test_check_file_schema_allows_milliseconds_and_names_the_problem() -> None:
     assert check_file_schema("ledger", TABLES["ledger"]) is None
-    assert check_file_schema("ledger", iceberg_arrow_schema("ledger").remove(14)) is None
+    assert check_file_schema("ledger", _without_dt(iceberg_arrow_schema("ledger"))) is None
     with_dt = iceberg_arrow_schema("wallets")
     assert check_file_schema("wallets", with_dt) == "it has a 'dt' column of its own"
     renamed = TABLES["wallets"].set(1, pa.field("user", pa.string(), False))
