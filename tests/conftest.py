@@ -14,6 +14,7 @@ from pathlib import Path
 
 import boto3
 import pytest
+from support.fresh_resources import fresh_settings
 
 from contracts.settings import LAKE_FORMAT_VARIABLE, Settings
 from walletlake.local import EmbeddedStack, patched_environ, provision
@@ -42,16 +43,7 @@ def make_settings(stack: EmbeddedStack) -> Iterator[Callable[..., Settings]]:
     made: list[Settings] = []
 
     def _make(**overrides: object) -> Settings:
-        suffix = uuid.uuid4().hex[:10]
-        settings = Settings.from_env().replace(
-            table=f"wallets-{suffix}",
-            checkpoint_table=f"checkpoints-{suffix}",
-            lease_table=f"leases-{suffix}",
-            bucket=f"lake-{suffix}",
-            glue_database=f"walletlake_{suffix}",
-            query_engine="duckdb",
-            **overrides,
-        )
+        settings = fresh_settings(**overrides)
         provision(settings)
         made.append(settings)
         return settings

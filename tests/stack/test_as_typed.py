@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.fresh_resources import fresh_settings
 
-from contracts.settings import Settings
 from walletlake.local import free_port
 
 pytestmark = pytest.mark.stack
@@ -40,22 +40,11 @@ _BIN = str(Path(sys.executable).parent)
 @pytest.fixture(scope="module")
 def lake(stack: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A fresh Iceberg lake on the session's stack, filled by `walletlake demo` as typed."""
-    import uuid
-
     import boto3
 
     from walletlake.local import provision
 
-    suffix = uuid.uuid4().hex[:10]
-    settings = Settings.from_env().replace(
-        table=f"wallets-{suffix}",
-        checkpoint_table=f"checkpoints-{suffix}",
-        lease_table=f"leases-{suffix}",
-        bucket=f"lake-{suffix}",
-        glue_database=f"walletlake_{suffix}",
-        query_engine="duckdb",
-        lake_format="iceberg",
-    )
+    settings = fresh_settings(lake_format="iceberg")
     provision(settings)
     folder = tmp_path_factory.mktemp("as-typed")
     environ = {**os.environ, **settings.to_env(), "PATH": f"{_BIN}:{os.environ.get('PATH', '')}"}

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import boto3
 import pytest
+from support.fresh_resources import fresh_settings
 from support.stream_records import TableWriter
 
 from contracts.settings import Settings
@@ -54,20 +55,9 @@ def _json(done: subprocess.CompletedProcess[str]) -> list[dict[str, str | None]]
 def two_commits(stack: object) -> Iterator[dict[str, object]]:
     """An Iceberg lake with 3 wallets and 4 deposits in a first commit, 1 wallet and 2 deposits more
     in a second; the instant between the two and the first ledger snapshot id."""
-    import uuid
-
     from walletlake.local import provision
 
-    suffix = uuid.uuid4().hex[:10]
-    settings = Settings.from_env().replace(
-        table=f"wallets-{suffix}",
-        checkpoint_table=f"checkpoints-{suffix}",
-        lease_table=f"leases-{suffix}",
-        bucket=f"lake-{suffix}",
-        glue_database=f"walletlake_{suffix}",
-        query_engine="duckdb",
-        lake_format="iceberg",
-    )
+    settings = fresh_settings(lake_format="iceberg")
     provision(settings)
     writer = TableWriter(settings.table)
     writer.workload(wallets=3, deposits=4, transfers=0)
