@@ -78,7 +78,7 @@ def test_the_plain_parquet_lake_stays_deployable_with_its_own_parallelization() 
 
 def test_iceberg_functions_name_the_format_and_the_accounts_catalog_as_warehouse() -> None:
     # GIVEN the deployed (Iceberg) settings
-    environment = settings_environment(DeploymentConfig().settings, "b")
+    environment = settings_environment(DeploymentConfig(api_front="alb").settings, "b")
     # THEN every function is told the format, and the warehouse is the account id (Glue's catalog)
     assert environment["WALLETLAKE_LAKE_FORMAT"] == "iceberg"
     assert environment["WALLETLAKE_ICEBERG_WAREHOUSE"].startswith("${Token[AWS.AccountId")

@@ -28,7 +28,13 @@ from walletlake_cdk.write_api import API_HANDLER
 
 pytestmark = pytest.mark.slow
 
-CONTEXT = {"lambda_deps": "skip", "bucket_name": "walletlake-lake-test", "alarm_email": "oncall@example.com"}
+CALLER = "arn:aws:iam::123456789012:role/payments-api-caller"
+CONTEXT = {
+    "lambda_deps": "skip",
+    "bucket_name": "walletlake-lake-test",
+    "alarm_email": "oncall@example.com",
+    "api_callers": CALLER,
+}
 SETTINGS = Settings()
 
 
@@ -161,7 +167,7 @@ def test_a_spec_with_a_stream_is_refused() -> None:
     spec = TableSpec(partition_key="pk", stream_view_type="NEW_AND_OLD_IMAGES", ttl_attribute="expires_at")
     # WHEN the table is built THEN it is refused (the consumer would be invoked for every record)
     with pytest.raises(ValueError, match="no stream"):
-        build_idempotency_table(stack, DeploymentConfig(), kms.Key(stack, "Key"), spec)
+        build_idempotency_table(stack, DeploymentConfig(api_callers=(CALLER,)), kms.Key(stack, "Key"), spec)
 
 
 def test_warm_write_units_prewarm_the_records_too() -> None:

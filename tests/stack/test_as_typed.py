@@ -162,10 +162,7 @@ def test_every_command_and_option_of_the_table_is_run_here(project_root: Path) -
 
 @pytest.mark.parametrize(
     "line",
-    [
-        line
-        for line in ONE_SHOT
-    ],
+    list(ONE_SHOT),
 )
 def test_the_command_runs_as_typed(lake: dict[str, Any], line: str) -> None:
     folder = lake["folder"]
