@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -36,6 +37,11 @@ CONTEXT = {
     "api_callers": CALLER,
 }
 SETTINGS = Settings()
+
+
+def config_with_callers(get: Callable[[str], Any]) -> DeploymentConfig:
+    """``DeploymentConfig.from_context`` with the Lattice front's required callers (unless given)."""
+    return DeploymentConfig.from_context(lambda key: get(key) or (CALLER if key == "api_callers" else None))
 
 
 def _synthesize(outdir: Path, **context: str) -> tuple[dict[str, Any], list[str]]:
@@ -172,7 +178,7 @@ def test_a_spec_with_a_stream_is_refused() -> None:
 
 def test_warm_write_units_prewarm_the_records_too() -> None:
     # GIVEN a deployment pre-warmed for launch day
-    config = DeploymentConfig.from_context({"warm_write_units_per_second": "120000"}.get)
+    config = config_with_callers({"warm_write_units_per_second": "120000"}.get)
     stack = cdk.Stack(cdk.App(), "Warm")
     # WHEN the records table is built
     build_idempotency_table(stack, config, kms.Key(stack, "Key"))

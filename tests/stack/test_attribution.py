@@ -15,7 +15,6 @@ import uuid
 from collections.abc import Callable
 
 import boto3
-import httpx
 import pytest
 from support.wallet_http import error_of, serve
 
