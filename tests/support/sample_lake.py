@@ -247,7 +247,7 @@ def _commit_sample(settings: Settings, sample: SampleLake) -> list[dt.datetime]:
         rows = {
             table: pa.Table.from_pylist(
                 [
-                    {name: row[name] for name in TABLES[table].names}
+                    {name: row.get(name) for name in TABLES[table].names}
                     for row in source
                     if row[column].date() == day
                 ],
