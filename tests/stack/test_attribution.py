@@ -13,15 +13,23 @@ import asyncio
 import datetime as dt
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import boto3
+import pyarrow as pa
 import pytest
+from support.stream_records import TableWriter
 from support.wallet_http import error_of, serve
 
+import lake.iceberg_landing
+import lake.iceberg_tables
+from contracts.lake_tables import INITIATED_BY
 from contracts.settings import Settings
 from contracts.wallets_table import Attr
 from lake.committer import commit_landed
 from lake.iceberg_catalog import load_table, open_catalog
+from lake.iceberg_landing import table_layouts
+from lake.iceberg_tables import ensure_tables
 from queries import run_query
 from stream_processor.consumer import drain
 from wallet.body_limit import MAX_BODY_BYTES
@@ -144,3 +152,67 @@ def test_the_principal_reaches_the_ledger_row_through_the_stream_the_committer_a
     assert (int(found[PAYER_ROLE]["deposits"]), int(found[PAYER_ROLE]["transfers"])) == (1, 1)
     assert int(found[PAYER_ROLE]["amount"]) == 130
     assert (int(found[OTHER_ROLE]["deposits"]), int(found[OTHER_ROLE]["amount"])) == (12, 12)
+
+
+def test_an_old_lake_takes_initiated_by_by_name_and_its_rows_read_null(
+    make_settings: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a lake provisioned and written by a walletlake whose ledger had no initiated_by
+    contract = lake.iceberg_tables.iceberg_arrow_schema
+    landing = lake.iceberg_landing.to_iceberg_rows
+
+    def without_column(table: str) -> pa.Schema:
+        schema = contract(table)
+        return schema.remove(schema.get_field_index(INITIATED_BY)) if INITIATED_BY in schema.names else schema
+
+    def old_rows(table: str, rows: pa.Table, day: str, current: Any = None) -> pa.Table:
+        return landing(
+            table,
+            rows.drop_columns([INITIATED_BY]) if INITIATED_BY in rows.column_names else rows,
+            day,
+            current,
+        )
+
+    with monkeypatch.context() as old_code:
+        old_code.setattr(lake.iceberg_tables, "iceberg_arrow_schema", without_column)
+        old_code.setattr(lake.iceberg_landing, "to_iceberg_rows", old_rows)
+        settings = make_settings(lake_format="iceberg")
+        writer = TableWriter(settings.table)
+        writer.workload(wallets=2, deposits=3, transfers=2)
+        drain(settings, batch_size=10)
+        commit_landed(
+            settings,
+            boto3.client("s3", region_name=settings.region),
+            open_catalog(settings),
+            empty_after_seconds=0,
+        )
+        table_layouts.cache_clear()
+    old_entries = {
+        row["entry_id"]
+        for row in load_table(settings, "ledger", open_catalog(settings)).scan().to_arrow().to_pylist()
+    }
+    assert INITIATED_BY not in load_table(settings, "ledger", open_catalog(settings)).schema().column_names
+
+    # WHEN the new version deploys (provisioning adds the column by name) and an attributed write lands
+    done = ensure_tables(open_catalog(settings), settings.glue_database)
+    with serve(settings.replace(trust_front="lattice")) as api:
+        wallet = api.create()
+        api.http.put(
+            f"/api/v1/wallets/{wallet}/deposit/",
+            json={"amount": "7", "nonce": "new"},
+            headers=lattice(PAYER_ROLE),
+        )
+    drain(settings, batch_size=10)
+    commit_landed(
+        settings,
+        boto3.client("s3", region_name=settings.region),
+        open_catalog(settings),
+        empty_after_seconds=0,
+    )
+
+    # THEN the column was added once; old rows read it as null, the new row carries its principal
+    assert any(f"columns added: {INITIATED_BY}" in line for line in done if ".ledger:" in line)
+    rows = load_table(settings, "ledger", open_catalog(settings)).scan().to_arrow().to_pylist()
+    assert old_entries
+    assert all(row[INITIATED_BY] is None for row in rows if row["entry_id"] in old_entries)
+    assert [row[INITIATED_BY] for row in rows if row["entry_id"] not in old_entries] == [PAYER_ROLE]
