@@ -46,6 +46,15 @@ from sqlglot import exp
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from reconcile import DAY, SNAPSHOT_AT, build_lake, timed_reconciliation
+from request_sizes import (
+    PAYEE,
+    PRINCIPAL,
+    RESPONSE_BYTES,
+    WALLET,
+    grouped_wallet,
+    signed_request_bytes,
+    transaction_units,
+)
 from stream_to_parquet import StreamGenerator
 
 from contracts.settings import Settings
@@ -54,6 +63,7 @@ from lake.compaction_kernel import generation
 from lake.snapshots import SnapshotRef
 from queries.reconciliation import TRANSFERS_QUERY, WALLETS_QUERY, day_parameters, rendered_sql
 from stream_processor.batch import process_batch
+from wallet.commands import Deposit, Transfer
 
 # --- the seed's load -------------------------------------------------------------------------
 SEED_TRANSACTIONS_PER_SECOND: Final = 20_000
@@ -198,10 +208,14 @@ API_TASK_GB: Final = 4
 API_TARGET_CPU_PERCENT: Final = 50
 API_AZS: Final = 3
 #: Server CPU per request of `walletlake serve` (group commit on; bench/write_path.py and
-#: bench/hot_wallet.py print it): the issue's 500-700 µs on this machine, its upper end taken.
+#: bench/hot_wallet.py print it): 500-700 µs measured on this x86 machine, its upper end taken.
+#: The tasks run on Graviton (ARM64): no ARM machine was available to measure on, so the same
+#: figure is ASSUMED there (replace it with bench/write_path.py's figure from a Graviton task).
 API_CPU_US_PER_REQUEST: Final = 700
-#: Bytes a request and its answer carry through the front (JSON bodies and headers; assumed).
-API_BYTES_PER_REQUEST: Final = 1_000
+API_CPU_BASIS: Final = "measured on x86, assumed equal on ARM64 (Graviton): not measured on ARM"
+#: Bytes a request and its answer carry through the front: a deposit SigV4-signed by botocore for
+#: vpc-lattice-svcs with a role session's token (bench/request_sizes.py), and the 204 answer.
+API_BYTES_PER_REQUEST: Final = signed_request_bytes() + RESPONSE_BYTES
 #: The Lambda front: 30 ms at 1,024 MB per request (assumed, not measured on AWS), one access
 #: log line of about 250 bytes per request (write_api.ACCESS_LOG_FORMAT).
 API_LAMBDA_SECONDS: Final = 0.030
@@ -233,6 +247,15 @@ APIGW_MICRO_USD_PER_MILLION_AFTER: Final = 900_000
 APIGW_FIRST_TIER_REQUESTS: Final = 300_000_000
 # https://aws.amazon.com/cloudwatch/pricing/ : logs $0.50 per GB ingested.
 LOGS_MICRO_USD_PER_GB: Final = 500_000
+
+
+#: Write units of one deposit and one transfer as wallet.store.transaction_request builds them.
+WRITE_UNITS: Final = {
+    "deposit": transaction_units([Deposit(WALLET, 25_000_000, "n-1", initiated_by=PRINCIPAL)]),
+    "transfer": transaction_units([Transfer(WALLET, PAYEE, 25_000_000, "n-1", initiated_by=PRINCIPAL)]),
+}
+#: A hot wallet credited in one group commit of the store's largest group (32 requests).
+GROUPED_WALLET: Final = grouped_wallet(32)
 
 
 def api_tier(
@@ -336,8 +359,15 @@ def model(measured: Measured, percent: int) -> dict[str, Any]:
     # The wallets table holds 8 hours of transaction items and the wallets; the idempotency table 2
     # days of records. Stream shards follow the wallets table's partitions (its writes alone); the
     # nightly snapshot scans the wallets table alone.
-    records_wru_per_tx = TRANSACTIONAL_WRU_PER_ITEM * IDEMPOTENCY_ITEMS_PER_TRANSACTION
-    wallets_wru_per_tx = TRANSACTIONAL_WRU_PER_ITEM * (3 * transfer + 2 * (1 - transfer))
+    # Units of the items the store's own builder makes (bench/request_sizes.py), one request per
+    # transaction: every item is under 1 KB, so 2 units each. A group commit makes a wallet item
+    # carry its earlier entries (GROUPED_WALLET below): such wallets cost more, not modelled here.
+    records_wru_per_tx = WRITE_UNITS["deposit"]["idempotency_record_units"]
+    wallets_wru_per_tx = transfer * (
+        WRITE_UNITS["transfer"]["total_units"] - WRITE_UNITS["transfer"]["idempotency_record_units"]
+    ) + (1 - transfer) * (
+        WRITE_UNITS["deposit"]["total_units"] - WRITE_UNITS["deposit"]["idempotency_record_units"]
+    )
     wru_per_tx = wallets_wru_per_tx + records_wru_per_tx
     wru_per_second = tx_per_second * wru_per_tx
     shards = max(1, _ceil_div(tx_per_second * wallets_wru_per_tx, WRITE_UNITS_PER_PARTITION))
@@ -454,6 +484,10 @@ def model(measured: Measured, percent: int) -> dict[str, Any]:
         "dynamodb_write_units_per_day": round(wru_per_second * SECONDS_PER_DAY),
         "dynamodb_write_units_per_transaction": round(wru_per_tx, 2),
         "idempotency_write_units_per_transaction": records_wru_per_tx,
+        "grouped_wallet_32_credits": GROUPED_WALLET,
+        "api_bytes_per_request": API_BYTES_PER_REQUEST,
+        "api_cpu_us_per_request": measured.api_cpu_us_per_request,
+        "api_cpu_basis": API_CPU_BASIS,
         "idempotency_records_gb_held": round(records_bytes / 1e9, 1),
         "dynamodb_table_gb_held": round(table_bytes / 1e9, 1),
         "dynamodb_gb_held": round(held_gb, 1),
@@ -592,6 +626,7 @@ _ROWS: Final = (
     ("DynamoDB write units per day", "dynamodb_write_units_per_day", "{:,}"),
     ("DynamoDB write units per transaction", "dynamodb_write_units_per_transaction", "{:,.2f}"),
     ("  of which the idempotency record", "idempotency_write_units_per_transaction", "{:,}"),
+    ("API bytes per request (SigV4-signed + answer)", "api_bytes_per_request", "{:,}"),
     ("DynamoDB GB held (both tables)", "dynamodb_gb_held", "{:,.1f}"),
     ("  wallets table (8 h of items, wallets)", "dynamodb_table_gb_held", "{:,.1f}"),
     ("  idempotency table (2 days of records)", "idempotency_records_gb_held", "{:,.1f}"),
@@ -619,6 +654,12 @@ def print_table(measured: Measured, loads: list[dict[str, Any]]) -> None:
         print(
             f"  {front:40}" + "".join(f"{_usd(load['api_monthly_micro_usd'][front]):>18}" for load in loads)
         )
+    grouped = loads[0]["grouped_wallet_32_credits"]
+    print(
+        f"a wallet credited {grouped['credits']} times in one group commit: {grouped['wallet_item_bytes']:,} "
+        f"bytes, {grouped['wallet_units']} write units, and {grouped['next_write_units']} for its next write"
+    )
+    print(f"API CPU per request: {loads[0]['api_cpu_us_per_request']:,.0f} µs, {API_CPU_BASIS}")
     print("monthly cost by item (USD):")
     for item in loads[0]["monthly_micro_usd"]:
         print(f"  {item:40}" + "".join(f"{_usd(load['monthly_micro_usd'][item]):>18}" for load in loads))
@@ -668,7 +709,7 @@ def readme_section(measured: Measured = PUBLISHED) -> str:
     def item(name: str) -> list[int]:
         return [load["monthly_micro_usd"][name] for load in loads]
 
-    row("DynamoDB writes (transactional, 2 units per item)", item("dynamodb_writes"))
+    row("DynamoDB writes (transactional, the store's own items: 2 units each)", item("dynamodb_writes"))
     held = ("dynamodb_storage", "dynamodb_point_in_time_recovery")
     row(
         "DynamoDB storage and point-in-time recovery (wallets; 2 days of idempotency records)",
@@ -694,7 +735,11 @@ def readme_section(measured: Measured = PUBLISHED) -> str:
     rows.append("")
     rows.append(
         f"Fleet tasks (2 vCPU, 4 GB, ARM64, scaled to {API_TARGET_CPU_PERCENT} % CPU at "
-        f"{measured.api_cpu_us_per_request:,.0f} µs of CPU per request, at least one per zone): {tasks}. "
+        f"{measured.api_cpu_us_per_request:,.0f} µs of CPU per request, measured on x86 and assumed on "
+        f"Graviton, at least one per zone): {tasks}. Requests are priced as signed: "
+        f"{API_BYTES_PER_REQUEST:,} bytes with the answer. A wallet credited {GROUPED_WALLET['credits']} "
+        f"times in one group commit is a {GROUPED_WALLET['wallet_item_bytes']:,}-byte item: "
+        f"{GROUPED_WALLET['wallet_units']} write units, and as many for its next write (not in the totals). "
         f"API Gateway + Lambda is cheaper only below about "
         f"{lambda_break_even_requests_per_second(measured):,} requests/s (`-c api_front=lambda`)."
     )

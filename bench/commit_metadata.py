@@ -166,6 +166,7 @@ def data_file(folder: Path, index: int) -> str:
         "stream_sequence": str(index),
         "ingested_at": 1_795_000_000_000,
         "extra_attributes": None,
+        "initiated_by": None,
     }
     rows = pa.Table.from_pylist([row], schema=schema)
     path = folder / "files" / f"{index}.parquet"

@@ -303,6 +303,7 @@ def ledger_chunk(
             "stream_sequence": sequence,
             "ingested_at": pa.array(ingested, MS),
             "extra_attributes": pa.nulls(count, pa.string()),
+            "initiated_by": pa.nulls(count, pa.string()),
         },
         schema=LEDGER,
     )

@@ -42,6 +42,7 @@ IDEMPOTENCY_ATTRIBUTES: Final = (
     Attr.TO_WALLET_ID,
     Attr.CREATED_AT,
     EXPIRES_AT,
+    Attr.INITIATED_BY,
 )
 
 

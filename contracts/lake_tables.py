@@ -32,6 +32,8 @@ TIMESTAMP_US: Final = pa.timestamp("us", tz="UTC")
 #: old rows read them as null, and the Iceberg tables take them by name
 #: (:func:`lake.iceberg_tables.evolve_table`, docs/operations.md, "Adding a column").
 EXTRA_ATTRIBUTES: Final = "extra_attributes"
+#: The ledger's column naming who asked for each movement (issue 28).
+INITIATED_BY: Final = "initiated_by"
 
 #: The partition column every table is projected on (type date, format yyyy-MM-dd).
 PARTITION_COLUMN: Final = "dt"
@@ -53,6 +55,10 @@ LEDGER: Final = pa.schema(
         pa.field("stream_sequence", pa.string(), nullable=False),
         pa.field("ingested_at", TIMESTAMP_MS, nullable=False),
         pa.field(EXTRA_ATTRIBUTES, pa.string(), nullable=True),
+        # who asked for the movement: the caller's IAM principal as the API's trusted front verified
+        # it (wallet.principals), the configured default without one; null on rows written before
+        # attribution existed (added by name to the existing tables: docs/operations.md)
+        pa.field(INITIATED_BY, pa.string(), nullable=True),
     ]
 )
 

@@ -81,6 +81,15 @@ DEFAULT_LAKE_FORMAT: Final = "iceberg"
 #: last one, so this is the lake's freshness bound and one table's commit rate (one per interval).
 DEFAULT_COMMIT_INTERVAL_SECONDS: Final = 30
 
+#: Whose identity headers the API believes (:mod:`wallet.principals`): ``none`` (every write is
+#: attributed to ``default_principal``; identity headers are ignored, since any client can send
+#: them), ``lattice`` (VPC Lattice's ``x-amzn-lattice-identity``, on the ECS tasks only Lattice
+#: reaches) or ``apigateway`` (the IAM identity API Gateway verified, in the Lambda event).
+TrustFront = Literal["none", "lattice", "apigateway"]
+DEFAULT_TRUST_FRONT: Final = "none"
+#: Who a write is attributed to when no front vouches for its caller (a laptop, the embedded stack).
+DEFAULT_PRINCIPAL: Final = "local"
+
 #: Where the AWS reconciliation's UNLOADs write, under the workgroup's results prefix.
 DEFAULT_UNLOAD_PREFIX: Final = "athena-results/unload/reconcile"
 
@@ -109,6 +118,9 @@ LAKE_FORMAT_VARIABLE: Final = "WALLETLAKE_LAKE_FORMAT"
 ICEBERG_CATALOG_URI_VARIABLE: Final = "WALLETLAKE_ICEBERG_CATALOG_URI"
 ICEBERG_WAREHOUSE_VARIABLE: Final = "WALLETLAKE_ICEBERG_WAREHOUSE"
 COMMIT_INTERVAL_SECONDS_VARIABLE: Final = "WALLETLAKE_COMMIT_INTERVAL_SECONDS"
+TRUST_FRONT_VARIABLE: Final = "WALLETLAKE_TRUST_FRONT"
+DEFAULT_PRINCIPAL_VARIABLE: Final = "WALLETLAKE_DEFAULT_PRINCIPAL"
+ADMIN_ROUTES_VARIABLE: Final = "WALLETLAKE_ADMIN_ROUTES"
 
 #: What ``walletlake serve`` honours beyond the table: each is also a flag of the command, whose
 #: default is the variable; the container's task definition sets them.
@@ -210,6 +222,13 @@ class Settings:
     metrics_interval_seconds:
         Seconds between the CloudWatch embedded-metric-format lines each API process prints on
         stdout (:mod:`wallet.emf`), and once more at shutdown; 0 prints none.
+    trust_front, default_principal:
+        Who a movement is attributed to (``initiated_by``): the principal the front verified, from
+        its identity headers only when ``trust_front`` names that front; otherwise
+        ``default_principal`` (:mod:`wallet.principals`).
+    admin_routes:
+        Whether the API serves ``/docs``, ``/redoc``, ``/openapi.json`` and ``/metrics``; the
+        deployed tasks turn them off (their counters go to CloudWatch as EMF lines instead).
     """
 
     region: str = "us-east-1"
@@ -238,6 +257,9 @@ class Settings:
     iceberg_catalog_uri: str | None = None
     iceberg_warehouse: str = "walletlake-tables"
     commit_interval_seconds: int = DEFAULT_COMMIT_INTERVAL_SECONDS
+    trust_front: TrustFront = DEFAULT_TRUST_FRONT
+    default_principal: str = DEFAULT_PRINCIPAL
+    admin_routes: bool = True
 
     @property
     def catalog_uri(self) -> str:
@@ -433,6 +455,18 @@ _HOST_LABEL: Final = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HOSTNAME: Final = re.compile(rf"{_HOST_LABEL}(\.{_HOST_LABEL})*")
 
 
+def _principal(text: str) -> str:
+    if len(text) > 256 or not text.isprintable():
+        raise ValueError(text)
+    return text
+
+
+def _switch(text: str) -> bool:
+    if text not in ("on", "off"):
+        raise ValueError(text)
+    return text == "on"
+
+
 def _host(text: str) -> str:
     """An IP address (``0.0.0.0``, ``::``) or a host name to listen on."""
     try:
@@ -604,6 +638,28 @@ VARIABLES: Final[tuple[Variable, ...]] = (
         "(default walletlake-tables)",
     ),
     Variable(
+        TRUST_FRONT_VARIABLE,
+        "trust_front",
+        "none, lattice or apigateway",
+        "whose identity headers name a write's initiated_by: none (default: they are ignored), "
+        "lattice (x-amzn-lattice-identity) or apigateway (the Lambda event's IAM identity)",
+        _one_of(("none", "lattice", "apigateway")),
+    ),
+    Variable(
+        DEFAULT_PRINCIPAL_VARIABLE,
+        "default_principal",
+        "a principal name of 1..256 characters",
+        f"the initiated_by of writes no trusted front vouches for (default {DEFAULT_PRINCIPAL})",
+        _principal,
+    ),
+    Variable(
+        ADMIN_ROUTES_VARIABLE,
+        "admin_routes",
+        "on or off",
+        "serve /docs, /redoc, /openapi.json and /metrics (default on; off on the deployed tasks)",
+        _switch,
+    ),
+    Variable(
         COMMIT_INTERVAL_SECONDS_VARIABLE,
         "commit_interval_seconds",
         "an integer in 1..900",
@@ -641,7 +697,7 @@ def environment_for(**values: object) -> dict[str, str]:
         if value is None:
             continue
         variable = _BY_FIELD[field]
-        text = str(value)
+        text = ("on" if value else "off") if isinstance(value, bool) else str(value)
         variable.read(text)
         environment[variable.name] = text
     return environment

@@ -49,6 +49,9 @@ class Attr:
     ENTRY_AMOUNT: Final = "entry_amount"
     ENTRY_COUNTERPARTY: Final = "entry_counterparty_wallet_id"
     ENTRY_NONCE: Final = "entry_nonce"
+    # the verified principal that asked for the entry's movement (wallet.principals); absent when
+    # none was known (and on every entry written before attribution existed)
+    ENTRY_INITIATED_BY: Final = "entry_initiated_by"
     # wallet item: when one transaction applied several entries to the wallet (a group commit,
     # see wallet.commit_queue), the ones before the latest, oldest first, as maps of EntryKey;
     # absent when it applied one. The MODIFY is then len + 1 entries, versions OLD+1 .. NEW.
@@ -57,6 +60,8 @@ class Attr:
     TXN_ID: Final = "txn_id"
     TYPE: Final = "type"
     TO_WALLET_ID: Final = "to_wallet_id"
+    # transaction item and idempotency record: who asked (absent when unknown)
+    INITIATED_BY: Final = "initiated_by"
     AMOUNT: Final = "amount"
     NONCE: Final = "nonce"
     REQUEST_HASH: Final = "request_hash"
@@ -79,6 +84,7 @@ class EntryKey:
     NONCE: Final = "nonce"
     COUNTERPARTY: Final = "counterparty_wallet_id"
     CREATED_AT: Final = "created_at"
+    INITIATED_BY: Final = "initiated_by"
 
 
 def wallet_key(wallet_id: str) -> str:

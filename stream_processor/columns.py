@@ -60,6 +60,7 @@ ENTRY_FIELDS: Final = (
     "created_at",
     "sequence",
     "extra_attributes",
+    "initiated_by",
 )
 #: Order of the values kept per legacy transaction INSERT: items written by the compare-and-swap
 #: write path carried every touched wallet's version and balance after, and give the ledger rows.
@@ -260,6 +261,7 @@ def _entries(rows: RowBuffer, ingested: pa.Scalar) -> tuple[pa.Table, list[tuple
         "created_at": created_at.cast(TIMESTAMP_MS),
         "sequence": column("sequence"),
         "extra": column("extra_attributes"),
+        "initiated_by": column("initiated_by"),
     }
     if keep is not None:
         arrays = {name: values.filter(keep) for name, values in arrays.items()}
@@ -282,6 +284,7 @@ def _ledger_table(
     sequence: pa.Array,
     extra: pa.Array,
     ingested: pa.Scalar,
+    initiated_by: pa.Array | None = None,
 ) -> pa.Table:
     """Ledger rows in :data:`~contracts.lake_tables.LEDGER` column order, whichever records they came from."""
     return pa.Table.from_arrays(
@@ -301,6 +304,7 @@ def _ledger_table(
             sequence,
             pa.repeat(ingested, len(amount)),
             extra,
+            pa.nulls(len(amount), pa.string()) if initiated_by is None else initiated_by,
         ],
         schema=LEDGER,
     )
@@ -413,7 +417,7 @@ def _double_entry(txns: dict[str, pa.Array], ingested: pa.Scalar) -> pa.Table:
         sequence=taken["sequence"],
         extra=taken["extra"],
         ingested=ingested,
-    )
+    )  # the compare-and-swap write path predates attribution: initiated_by is null
 
 
 def _wallets(rows: RowBuffer) -> tuple[pa.Table, list[tuple[int, str]]]:

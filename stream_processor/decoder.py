@@ -245,7 +245,11 @@ _ENTRY_REQUIRED: Final = (
     (Attr.ENTRY_AMOUNT, "N"),
     (Attr.ENTRY_NONCE, "S"),
 )
-_ENTRY_OPTIONAL: Final = ((Attr.ENTRY_COUNTERPARTY, "S"), (Attr.ENTRIES_BEFORE, "L"))
+_ENTRY_OPTIONAL: Final = (
+    (Attr.ENTRY_COUNTERPARTY, "S"),
+    (Attr.ENTRIES_BEFORE, "L"),
+    (Attr.ENTRY_INITIATED_BY, "S"),
+)
 
 #: Every attribute the write path puts on a wallet item; any other one (a newer writer's) is kept
 #: with the item's rows in ``extra_attributes`` (:func:`_extra`), never dropped.
@@ -288,6 +292,7 @@ _wallet_attributes: Final = operator.itemgetter(*(name for name, _ in _WALLET_RE
 
 _ENTRY_TXN_ID: Final = Attr.ENTRY_TXN_ID
 _ENTRY_COUNTERPARTY: Final = Attr.ENTRY_COUNTERPARTY
+_ENTRY_INITIATED_BY: Final = Attr.ENTRY_INITIATED_BY
 _ENTRIES_BEFORE: Final = Attr.ENTRIES_BEFORE
 _ENTRY_STRIDE: Final = len(ENTRY_FIELDS)
 #: Where a row's previous version (then previous balance) sits in ENTRY_FIELDS.
@@ -319,6 +324,7 @@ def _wallet_modified(
         image
     )
     counterparty = image.get(_ENTRY_COUNTERPARTY)
+    initiated_by = image.get(_ENTRY_INITIATED_BY)
     old = change.get(OLD_IMAGE)
     previous_version, previous_balance = (None, None) if old is None else _previous_attributes(old)
     previous_version = None if previous_version is None else previous_version["N"]
@@ -342,6 +348,7 @@ def _wallet_modified(
         updated_at["N"],
         sequence,
         extra,
+        None if initiated_by is None else initiated_by["S"],
     )
     entries = columns.entries
     if _ENTRIES_BEFORE not in image:
@@ -391,6 +398,7 @@ def _earlier_entries(
         amount = int(amount_text)
         direction = entry[EntryKey.DIRECTION]["S"]
         counterparty = entry.get(EntryKey.COUNTERPARTY)
+        initiated_by = entry.get(EntryKey.INITIATED_BY)
         after = balance - amount if direction == DIRECTION_DEBIT else balance + amount
         rows.extend(
             (
@@ -408,6 +416,7 @@ def _earlier_entries(
                 entry[EntryKey.CREATED_AT]["N"],
                 sequence,
                 extra,
+                None if initiated_by is None else initiated_by["S"],
             )
         )
         version, balance = version + 1, after
@@ -613,7 +622,7 @@ _EARLIER_REQUIRED: Final = (
     (EntryKey.NONCE, "S"),
     (EntryKey.CREATED_AT, "N"),
 )
-_EARLIER_OPTIONAL: Final = ((EntryKey.COUNTERPARTY, "S"),)
+_EARLIER_OPTIONAL: Final = ((EntryKey.COUNTERPARTY, "S"), (EntryKey.INITIATED_BY, "S"))
 
 
 def _entries_before_problem(earlier: Sequence[Any]) -> str | None:

@@ -31,7 +31,13 @@ also carries ``Idempotent-Replayed: true`` (and the first execution's transactio
 it with the same nonce and body, or ask ``GET .../transactions/{nonce}``.
 
 Errors are JSON ``{"error": "<code>", "detail": "..."}`` with precedence 422 > 404 > 409
-``idempotency_key_reused`` > 409 ``insufficient_funds``; 429 and 503 carry ``Retry-After``.
+``idempotency_key_reused`` > 409 ``insufficient_funds``; 429 and 503 carry ``Retry-After``. A body
+above 16 KiB is 413 ``request_too_large`` before anything runs.
+
+Attribution: every deposit and transfer records who asked (``initiated_by``: on the transaction,
+in its receipt and in the ledger): the caller's IAM principal as the front verified it (VPC
+Lattice's identity header, or API Gateway's IAM authorization), and only when the server is
+configured to trust that front; a client-sent identity header is otherwise ignored.
 
 Speed: bodies are parsed with orjson and checked by :mod:`wallet.validation` instead of per-request
 pydantic models (the schemas below only describe the API in ``/openapi.json``), routes skip
@@ -55,6 +61,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from contracts.settings import Settings
 from wallet import validation
+from wallet.body_limit import MAX_BODY_BYTES, TOO_LARGE, BodyLimit
 from wallet.errors import (
     BalanceLimitExceededError,
     IdempotencyKeyReusedError,
@@ -78,6 +85,7 @@ from wallet.http_errors import (
     wallet_error_response,
 )
 from wallet.movement_routes import MovementRoutes
+from wallet.principals import principal_of
 from wallet.receipts import REPLAYED_HEADER, TRANSACTION_ID_HEADER, Receipt
 from wallet.store import WalletStore
 from wallet.telemetry import Telemetry
@@ -125,15 +133,16 @@ class LeanRoute(APIRoute):
         return handle
 
 
-def create_service(settings: Settings | None = None, *, store: WalletStore | None = None) -> MovementRoutes:
+def create_service(settings: Settings | None = None, *, store: WalletStore | None = None) -> BodyLimit:
     """What ``walletlake serve`` and the Lambda run: the app, with valid movements answered in front.
 
     :class:`~wallet.movement_routes.MovementRoutes` sits outside FastAPI entirely (not even its
     ``__call__`` runs for a valid deposit or transfer); everything else reaches :func:`create_app`.
+    In front of both, :class:`~wallet.body_limit.BodyLimit` answers 413 to an oversized body.
     """
     settings = settings or Settings.from_env()
     store = store or WalletStore(settings)
-    return MovementRoutes(create_app(settings, store=store), store)
+    return BodyLimit(MovementRoutes(create_app(settings, store=store), store, settings), store.telemetry)
 
 
 def create_app(settings: Settings | None = None, *, store: WalletStore | None = None) -> FastAPI:
@@ -150,6 +159,7 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         title="walletlake wallet API",
         version="1.0.0",
         description=_DESCRIPTION,
+        **_document_urls(settings.admin_routes),
         openapi_tags=[{"name": "wallets", "description": "wallets, deposits, transfers, balances"}],
     )
     app.state.store = store
@@ -252,7 +262,9 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         },
     )
     async def deposit(request: Request, wallet_id: _WalletId) -> Response:
-        command = validation.parse_deposit(wallet_id, await _json_body(request))
+        command = validation.parse_deposit(
+            wallet_id, await _json_body(request), _principal(settings, request)
+        )
         return _no_content(telemetry, await store.execute(command))
 
     @_both_spellings(
@@ -283,7 +295,9 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         },
     )
     async def transfer(request: Request, wallet_id: _WalletId, target_wallet_id: _TargetId) -> Response:
-        command = validation.parse_transfer(wallet_id, target_wallet_id, await _json_body(request))
+        command = validation.parse_transfer(
+            wallet_id, target_wallet_id, await _json_body(request), _principal(settings, request)
+        )
         return _no_content(telemetry, await store.execute(command))
 
     @app.get(
@@ -341,6 +355,30 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
     async def healthz(request: Request) -> Response:
         return Response(b'{"status":"ok"}', media_type=_JSON)
 
+    _add_metrics(app, telemetry, served=settings.admin_routes)
+
+    return app
+
+
+def _document_urls(admin_routes: bool) -> dict[str, Any]:
+    """Where FastAPI serves its documents: off on the deployed tasks (``WALLETLAKE_ADMIN_ROUTES=off``).
+
+    The front forwards every path; the documents and ``/metrics`` are for operators, who have the
+    repository's OpenAPI document and CloudWatch's metrics (each process prints its counters as
+    EMF lines), so nothing of them needs to cross the front.
+    """
+    return {
+        "docs_url": "/docs" if admin_routes else None,
+        "redoc_url": "/redoc" if admin_routes else None,
+        "openapi_url": "/openapi.json" if admin_routes else None,
+    }
+
+
+def _add_metrics(app: FastAPI, telemetry: Telemetry, *, served: bool) -> None:
+    """``GET /metrics``: the process's counters (an operator route: not ``served`` on the deployed tasks)."""
+    if not served:
+        return
+
     @app.get(
         "/metrics",
         tags=["operations"],
@@ -350,8 +388,6 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
     )
     async def metrics(request: Request) -> Response:
         return Response(orjson.dumps(telemetry.snapshot()), media_type=_JSON)
-
-    return app
 
 
 def _other_spelling(path: str) -> str:
@@ -389,6 +425,10 @@ def _both_spellings(
         return endpoint
 
     return register
+
+
+def _principal(settings: Settings, request: Request) -> str | None:
+    return principal_of(request.scope, settings.trust_front, settings.default_principal)
 
 
 async def _json_body(request: Request) -> Any:
@@ -467,6 +507,13 @@ _RECEIPT_SCHEMA: Final = {
             "description": "a transfer's payee; null for a deposit",
         },
         "created_at": {"type": "string", "format": "date-time", "description": "UTC, to the millisecond"},
+        "initiated_by": {
+            "anyOf": [{"type": "string"}, {"type": "null"}],
+            "description": "the principal that asked for it, as the front verified it (an IAM role "
+            "ARN behind VPC Lattice or API Gateway; WALLETLAKE_DEFAULT_PRINCIPAL, `local`, without a "
+            "trusted front); null when no front vouched for the caller, or for a request recorded "
+            "before attribution existed. The ledger's `initiated_by` column holds the same.",
+        },
     },
 }
 _HEALTH_SCHEMA: Final = {"type": "object", "properties": {"status": {"type": "string", "enum": ["ok"]}}}
@@ -521,6 +568,11 @@ def _errors(*errors: type[WalletError]) -> dict[int | str, dict[str, Any]]:
         if status in (429, 503):
             response["headers"] = _RETRY_AFTER
         responses[status] = response
+    # Any route refuses an oversized body before it runs (wallet.body_limit): nothing is written.
+    responses[413] = {
+        "description": f"- `{TOO_LARGE}`: the body is above {MAX_BODY_BYTES} bytes; nothing was done.",
+        "content": {_JSON: {"schema": _error_schema([TOO_LARGE])}},
+    }
     # Any route can fail unexpectedly; the answer has the same body (and is logged with a trace).
     responses[500] = {
         "description": "- `internal_error`: an unexpected server error (logged); retry with the same nonce.\n"

@@ -26,6 +26,8 @@ class Deposit:
     wallet_id: str
     amount: int
     nonce: str
+    #: Who asked (:mod:`wallet.principals`); not part of "the same request" (:func:`request_hash`).
+    initiated_by: str | None = None
 
     txn_type = TXN_DEPOSIT
 
@@ -43,6 +45,7 @@ class Transfer:
     to_wallet_id: str
     amount: int
     nonce: str
+    initiated_by: str | None = None
 
     txn_type = TXN_TRANSFER
 

@@ -23,10 +23,12 @@ from typing import Any, Final
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from contracts.settings import Settings, TrustFront
 from wallet import validation
 from wallet.commands import Movement
 from wallet.errors import InvalidRequestError, WalletError
 from wallet.http_errors import error_response, status_of, wallet_error_response
+from wallet.principals import principal_of
 from wallet.store import WalletStore
 
 _logger = logging.getLogger(__name__)
@@ -41,9 +43,12 @@ _NO_CONTENT_BODY: Final[Message] = {"type": "http.response.body", "body": b""}
 class MovementRoutes:
     """ASGI middleware serving ``PUT`` deposit and transfer with ``store``; the rest to ``app``."""
 
-    def __init__(self, app: ASGIApp, store: WalletStore) -> None:
+    def __init__(self, app: ASGIApp, store: WalletStore, settings: Settings | None = None) -> None:
         self.app = app
         self.store = store
+        settings = settings or store.settings
+        self.trust: TrustFront = settings.trust_front
+        self.default_principal = settings.default_principal
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve a valid movement; hand anything else to the app."""
@@ -59,7 +64,7 @@ class MovementRoutes:
         if body is None:  # the client went away
             return
         try:
-            command = _command(match, body)
+            command = _command(match, body, principal_of(scope, self.trust, self.default_principal))
         except InvalidRequestError:
             await self.app(scope, _replaying(body, receive), send)
             return
@@ -81,12 +86,12 @@ class MovementRoutes:
         await send(_NO_CONTENT_BODY)
 
 
-def _command(match: re.Match[str], body: bytes) -> Movement:
+def _command(match: re.Match[str], body: bytes, initiated_by: str | None) -> Movement:
     fields = validation.parse_json_body(body)
     target = match["target"]
     if target is None:
-        return validation.parse_deposit(match["wallet"], fields)
-    return validation.parse_transfer(match["wallet"], target, fields)
+        return validation.parse_deposit(match["wallet"], fields, initiated_by)
+    return validation.parse_transfer(match["wallet"], target, fields, initiated_by)
 
 
 async def _read_body(receive: Receive) -> bytes | None:

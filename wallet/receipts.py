@@ -45,6 +45,8 @@ class Receipt:
         Epoch milliseconds of the movement (its ledger entries' time).
     replayed:
         True when this answer repeats an earlier execution (nothing moved now).
+    initiated_by:
+        The verified principal that asked (:mod:`wallet.principals`); None if none was known.
     """
 
     txn_id: str
@@ -55,6 +57,7 @@ class Receipt:
     counterparty: str | None
     created_at: int
     replayed: bool = False
+    initiated_by: str | None = None
 
     def headers(self) -> list[tuple[str, str]]:
         """The headers of the write's answer."""
@@ -79,6 +82,7 @@ class Receipt:
             "amount": str(self.amount),
             "counterparty_wallet_id": self.counterparty,
             "created_at": utc_text(dt.datetime.fromtimestamp(self.created_at / 1000, dt.UTC)),
+            "initiated_by": self.initiated_by,
         }
 
 
@@ -89,6 +93,7 @@ def receipt_of(item: Mapping[str, Any], *, replayed: bool) -> Receipt:
     return it.
     """
     counterparty = item.get(Attr.TO_WALLET_ID)
+    initiated_by = item.get(Attr.INITIATED_BY)
     return Receipt(
         txn_id=item[Attr.TXN_ID]["S"],
         type=item[Attr.TYPE]["S"],
@@ -98,6 +103,7 @@ def receipt_of(item: Mapping[str, Any], *, replayed: bool) -> Receipt:
         counterparty=counterparty["S"] if counterparty else None,
         created_at=int(item[Attr.CREATED_AT]["N"]),
         replayed=replayed,
+        initiated_by=initiated_by["S"] if initiated_by else None,
     )
 
 

@@ -120,6 +120,7 @@ _ENTRY_NAMES: Final = {
     "#no": Attr.ENTRY_NONCE,
     "#cp": Attr.ENTRY_COUNTERPARTY,
     "#eb": Attr.ENTRIES_BEFORE,
+    "#by": Attr.ENTRY_INITIATED_BY,
 }
 _SET_ENTRY: Final = "#u = :now, #tx = :txn, #ty = :type, #dir = :dir, #amt = :amt, #no = :nonce"
 _ADD_MOVEMENT: Final = " ADD #b :delta, #v :count"
@@ -772,6 +773,7 @@ def _applied(posting: Posting) -> Receipt:
         amount=command.amount,
         counterparty=command.to_wallet_id if isinstance(command, Transfer) else None,
         created_at=posting.created_at,
+        initiated_by=command.initiated_by,
     )
 
 
@@ -794,6 +796,8 @@ def _idempotency_put(table: str, posting: Posting, now_s: int) -> dict[str, Any]
     }
     if isinstance(command, Transfer):
         item[Attr.TO_WALLET_ID] = _s(command.to_wallet_id)
+    if command.initiated_by is not None:
+        item[Attr.INITIATED_BY] = _s(command.initiated_by)
     return _put_unless_remembered(table, item, now_s)
 
 
@@ -826,6 +830,8 @@ def _transaction_put(table: str, posting: Posting, now_s: int) -> dict[str, Any]
     }
     if isinstance(command, Transfer):
         item[Attr.TO_WALLET_ID] = _s(command.to_wallet_id)
+    if command.initiated_by is not None:
+        item[Attr.INITIATED_BY] = _s(command.initiated_by)
     return _put_unless_remembered(table, item, now_s)
 
 
@@ -874,6 +880,11 @@ def _wallet_update(table: str, write: WalletWrite) -> dict[str, Any]:
     else:
         sets.append("#cp = :cp")
         values[":cp"] = _s(leg.counterparty)
+    if command.initiated_by is None:
+        removes.append("#by")
+    else:
+        sets.append("#by = :by")
+        values[":by"] = _s(command.initiated_by)
     if earlier:
         sets.append("#eb = :eb")
         values[":eb"] = {"L": [{"M": _entry_map(p, entry)} for p, entry in earlier]}
@@ -912,4 +923,6 @@ def _entry_map(posting: Posting, leg: Leg) -> dict[str, Any]:
     }
     if leg.counterparty is not None:
         entry[EntryKey.COUNTERPARTY] = _s(leg.counterparty)
+    if command.initiated_by is not None:
+        entry[EntryKey.INITIATED_BY] = _s(command.initiated_by)
     return entry

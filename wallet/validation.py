@@ -145,18 +145,19 @@ def parse_json_body(raw: bytes) -> Any:
     return body
 
 
-def parse_deposit(wallet_id: str, body: object) -> Deposit:
-    """Path wallet id + ``{"amount", "nonce"}`` → :class:`Deposit`."""
+def parse_deposit(wallet_id: str, body: object, initiated_by: str | None = None) -> Deposit:
+    """Path wallet id + ``{"amount", "nonce"}`` → :class:`Deposit` (of ``initiated_by``, already verified)."""
     wallet = parse_uuid(wallet_id, "wallet_id")
     fields = _object(body, MOVEMENT_FIELDS)
     return Deposit(
         wallet_id=wallet,
         amount=parse_amount(_required(fields, "amount")),
         nonce=parse_nonce(_required(fields, "nonce")),
+        initiated_by=initiated_by,
     )
 
 
-def parse_transfer(wallet_id: str, target_id: str, body: object) -> Transfer:
+def parse_transfer(wallet_id: str, target_id: str, body: object, initiated_by: str | None = None) -> Transfer:
     """Path payer and payee ids + ``{"amount", "nonce"}`` → :class:`Transfer`.
 
     A transfer to the addressed wallet itself is malformed (422), not a no-op: it would consume a
@@ -169,7 +170,9 @@ def parse_transfer(wallet_id: str, target_id: str, body: object) -> Transfer:
     nonce = parse_nonce(_required(fields, "nonce"))
     if payer == payee:
         raise SameWalletTransferError("a transfer needs two different wallets")
-    return Transfer(wallet_id=payer, to_wallet_id=payee, amount=amount, nonce=nonce)
+    return Transfer(
+        wallet_id=payer, to_wallet_id=payee, amount=amount, nonce=nonce, initiated_by=initiated_by
+    )
 
 
 def _object(body: object, allowed: frozenset[str]) -> dict[str, Any]:

@@ -19,11 +19,18 @@ What it deploys:
   path's four item actions on the table.
 * **Scaling.** Between ``api_min_tasks`` and ``api_max_tasks``: target tracking on CPU at 50 % (the
   seed's rule) and on requests per task.
-* **Front and authentication.** ``lattice`` (default): a VPC Lattice service with an ``AWS_IAM``
-  auth policy (every request SigV4-signed by a caller holding ``vpc-lattice-svcs:Invoke``, as the
-  Lambda tier's IAM-authorized API Gateway required), whose target group ECS registers the tasks
-  in. ``alb``: an internal Application Load Balancer instead (network-level access only, for
-  callers inside the VPC), cheaper per request.
+* **Front and authentication.** ``lattice`` (default): a VPC Lattice service network and service,
+  both ``AWS_IAM`` with an auth policy allowing ``vpc-lattice-svcs:Invoke`` to the roles in
+  ``api_callers`` only (required; every request SigV4-signed), whose target group ECS registers
+  the tasks in; the callers' VPCs (``caller_vpc_ids``) are associated with the network. The tasks
+  trust Lattice's ``x-amzn-lattice-identity`` header (``WALLETLAKE_TRUST_FRONT=lattice``) to
+  attribute every movement, and serve no operator routes (``WALLETLAKE_ADMIN_ROUTES=off``).
+  ``alb``: an internal Application Load Balancer instead (network-level access only, for callers
+  inside the VPC; writes attributed to ``unverified:internal-alb``), cheaper per request.
+* **Draining.** A Lattice target group has no deregistration-delay setting (CloudFormation's
+  ``TargetGroupConfig``); Lattice stops routing to a deregistered target and lets its in-flight
+  requests finish. The server's drain (``WALLETLAKE_DRAIN_SECONDS``, 25 s) is set on the task and
+  fits the container's 30 s stop timeout, which is also the ALB's deregistration delay.
 * **Image.** Built at deploy time by the CDK CLI (``cdk deploy`` runs ``docker build`` for the
   asset and pushes it to the bootstrap ECR repository) from ``docker/api.Dockerfile``: the
   project's own locked dependencies (``docker/api-requirements.txt``, generated from the
@@ -50,6 +57,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_vpclattice as lattice
 from constructs import Construct
 
+from contracts.settings import environment_for
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import log_retention
 from walletlake_cdk.lambda_code import PROJECT_ROOT
@@ -76,8 +84,13 @@ _BUILD_EXCLUDES: Final = (
     "**/__pycache__",
     "**/*.pyc",
 )
-#: Seconds a deregistered task keeps answering in-flight requests; the server drains within it.
+#: Seconds a deregistered task keeps answering in-flight requests (the ALB's deregistration delay
+#: and the container's stop timeout); the server drains within it.
 DEREGISTRATION_DELAY_SECONDS: Final = 30
+#: ``WALLETLAKE_DRAIN_SECONDS`` of the tasks: SIGTERM to exit, inside the stop timeout above.
+DRAIN_SECONDS: Final = DEREGISTRATION_DELAY_SECONDS - 5
+#: Who writes through the internal ALB are attributed to: it authenticates no one.
+UNVERIFIED_ALB_PRINCIPAL: Final = "unverified:internal-alb"
 #: The load balancer's idle timeout; the server's keep-alive is longer, so the balancer closes first.
 IDLE_TIMEOUT_SECONDS: Final = 60
 HEALTH_PATH: Final = "/healthz"
@@ -343,6 +356,14 @@ def _lattice_front(
         resource_identifier=api.attr_id,
         policy=lattice_auth_policy(config),
     )
+    # The network's own policy: without it an AWS_IAM network denies every request (VPC Lattice
+    # User Guide, "Control access to VPC Lattice services using auth policies").
+    lattice.CfnAuthPolicy(
+        scope,
+        "ApiNetworkAuthPolicy",
+        resource_identifier=network.attr_id,
+        policy=lattice_auth_policy(config),
+    )
     lattice.CfnServiceNetworkServiceAssociation(
         scope,
         "ApiServiceAssociation",
@@ -352,6 +373,15 @@ def _lattice_front(
     lattice.CfnServiceNetworkVpcAssociation(
         scope, "ApiVpcAssociation", vpc_identifier=vpc.vpc_id, service_network_identifier=network.attr_id
     )
+    # The callers' VPCs (-c caller_vpc_ids=...): a client resolves and reaches the service only
+    # from a VPC associated with its network; the auth policies still decide who may invoke it.
+    for index, caller_vpc in enumerate(config.caller_vpc_ids):
+        lattice.CfnServiceNetworkVpcAssociation(
+            scope,
+            f"CallerVpcAssociation{index}",
+            vpc_identifier=caller_vpc,
+            service_network_identifier=network.attr_id,
+        )
     # Lattice reaches its targets from the link-local range its managed prefix list holds
     # (https://docs.aws.amazon.com/vpc-lattice/latest/ug/security-groups.html); nothing else may.
     security_group.add_ingress_rule(
@@ -403,19 +433,40 @@ def _lattice_front(
 
 
 def lattice_auth_policy(config: DeploymentConfig) -> dict[str, object]:
-    """Only signed requests of principals in this account (``api_callers`` narrows it to roles)."""
-    principals: object = list(config.api_callers) if config.api_callers else {"AWS": "*"}
-    condition: dict[str, object] = {"StringNotEqualsIgnoreCase": {"aws:PrincipalType": "anonymous"}}
-    if not config.api_callers:
-        condition["StringEquals"] = {"aws:PrincipalAccount": "${aws:ResourceAccount}"}
+    """Invoke for the roles in ``api_callers`` only, signed (never anonymous); no ``*`` principal.
+
+    Attached to both the service network and the service: with ``AWS_IAM`` on both, a request
+    needs an Allow from each ("Control access to VPC Lattice services using auth policies", VPC
+    Lattice User Guide: without an auth policy on an ``AWS_IAM`` service network every request is
+    denied, which is how the first deploy of this app answered no one).
+    """
+    callers = list(config.api_callers)
     statement: dict[str, object] = {
         "Effect": "Allow",
-        "Principal": {"AWS": principals} if config.api_callers else principals,
+        "Principal": {"AWS": callers},
         "Action": "vpc-lattice-svcs:Invoke",
         "Resource": "*",
-        "Condition": condition,
+        "Condition": {"StringNotEqualsIgnoreCase": {"aws:PrincipalType": "anonymous"}},
     }
     return json.loads(json.dumps({"Version": "2012-10-17", "Statement": [statement]}))
+
+
+def front_environment(config: DeploymentConfig) -> dict[str, str]:
+    """What the API (tasks or function) is told about its front: whose identity it may believe, and
+    that the operator routes (documents, counters) are not served through it.
+
+    Behind Lattice the tasks trust ``x-amzn-lattice-identity`` (only Lattice reaches them: the
+    security group admits its range alone); behind the internal ALB nothing verifies a caller, so
+    writes are attributed to the fixed name :data:`UNVERIFIED_ALB_PRINCIPAL`; the Lambda function
+    reads the IAM identity API Gateway verified from its event.
+    """
+    trust = {"lattice": "lattice", "alb": "none", "lambda": "apigateway"}[config.api_front]
+    values: dict[str, object] = {"trust_front": trust, "admin_routes": False}
+    if config.api_front == "alb":
+        values["default_principal"] = UNVERIFIED_ALB_PRINCIPAL
+    if config.api_front != "lambda":
+        values["drain_seconds"] = DRAIN_SECONDS
+    return environment_for(**values)
 
 
 def _alb_front(

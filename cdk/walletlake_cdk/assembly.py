@@ -11,7 +11,7 @@ from typing import Any, Final
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from walletlake_cdk.config import DeploymentConfig
+from walletlake_cdk.config import DeploymentConfig, DeploymentConfigError
 from walletlake_cdk.stack import WalletLakeStack
 
 CDK_DIR: Final = Path(__file__).resolve().parents[1]
@@ -73,8 +73,12 @@ def validation_failures(report: Path) -> list[str]:
 
 
 def main() -> int:
-    """Synthesize; fail when anything left an error annotation."""
-    app, _ = build_app()
+    """Synthesize; fail when anything left an error annotation (or, in one line, on a bad context value)."""
+    try:
+        app, _ = build_app()
+    except DeploymentConfigError as refused:
+        print(f"error: {refused}", file=sys.stderr)
+        return 2
     try:
         assembly = app.synth()
     except RuntimeError as refused:

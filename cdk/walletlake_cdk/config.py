@@ -12,6 +12,7 @@ JSON types; :meth:`DeploymentConfig.from_context` accepts both.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
@@ -31,6 +32,15 @@ LambdaDeps = Literal["install", "skip"]
 STREAM_RETENTION_HOURS: Final = 24
 #: How the deployed lake keeps the stream's tables unless ``-c lake_format=parquet``.
 DEFAULT_DEPLOYED_LAKE_FORMAT: Final[LakeFormat] = "iceberg"
+
+
+#: The one line synthesis stops with when the Lattice front has no callers to admit.
+CALLERS_REQUIRED: Final = (
+    "api_callers is required with api_front=lattice: pass -c api_callers=arn:aws:iam::<account>:role/<caller>"
+    "[,...] (the roles allowed to invoke the API)"
+)
+_ROLE_ARN: Final = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}")
+_VPC_ID: Final = re.compile(r"vpc-[0-9a-f]{8,17}")
 
 
 def _deployed_settings() -> Settings:
@@ -71,7 +81,13 @@ class DeploymentConfig:
         Scaling bounds and targets: CPU at 50 % (seed 000's rule) and requests per task
         (``bench/capacity.py`` derives the default from the measured CPU per request).
     api_callers:
-        Role ARNs allowed to invoke the Lattice service; empty: any signed principal of this account.
+        Role ARNs allowed to invoke the API through VPC Lattice (``-c api_callers=arn:...,arn:...``):
+        required with ``api_front=lattice``. Both the service network's and the service's auth
+        policies name exactly these roles; nothing allows ``*``.
+    caller_vpc_ids:
+        VPCs of the callers (``-c caller_vpc_ids=vpc-...,vpc-...``), associated with the service
+        network so their resources can resolve and reach the service; the API's own VPC is always
+        associated. A VPC of another account joins by sharing the network (AWS RAM) instead.
     api_auth:
         Lambda front only. ``iam`` (default): callers are services signing with SigV4. ``jwt``: an
         OIDC issuer's tokens (``jwt_issuer``, ``jwt_audience``) are checked by API Gateway.
@@ -143,6 +159,7 @@ class DeploymentConfig:
     api_target_cpu_percent: int = 50
     api_requests_per_task_per_second: int = 1_400
     api_callers: tuple[str, ...] = ()
+    caller_vpc_ids: tuple[str, ...] = ()
     api_auth: ApiAuth = "iam"
     jwt_issuer: str | None = None
     jwt_audience: tuple[str, ...] = ()
@@ -195,6 +212,8 @@ class DeploymentConfig:
             raise DeploymentConfigError(f"api_task_cpu must be a Fargate CPU size, not {self.api_task_cpu}")
         if not 10 <= self.api_target_cpu_percent <= 90:
             raise DeploymentConfigError("api_target_cpu_percent must be 10..90")
+        if self.api_front == "lattice":
+            self._check_callers()
         if self.api_auth not in ("iam", "jwt"):
             raise DeploymentConfigError(f"api_auth must be iam or jwt, not {self.api_auth!r}")
         if self.api_auth == "jwt" and not (self.jwt_issuer and self.jwt_audience):
@@ -232,6 +251,19 @@ class DeploymentConfig:
             raise DeploymentConfigError("stream_retry_attempts must be 0..10000")
         if self.read_capacity > self.max_read_capacity or self.write_capacity > self.max_write_capacity:
             raise DeploymentConfigError("provisioned capacity must not exceed its maximum")
+
+    def _check_callers(self) -> None:
+        """The Lattice front's callers: named roles only, and well-formed VPC ids."""
+        if not self.api_callers:
+            raise DeploymentConfigError(CALLERS_REQUIRED)
+        for caller in self.api_callers:
+            if not _ROLE_ARN.fullmatch(caller):
+                raise DeploymentConfigError(
+                    f"api_callers must be IAM role ARNs (arn:aws:iam::<account>:role/<name>), not {caller!r}"
+                )
+        for vpc in self.caller_vpc_ids:
+            if not _VPC_ID.fullmatch(vpc):
+                raise DeploymentConfigError(f"caller_vpc_ids must be VPC ids (vpc-...), not {vpc!r}")
 
     def _check_iceberg(self) -> None:
         """The Iceberg lake's knobs (``lake_format=iceberg``)."""
@@ -274,25 +306,33 @@ class DeploymentConfig:
 
         Examples
         --------
-        >>> DeploymentConfig.from_context({"stream_batch_size": "500"}.get).stream_batch_size
+        >>> context = {"stream_batch_size": "500", "api_callers": "arn:aws:iam::123456789012:role/payments"}
+        >>> DeploymentConfig.from_context(context.get).stream_batch_size
         500
         """
-        defaults = cls()
-        names = {
-            "table": get("table_name") or defaults.settings.table,
-            "lake_prefix": (get("lake_prefix") or defaults.settings.lake_prefix).strip("/"),
-            "glue_database": get("glue_database") or defaults.settings.glue_database,
-            "athena_workgroup": get("athena_workgroup") or defaults.settings.athena_workgroup,
-            "lake_format": str(get("lake_format") or defaults.settings.lake_format).strip().lower(),
+        # The fields' defaults, read without building a config (the default front needs callers).
+        defaults = {
+            field.name: field.default
+            for field in dataclasses.fields(cls)
+            if field.default is not dataclasses.MISSING
         }
-        values: dict[str, Any] = {"settings": defaults.settings.replace(query_engine="athena", **names)}
+        settings = _deployed_settings()
+        names = {
+            "table": get("table_name") or settings.table,
+            "idempotency_table": get("idempotency_table_name") or settings.idempotency_table,
+            "lake_prefix": (get("lake_prefix") or settings.lake_prefix).strip("/"),
+            "glue_database": get("glue_database") or settings.glue_database,
+            "athena_workgroup": get("athena_workgroup") or settings.athena_workgroup,
+            "lake_format": str(get("lake_format") or settings.lake_format).strip().lower(),
+        }
+        values: dict[str, Any] = {"settings": settings.replace(query_engine="athena", **names)}
         for field in dataclasses.fields(cls):
             if field.name == "settings":
                 continue
             raw = get(field.name)
             if raw is None or raw == "":
                 continue
-            values[field.name] = _coerce(field.name, raw, getattr(defaults, field.name))
+            values[field.name] = _coerce(field.name, raw, defaults[field.name])
         return cls(**values)
 
 

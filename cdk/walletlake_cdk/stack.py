@@ -12,7 +12,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from walletlake_cdk.analyst_access import build_analyst_policy
-from walletlake_cdk.api_service import build_api_service
+from walletlake_cdk.api_service import build_api_service, front_environment
 from walletlake_cdk.catalog import build_catalog
 from walletlake_cdk.committer import build_committer
 from walletlake_cdk.config import DeploymentConfig
@@ -64,12 +64,14 @@ class WalletLakeStack(Stack):
         environment = settings_environment(config.settings, storage.bucket_name)
         assets = build_function_assets(self, config)
         api_role: iam.IRole
+        # the API also learns what its front vouches for (attribution) and hides operator routes
+        api_environment = {**environment, **front_environment(config)}
         if config.api_front == "lambda":
-            api = build_write_api(self, config, assets, table, environment)
+            api = build_write_api(self, config, assets, table, api_environment)
             watched_api = lambda_api(api.api, api.handler.function)
             api_role, api_url, api_functions = api.handler.role, api.stage.url, [api.handler.function]
         else:
-            fleet = build_api_service(self, config, table, environment)
+            fleet = build_api_service(self, config, table, api_environment)
             watched_api = fleet_api(fleet.requests, fleet.server_errors, fleet.latency, fleet.service)
             suppress_api_service_findings(
                 fleet.task_definition, fleet.execution_role, fleet.lattice_role, fleet.vpc

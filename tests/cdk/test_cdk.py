@@ -27,8 +27,10 @@ from contracts.wallets_table import WALLETS_TABLE
 from lake.glue import iceberg_table_input, table_input
 from lake.iceberg_tables import CREATION_PROPERTY_KEYS, SNAPSHOT_RETENTION_HOURS, TABLE_PROPERTIES
 from queries import list_queries
+from wallet.api import create_app
 from walletlake_cdk.assembly import build_app, error_messages
 from walletlake_cdk.committer import COMMITTER_HANDLER
+from walletlake_cdk.config import CALLERS_REQUIRED
 from walletlake_cdk.monitoring import (
     COMMIT_LAG_MINUTES,
     ITERATOR_AGE_ALARM_FRACTION,
@@ -53,7 +55,13 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 BUCKET = "walletlake-lake-test"
-CONTEXT = {"lambda_deps": "skip", "bucket_name": BUCKET, "alarm_email": "oncall@example.com"}
+CALLER = "arn:aws:iam::123456789012:role/payments-api-caller"
+CONTEXT = {
+    "lambda_deps": "skip",
+    "bucket_name": BUCKET,
+    "alarm_email": "oncall@example.com",
+    "api_callers": CALLER,
+}
 SETTINGS = Settings()
 
 
@@ -1082,19 +1090,29 @@ def test_the_fleet_scales_on_cpu_at_half_and_on_requests_per_task(synthesized: S
 
 
 def test_callers_authenticate_with_iam_through_vpc_lattice(synthesized: Synthesized) -> None:
-    # GIVEN the Lattice service, its auth policy and the ECS service's registration
+    # GIVEN the Lattice service, its network, their auth policies and the ECS service's registration
     (lattice_service,) = synthesized.resources("AWS::VpcLattice::Service").values()
-    (network,) = synthesized.resources("AWS::VpcLattice::ServiceNetwork").values()
-    (policy,) = synthesized.resources("AWS::VpcLattice::AuthPolicy").values()
+    network_id, network = synthesized.only("AWS::VpcLattice::ServiceNetwork")
+    service_id = synthesized.logical_id("AWS::VpcLattice::Service", "ApiLatticeService")
+    policies = synthesized.resources("AWS::VpcLattice::AuthPolicy").values()
     (target_group,) = synthesized.resources("AWS::VpcLattice::TargetGroup").values()
     (service,) = synthesized.resources("AWS::ECS::Service").values()
-    # THEN every request must be SigV4-signed by a principal of this account allowed to invoke
+    # THEN the network and the service are AWS_IAM and each has an auth policy (without the
+    # network's, Lattice denies every request: the first deploy used to answer no one)
     assert lattice_service["Properties"]["AuthType"] == "AWS_IAM"
     assert network["Properties"]["AuthType"] == "AWS_IAM"
-    (statement,) = policy["Properties"]["Policy"]["Statement"]
-    assert statement["Action"] == "vpc-lattice-svcs:Invoke"
-    assert statement["Condition"]["StringNotEqualsIgnoreCase"] == {"aws:PrincipalType": "anonymous"}
-    assert statement["Condition"]["StringEquals"] == {"aws:PrincipalAccount": "${aws:ResourceAccount}"}
+    governed = {json.dumps(policy["Properties"]["ResourceIdentifier"]) for policy in policies}
+    assert governed == {
+        json.dumps({"Fn::GetAtt": [network_id, "Id"]}),
+        json.dumps({"Fn::GetAtt": [service_id, "Id"]}),
+    }
+    # AND each allows Invoke to the named callers only, signed, never anonymous
+    for policy in policies:
+        (statement,) = policy["Properties"]["Policy"]["Statement"]
+        assert statement["Effect"] == "Allow"
+        assert statement["Principal"] == {"AWS": [CALLER]}
+        assert statement["Action"] == "vpc-lattice-svcs:Invoke"
+        assert statement["Condition"] == {"StringNotEqualsIgnoreCase": {"aws:PrincipalType": "anonymous"}}
     # AND ECS registers the tasks in the target group, health-checked on /healthz
     assert target_group["Properties"]["Config"]["HealthCheck"]["Path"] == "/healthz"
     (registration,) = service["Properties"]["VpcLatticeConfigurations"]
@@ -1109,3 +1127,93 @@ def test_callers_authenticate_with_iam_through_vpc_lattice(synthesized: Synthesi
     assert any(rule.get("CidrIp") == "169.254.171.0/24" and rule["FromPort"] == 8080 for rule in inline)
     assert not any(rule.get("CidrIp") == "0.0.0.0/0" for rule in inline)
     assert not groups
+
+
+def _allows_everyone(statement: dict[str, Any]) -> bool:
+    principal = statement.get("Principal")
+    if principal == "*":
+        return True
+    if isinstance(principal, dict):
+        values = principal.get("AWS", [])
+        return "*" in (values if isinstance(values, list) else [values])
+    return False
+
+
+@pytest.mark.parametrize("variant", ["synthesized", "lambda_front"])
+def test_no_policy_of_the_template_allows_any_principal(variant: str, request: pytest.FixtureRequest) -> None:
+    # GIVEN every resource policy of the template (auth, bucket, key, topic, ...)
+    template: Synthesized = request.getfixturevalue(variant)
+    statements = []
+
+    def collect(node: object) -> None:
+        if isinstance(node, dict):
+            if "Statement" in node and isinstance(node["Statement"], list):
+                statements.extend(node["Statement"])
+            for value in node.values():
+                collect(value)
+        elif isinstance(node, list):
+            for value in node:
+                collect(value)
+
+    collect(template.template["Resources"])
+    # THEN no Allow names "*" as its principal (Denies may: they refuse plain HTTP to everyone)
+    assert statements
+    assert not [s for s in statements if s.get("Effect") == "Allow" and _allows_everyone(s)]
+
+
+def test_synthesis_without_callers_refuses_in_one_line_saying_what_to_pass(tmp_path: Path) -> None:
+    # GIVEN the context without api_callers (the Lattice front is the default)
+    context = {key: value for key, value in CONTEXT.items() if key != "api_callers"}
+    environment = {**os.environ, "CDK_OUTDIR": str(tmp_path), "CDK_CONTEXT_JSON": json.dumps(context)}
+    # WHEN the app runs as the CDK CLI runs it
+    completed = subprocess.run(
+        [sys.executable, str(ROOT / "cdk" / "app.py")],
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    # THEN it refuses with one line naming the option to pass, and writes no template
+    assert completed.returncode == 2
+    assert completed.stderr.splitlines() == [f"error: {CALLERS_REQUIRED}"]
+    assert "-c api_callers=arn:" in completed.stderr
+    assert not list(tmp_path.glob("*.template.json"))
+
+
+def test_caller_vpcs_are_associated_with_the_service_network(tmp_path: Path) -> None:
+    # GIVEN two caller VPCs in the context
+    synthesized = Synthesized(tmp_path, caller_vpc_ids="vpc-0123456789abcdef0,vpc-0fedcba9876543210")
+    associations = synthesized.resources("AWS::VpcLattice::ServiceNetworkVpcAssociation").values()
+    vpcs = [association["Properties"]["VpcIdentifier"] for association in associations]
+    # THEN each joins the network, besides the API's own VPC
+    assert "vpc-0123456789abcdef0" in vpcs
+    assert "vpc-0fedcba9876543210" in vpcs
+    assert len(vpcs) == 3
+
+
+def test_the_front_forwards_no_operator_route_and_drains_within_the_stop_timeout(
+    synthesized: Synthesized, lambda_front: Synthesized
+) -> None:
+    # GIVEN the task's container and its environment
+    (task,) = synthesized.resources("AWS::ECS::TaskDefinition").values()
+    (container,) = task["Properties"]["ContainerDefinitions"]
+    environment = {pair["Name"]: pair["Value"] for pair in container["Environment"]}
+    # THEN the tasks trust Lattice's identity header and serve no operator routes
+    assert environment["WALLETLAKE_TRUST_FRONT"] == "lattice"
+    assert environment["WALLETLAKE_ADMIN_ROUTES"] == "off"
+    # AND the app built from that environment answers none of them (the front forwards every path)
+    app = create_app(Settings.from_env(environment), store=mock.MagicMock())
+    paths = {route.path for route in app.routes}  # type: ignore[attr-defined]
+    assert not paths & {"/docs", "/redoc", "/openapi.json", "/metrics"}
+    assert "/healthz" in paths
+    # AND the server drains inside the container's stop timeout (SIGKILL after it)
+    assert int(environment["WALLETLAKE_DRAIN_SECONDS"]) < container["StopTimeout"]
+    # AND the Lambda front believes only API Gateway's verified identity, never a header
+    (function,) = [
+        f["Properties"]
+        for f in lambda_front.resources("AWS::Lambda::Function").values()
+        if f["Properties"]["Handler"] == API_HANDLER
+    ]
+    variables = function["Environment"]["Variables"]
+    assert variables["WALLETLAKE_TRUST_FRONT"] == "apigateway"
+    assert variables["WALLETLAKE_ADMIN_ROUTES"] == "off"

@@ -7,7 +7,9 @@ bare stack, which takes a second instead of a full synthesis.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import aws_cdk as cdk
 import pytest
@@ -18,7 +20,7 @@ from aws_cdk.assertions import Match, Template
 from contracts.settings import ENVIRONMENT_VARIABLES, Settings
 from walletlake_cdk import lambda_code
 from walletlake_cdk.assembly import validation_failures
-from walletlake_cdk.config import DeploymentConfig, DeploymentConfigError
+from walletlake_cdk.config import CALLERS_REQUIRED, DeploymentConfig, DeploymentConfigError
 from walletlake_cdk.functions import build_function_assets, log_retention, settings_environment
 from walletlake_cdk.ledger_table import build_ledger_table
 from walletlake_cdk.write_api import build_write_api
@@ -26,6 +28,14 @@ from walletlake_cdk.write_api import build_write_api
 ROOT = Path(__file__).resolve().parents[2]
 
 # --- context --------------------------------------------------------------------------------
+
+
+CALLER = "arn:aws:iam::123456789012:role/payments-api-caller"
+
+
+def config_with_callers(get: Callable[[str], Any]) -> DeploymentConfig:
+    """``DeploymentConfig.from_context`` with the Lattice front's required callers (unless given)."""
+    return DeploymentConfig.from_context(lambda key: get(key) or (CALLER if key == "api_callers" else None))
 
 
 def test_context_strings_become_typed_settings_and_names() -> None:
@@ -40,7 +50,7 @@ def test_context_strings_become_typed_settings_and_names() -> None:
         "lake_prefix": "/lake-staging/",
     }
     # WHEN the config is built
-    config = DeploymentConfig.from_context(context.get)
+    config = config_with_callers(context.get)
     # THEN numbers are numbers, lists are split, names go into the shared settings
     assert config.stream_batch_size == 500
     assert config.stream_max_record_age_seconds == 6 * 3600
@@ -52,7 +62,7 @@ def test_context_strings_become_typed_settings_and_names() -> None:
 
 def test_defaults_are_the_documented_ones() -> None:
     # GIVEN no context at all
-    config = DeploymentConfig.from_context(lambda key: None)
+    config = config_with_callers(lambda key: None)
     # THEN the deployment is on-demand, IAM-authorized, and the consumer gives up well within 24 h
     assert config.billing_mode == "on_demand"
     assert config.api_auth == "iam"
@@ -69,7 +79,7 @@ def test_defaults_are_the_documented_ones() -> None:
 
 def test_the_plain_parquet_lake_stays_deployable_with_its_own_parallelization() -> None:
     # GIVEN -c lake_format=parquet with two batches per shard
-    config = DeploymentConfig.from_context({"lake_format": "parquet", "stream_parallelization": "2"}.get)
+    config = config_with_callers({"lake_format": "parquet", "stream_parallelization": "2"}.get)
     # THEN it is accepted: only the Iceberg committer needs a shard's batches in order
     assert config.lake_format == "parquet"
     assert not config.iceberg
@@ -78,7 +88,7 @@ def test_the_plain_parquet_lake_stays_deployable_with_its_own_parallelization() 
 
 def test_iceberg_functions_name_the_format_and_the_accounts_catalog_as_warehouse() -> None:
     # GIVEN the deployed (Iceberg) settings
-    environment = settings_environment(DeploymentConfig().settings, "b")
+    environment = settings_environment(DeploymentConfig(api_front="alb").settings, "b")
     # THEN every function is told the format, and the warehouse is the account id (Glue's catalog)
     assert environment["WALLETLAKE_LAKE_FORMAT"] == "iceberg"
     assert environment["WALLETLAKE_ICEBERG_WAREHOUSE"].startswith("${Token[AWS.AccountId")
@@ -109,7 +119,7 @@ def test_unusable_context_is_refused_naming_the_key(context: dict[str, str], mes
     # GIVEN a context value the app cannot deploy with
     # WHEN the config is built THEN it fails, naming what is wrong
     with pytest.raises(DeploymentConfigError, match=message):
-        DeploymentConfig.from_context(context.get)
+        config_with_callers(context.get)
 
 
 def test_function_environment_round_trips_through_settings() -> None:
@@ -297,7 +307,7 @@ def test_log_retention_rounds_down_to_an_allowed_value(days: int, expected: str)
 
 def test_provisioned_mode_scales_capacity_between_the_bounds() -> None:
     # GIVEN provisioned billing from context
-    config = DeploymentConfig.from_context(
+    config = config_with_callers(
         {"billing_mode": "provisioned", "write_capacity": "1000", "max_write_capacity": "5000"}.get
     )
     stack = cdk.Stack(cdk.App(), "Provisioned")
@@ -321,7 +331,7 @@ def test_provisioned_mode_scales_capacity_between_the_bounds() -> None:
 
 def test_jwt_context_swaps_the_iam_authorizer_for_a_jwt_one() -> None:
     # GIVEN api_auth=jwt with an issuer and an audience
-    config = DeploymentConfig.from_context(
+    config = config_with_callers(
         {
             "api_auth": "jwt",
             "jwt_issuer": "https://issuer.example.com/",
@@ -351,7 +361,7 @@ def test_jwt_context_swaps_the_iam_authorizer_for_a_jwt_one() -> None:
 
 def test_warm_throughput_is_set_only_when_asked_for() -> None:
     # GIVEN an on-demand table pre-warmed for the seed's load
-    config = DeploymentConfig.from_context({"warm_write_units_per_second": "120000"}.get)
+    config = config_with_callers({"warm_write_units_per_second": "120000"}.get)
     stack = cdk.Stack(cdk.App(), "Warm")
     # WHEN the table is built
     build_ledger_table(stack, config, kms.Key(stack, "Key"))
@@ -422,7 +432,7 @@ def test_the_alb_front_is_internal_and_scales_on_requests_per_target() -> None:
     # GIVEN api_front=alb in a stack with a known region (three zones to spread over)
     from walletlake_cdk.api_service import CONTAINER_PORT, DEREGISTRATION_DELAY_SECONDS, build_api_service
 
-    config = DeploymentConfig.from_context({"api_front": "alb", "lambda_deps": "skip"}.get)
+    config = config_with_callers({"api_front": "alb", "lambda_deps": "skip"}.get)
     stack = cdk.Stack(cdk.App(), "Alb", env=cdk.Environment(account="123456789012", region="eu-west-1"))
     table = dynamodb.Table(
         stack, "T", partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING)
@@ -466,11 +476,11 @@ def test_the_alb_front_is_internal_and_scales_on_requests_per_target() -> None:
 
 def test_a_fleet_needs_two_zones_and_a_fargate_size() -> None:
     with pytest.raises(DeploymentConfigError, match="api_azs"):
-        DeploymentConfig.from_context({"api_azs": "1"}.get)
+        config_with_callers({"api_azs": "1"}.get)
     with pytest.raises(DeploymentConfigError, match="api_task_cpu"):
-        DeploymentConfig.from_context({"api_task_cpu": "3000"}.get)
+        config_with_callers({"api_task_cpu": "3000"}.get)
     with pytest.raises(DeploymentConfigError, match="api_front"):
-        DeploymentConfig.from_context({"api_front": "apigw"}.get)
+        config_with_callers({"api_front": "apigw"}.get)
 
 
 def test_the_api_image_lock_holds_every_distribution_the_server_imports() -> None:
@@ -490,3 +500,32 @@ def test_the_api_image_lock_holds_every_distribution_the_server_imports() -> Non
     assert all(
         "==" in line for line in image_lock.LOCK_PATH.read_text().splitlines() if not line.startswith("#")
     )
+
+
+def test_the_lattice_front_admits_only_named_roles() -> None:
+    # GIVEN no callers, a wildcard, an account root, a bad VPC id
+    # THEN the Lattice front refuses each in one line; the other fronts need no callers
+    with pytest.raises(DeploymentConfigError) as missing:
+        DeploymentConfig.from_context({}.get)
+    assert str(missing.value) == CALLERS_REQUIRED
+    assert "-c api_callers=arn:" in str(missing.value)
+    for callers in ("*", "arn:aws:iam::123456789012:root", "123456789012"):
+        with pytest.raises(DeploymentConfigError, match="IAM role ARNs"):
+            DeploymentConfig.from_context({"api_callers": callers}.get)
+    with pytest.raises(DeploymentConfigError, match="caller_vpc_ids"):
+        config_with_callers({"caller_vpc_ids": "vpc-1"}.get)
+    assert DeploymentConfig.from_context({"api_front": "alb"}.get).api_callers == ()
+    assert DeploymentConfig.from_context({"api_front": "lambda"}.get).api_callers == ()
+    # AND two callers and two VPCs are read as lists
+    config = config_with_callers(
+        {"api_callers": f"{CALLER},{CALLER}-2", "caller_vpc_ids": "vpc-0123456789abcdef0, vpc-0a1b2c3d"}.get
+    )
+    assert config.api_callers == (CALLER, f"{CALLER}-2")
+    assert config.caller_vpc_ids == ("vpc-0123456789abcdef0", "vpc-0a1b2c3d")
+
+
+def test_the_idempotency_table_name_comes_from_context() -> None:
+    assert config_with_callers(
+        {"idempotency_table_name": "records-staging"}.get
+    ).settings.idempotency_table == ("records-staging")
+    assert config_with_callers({}.get).settings.idempotency_table == Settings().idempotency_table

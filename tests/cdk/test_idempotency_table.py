@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -28,8 +29,19 @@ from walletlake_cdk.write_api import API_HANDLER
 
 pytestmark = pytest.mark.slow
 
-CONTEXT = {"lambda_deps": "skip", "bucket_name": "walletlake-lake-test", "alarm_email": "oncall@example.com"}
+CALLER = "arn:aws:iam::123456789012:role/payments-api-caller"
+CONTEXT = {
+    "lambda_deps": "skip",
+    "bucket_name": "walletlake-lake-test",
+    "alarm_email": "oncall@example.com",
+    "api_callers": CALLER,
+}
 SETTINGS = Settings()
+
+
+def config_with_callers(get: Callable[[str], Any]) -> DeploymentConfig:
+    """``DeploymentConfig.from_context`` with the Lattice front's required callers (unless given)."""
+    return DeploymentConfig.from_context(lambda key: get(key) or (CALLER if key == "api_callers" else None))
 
 
 def _synthesize(outdir: Path, **context: str) -> tuple[dict[str, Any], list[str]]:
@@ -161,12 +173,12 @@ def test_a_spec_with_a_stream_is_refused() -> None:
     spec = TableSpec(partition_key="pk", stream_view_type="NEW_AND_OLD_IMAGES", ttl_attribute="expires_at")
     # WHEN the table is built THEN it is refused (the consumer would be invoked for every record)
     with pytest.raises(ValueError, match="no stream"):
-        build_idempotency_table(stack, DeploymentConfig(), kms.Key(stack, "Key"), spec)
+        build_idempotency_table(stack, DeploymentConfig(api_callers=(CALLER,)), kms.Key(stack, "Key"), spec)
 
 
 def test_warm_write_units_prewarm_the_records_too() -> None:
     # GIVEN a deployment pre-warmed for launch day
-    config = DeploymentConfig.from_context({"warm_write_units_per_second": "120000"}.get)
+    config = config_with_callers({"warm_write_units_per_second": "120000"}.get)
     stack = cdk.Stack(cdk.App(), "Warm")
     # WHEN the records table is built
     build_idempotency_table(stack, config, kms.Key(stack, "Key"))

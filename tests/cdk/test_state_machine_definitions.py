@@ -25,7 +25,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow
 
-CONTEXT = {"lambda_deps": "skip", "bucket_name": "walletlake-lake-test", "alarm_email": "oncall@example.com"}
+CALLER = "arn:aws:iam::123456789012:role/payments-api-caller"
+CONTEXT = {
+    "lambda_deps": "skip",
+    "bucket_name": "walletlake-lake-test",
+    "alarm_email": "oncall@example.com",
+    "api_callers": CALLER,
+}
 #: The state machines of each lake format: Iceberg tables are compacted by Glue's optimizers (no
 #: hourly machine); the plain-Parquet lake keeps its hourly compaction.
 MACHINE_PREFIXES = {"iceberg": ("Nightly",), "parquet": ("Hourly", "Nightly")}

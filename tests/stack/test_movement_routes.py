@@ -107,8 +107,10 @@ def test_the_served_app_puts_the_movement_routes_in_front_of_the_fastapi_app(set
     from fastapi import FastAPI
 
     from wallet.api import create_service
+    from wallet.body_limit import BodyLimit
     from wallet.movement_routes import MovementRoutes
 
     service = create_service(settings)
-    assert isinstance(service, MovementRoutes)
-    assert isinstance(service.app, FastAPI)
+    assert isinstance(service, BodyLimit)  # an oversized body is refused before anything runs
+    assert isinstance(service.app, MovementRoutes)
+    assert isinstance(service.app.app, FastAPI)

@@ -70,3 +70,30 @@ def test_warm_invocations_share_the_app_and_its_connections(
     assert seed_spelling["statusCode"] == 204  # a replay of the same request
     assert (balance["statusCode"], orjson.loads(balance["body"])) == (200, {"balance": "25"})
     assert (refused["statusCode"], orjson.loads(refused["body"])["error"]) == (422, "validation_error")
+
+
+def test_the_lambda_front_attributes_a_write_to_the_iam_identity_api_gateway_verified(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN the handler as the CDK app configures it behind API Gateway's IAM authorization
+    for name, value in settings.to_env(DEPLOYED_VARIABLES).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("WALLETLAKE_TRUST_FRONT", "apigateway")
+    import walletlake.handlers.api
+
+    handler = importlib.reload(walletlake.handlers.api).handler
+    caller = "arn:aws:iam::123456789012:role/payments"
+    created = handler(
+        http_api_event("POST", "/api/v1/wallets/", {"user_id": str(uuid.uuid4())}), FakeLambdaContext()
+    )
+    wallet_id = orjson.loads(created["body"])["id"]
+    # WHEN a deposit arrives signed by a role (and with a forged Lattice header besides)
+    event = http_api_event("PUT", f"/api/v1/wallets/{wallet_id}/deposit/", {"amount": "25", "nonce": "n"})
+    event["requestContext"]["authorizer"] = {"iam": {"userArn": caller}}
+    event["headers"]["x-amzn-lattice-identity"] = "Principal=arn:aws:iam::123456789012:role/admin"
+    assert handler(event, FakeLambdaContext())["statusCode"] == 204
+    outcome = handler(
+        http_api_event("GET", f"/api/v1/wallets/{wallet_id}/transactions/n"), FakeLambdaContext()
+    )
+    # THEN the outcome names the verified role, not the header
+    assert orjson.loads(outcome["body"])["initiated_by"] == caller

@@ -100,6 +100,7 @@ class Book:
                     "stream_sequence": str(self._sequence),
                     "ingested_at": created + dt.timedelta(seconds=1),
                     "extra_attributes": None,
+                    "initiated_by": None,
                 }
             )
         self.rows.extend(made)

@@ -78,6 +78,7 @@ def ledger_rows(entry_ids: list[str]) -> pa.Table:
         "stream_sequence": ["1"] * n,
         "ingested_at": [created] * n,
         "extra_attributes": [None] * n,
+        "initiated_by": [None] * n,
     }
     return pa.table({name: values[name] for name in schema.names}, schema=schema)
 

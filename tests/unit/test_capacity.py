@@ -161,3 +161,36 @@ def test_the_api_tier_prices_the_fleet_and_the_lambda_front() -> None:
     small = capacity.api_tier(10, 700)["monthly_micro_usd"]
     assert small["lambda"] < small["fleet_lattice"]
     assert capacity.lambda_break_even_requests_per_second() < 200
+
+
+def test_requests_are_priced_as_signed_and_write_units_come_from_the_stores_own_items() -> None:
+    import request_sizes
+
+    # THEN a SigV4-signed deposit with a session token is 1.5-2 KB on the wire, and the model uses it
+    signed = request_sizes.signed_request_bytes()
+    assert 1_500 <= signed <= 2_000
+    assert signed + request_sizes.RESPONSE_BYTES == capacity.API_BYTES_PER_REQUEST
+    # AND one deposit / transfer: every item under 1 KB, 2 units each (wallets, transaction, record)
+    assert capacity.WRITE_UNITS["deposit"]["total_units"] == 3 * 2
+    assert capacity.WRITE_UNITS["transfer"]["total_units"] == 4 * 2
+    assert capacity.model(FIXED, 100)["dynamodb_write_units_per_transaction"] == pytest.approx(7.4)
+    # AND a wallet credited 32 times in one group is a ~7 KB item: its update and the next cost more
+    grouped = request_sizes.grouped_wallet(32)
+    assert 6_500 < grouped["wallet_item_bytes"] < 8_192
+    assert (
+        grouped["wallet_units"]
+        == grouped["next_write_units"]
+        == 2 * math.ceil(grouped["wallet_item_bytes"] / 1024)
+    )
+    assert request_sizes.grouped_wallet(1)["wallet_units"] == 2
+    # AND the ARM CPU figure is marked as an assumption wherever it is printed
+    assert "assumed" in capacity.model(FIXED, 1)["api_cpu_basis"]
+    assert "assumed on Graviton" in capacity.readme_section()
+
+
+def test_request_sizes_runs_as_documented() -> None:
+    completed = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "request_sizes.py")], capture_output=True, text=True, check=True
+    )
+    assert "signed deposit request:" in completed.stdout
+    assert "'credits': 32" in completed.stdout

@@ -96,6 +96,7 @@ def test_deposit_insert_becomes_one_credit_row() -> None:
             "stream_sequence": "4100000000000000001",
             "ingested_at": INGESTED,
             "extra_attributes": None,
+            "initiated_by": None,
         }
     ]
     assert (batch.records, batch.ledger_rows, batch.quarantined, batch.ignored) == (1, 1, 0, 0)

@@ -99,6 +99,7 @@ def test_a_deposit_modify_is_one_credit_row_with_the_items_own_version_and_balan
             "stream_sequence": "4100000000000000001",
             "ingested_at": INGESTED,
             "extra_attributes": None,
+            "initiated_by": None,
         }
     ]
     assert (batch.records, batch.ledger_rows, batch.quarantined, batch.ignored) == (1, 1, 0, 0)

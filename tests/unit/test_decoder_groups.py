@@ -131,3 +131,27 @@ def test_a_group_commit_without_a_usable_old_image_is_quarantined() -> None:
 
     assert (batch.ledger_rows, batch.quarantined) == (0, 1)
     assert "OldImage" in batch.quarantine["reason"][0].as_py()
+
+
+def test_each_entry_of_a_group_keeps_its_own_initiator_and_old_entries_have_none() -> None:
+    # GIVEN a group whose first entry was asked by one role, its last by another, the middle by no one
+    first = earlier("t1", "deposit", "credit", 5_000_000, T1, None)
+    first["M"][EntryKey.INITIATED_BY] = s("arn:aws:sts::1:assumed-role/a/s")
+    record = group_record(
+        **{
+            Attr.ENTRY_INITIATED_BY: s("arn:aws:sts::1:assumed-role/b/s"),
+            Attr.ENTRIES_BEFORE: {"L": [first, earlier("t2", "transfer", "debit", 12_000_000, T2, "y")]},
+        }
+    )
+    batch = decode_records([record], ingested_at_ms=T3 + 1)
+    # THEN each row carries its own entry's principal (null where the entry had none), not extras
+    assert batch.quarantined == 0
+    assert [(row["entry_id"], row["initiated_by"]) for row in batch.ledger.to_pylist()] == [
+        ("t1:credit", "arn:aws:sts::1:assumed-role/a/s"),
+        ("t2:debit", None),
+        ("t3:credit", "arn:aws:sts::1:assumed-role/b/s"),
+    ]
+    assert all(row["extra_attributes"] is None for row in batch.ledger.to_pylist())
+    # AND a malformed principal quarantines the record with its reason
+    bad = group_record(**{Attr.ENTRY_INITIATED_BY: n(5)})
+    assert decode_records([bad], ingested_at_ms=T3 + 1).quarantined == 1

@@ -17,6 +17,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Final
 
 from walletlake_cdk.assembly import build_app
 from walletlake_cdk.deploy_check.assembly import CloudAssembly
@@ -31,10 +32,15 @@ from walletlake_cdk.deploy_check.check import (
 from walletlake_cdk.deploy_check.state_machines import Execution
 from walletlake_cdk.lambda_code import PROJECT_ROOT
 
+#: The Lattice front's required caller (``-c api_callers``); the check never calls through Lattice.
+CHECK_CALLER: Final = "arn:aws:iam::123456789012:role/walletlake-deploy-check"
+
 
 def synthesize(outdir: Path, **context: str) -> CloudAssembly:
     """The app as ``cdk deploy`` would synthesize it (real layers), into ``outdir``."""
-    app, stack = build_app({"lambda_deps": "install", **context}, outdir=str(outdir))
+    app, stack = build_app(
+        {"lambda_deps": "install", "api_callers": CHECK_CALLER, **context}, outdir=str(outdir)
+    )
     app.synth()
     return CloudAssembly(outdir, stack.stack_name)
 

@@ -1,0 +1,86 @@
+"""Who initiated a request: the principal a trusted front verified, or the configured default.
+
+Pure. A movement's ``initiated_by`` must be a fact, not a claim: any client can send any header, so
+identity headers count only when the server is configured to trust the front that sets them
+(``WALLETLAKE_TRUST_FRONT``) and that front is the only way in:
+
+- ``lattice``: VPC Lattice, after its ``AWS_IAM`` auth policies admitted a SigV4-signed caller,
+  adds ``x-amzn-lattice-identity`` (``Principal=<arn>; PrincipalOrgID=...; SessionName=...;
+  Type=AWSIAM``; VPC Lattice User Guide, "HTTP targets in VPC Lattice", caller identity headers).
+  The deployed tasks' security group admits only Lattice's range, so no client reaches them
+  without it. A request without the header (a health check from inside the VPC, a test run of
+  the image) is attributed to no one (None), never to a default.
+- ``apigateway``: the Lambda front; API Gateway's IAM authorization puts the verified caller in
+  the event (``requestContext.authorizer.iam.userArn``; a JWT's ``sub`` with ``api_auth=jwt``),
+  which Mangum passes as ``scope["aws.event"]``. Headers are never read.
+- ``none`` (default): every request is ``default_principal`` (``local``); identity headers are
+  ignored, so a client cannot choose its principal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from contracts.settings import TrustFront
+
+#: The caller identity header VPC Lattice adds to a request it forwards (ASGI spelling).
+LATTICE_IDENTITY_HEADER: Final = b"x-amzn-lattice-identity"
+#: Longest principal stored (an assumed-role ARN with its session name is well under it).
+MAX_PRINCIPAL_LENGTH: Final = 512
+
+
+def principal_of(scope: Mapping[str, Any], trust: TrustFront, default: str) -> str | None:
+    """The principal to attribute the request in ``scope`` to (None: no verified principal).
+
+    Examples
+    --------
+    >>> forged = {"headers": [(b"x-amzn-lattice-identity", b"Principal=arn:aws:iam::1:role/boss")]}
+    >>> principal_of(forged, "none", "local")
+    'local'
+    >>> principal_of(forged, "lattice", "local")
+    'arn:aws:iam::1:role/boss'
+    """
+    if trust == "lattice":
+        for name, value in scope.get("headers", ()):
+            if name == LATTICE_IDENTITY_HEADER:
+                return lattice_principal(value.decode("latin-1"))
+        return None
+    if trust == "apigateway":
+        return _api_gateway_principal(scope.get("aws.event"))
+    return default
+
+
+def lattice_principal(header: str) -> str | None:
+    """The ``Principal`` field of an ``x-amzn-lattice-identity`` value (``key=value`` pairs, ``;``-separated).
+
+    Examples
+    --------
+    >>> lattice_principal("Principal=arn:aws:sts::1:assumed-role/payer/s1; SessionName=s1; Type=AWSIAM")
+    'arn:aws:sts::1:assumed-role/payer/s1'
+    >>> lattice_principal("Type=Anonymous") is None
+    True
+    """
+    for field in header.split(";"):
+        key, _, value = field.strip().partition("=")
+        if key == "Principal" and value:
+            return _bounded(value)
+    return None
+
+
+def _api_gateway_principal(event: object) -> str | None:
+    if not isinstance(event, Mapping):
+        return None
+    authorizer = (event.get("requestContext") or {}).get("authorizer") or {}
+    iam = authorizer.get("iam") or {}
+    if isinstance(iam.get("userArn"), str) and iam["userArn"]:
+        return _bounded(iam["userArn"])
+    claims = (authorizer.get("jwt") or {}).get("claims") or {}
+    if isinstance(claims.get("sub"), str) and claims["sub"]:
+        issuer = claims.get("iss")
+        return _bounded(f"{issuer}#{claims['sub']}" if isinstance(issuer, str) else claims["sub"])
+    return None
+
+
+def _bounded(principal: str) -> str:
+    return principal[:MAX_PRINCIPAL_LENGTH]
