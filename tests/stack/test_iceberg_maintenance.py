@@ -65,6 +65,7 @@ def _decode(records: Sequence[Mapping[str, Any]]) -> dict[str, pa.Table]:
             "stream_sequence": [str(s) for s in sequences],
             "ingested_at": at,
             "extra_attributes": pa.nulls(len(sequences), pa.string()),
+            "initiated_by": pa.nulls(len(sequences), pa.string()),
         },
         schema=LEDGER,
     )

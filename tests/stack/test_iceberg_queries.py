@@ -155,6 +155,7 @@ def test_every_ledger_query_answers_the_same_on_iceberg_as_on_parquet(
         "daily_volume",
         "ingest_lag",
         "money_conservation",
+        "movements_by_principal",
         "reconcile_transfers",
         "reconcile_wallet_problems",
         "reconcile_wallets",
