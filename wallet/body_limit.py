@@ -59,7 +59,7 @@ class BodyLimit:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
-        await self.app(scope, _replay(b"".join(chunks), receive), send)
+        await self.app(scope, replaying(b"".join(chunks), receive), send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
         self.telemetry.response(413, TOO_LARGE)
@@ -78,8 +78,9 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """A ``receive`` yielding the body already read, then the connection's own events."""
+def replaying(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` yielding the body already read, then the connection's own events (the
+    body limit and the movement routes both read a body before the app does)."""
     sent = False
 
     async def replay() -> Any:

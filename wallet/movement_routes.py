@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, Final
+from typing import Final
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from contracts.settings import Settings, TrustFront
 from wallet import validation
+from wallet.body_limit import replaying
 from wallet.commands import Movement
 from wallet.errors import InvalidRequestError, WalletError
 from wallet.http_errors import error_response, status_of, wallet_error_response
@@ -66,7 +67,7 @@ class MovementRoutes:
         try:
             command = _command(match, body, principal_of(scope, self.trust, self.default_principal))
         except InvalidRequestError:
-            await self.app(scope, _replaying(body, receive), send)
+            await self.app(scope, replaying(body, receive), send)
             return
         telemetry = self.store.telemetry
         try:
@@ -103,17 +104,3 @@ async def _read_body(receive: Receive) -> bytes | None:
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             return b"".join(chunks)
-
-
-def _replaying(body: bytes, receive: Receive) -> Receive:
-    """A ``receive`` that yields the already-read body first, then the connection's own events."""
-    sent = False
-
-    async def replay() -> Any:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay

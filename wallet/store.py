@@ -783,8 +783,28 @@ def _idempotency_put(table: str, posting: Posting, now_s: int) -> dict[str, Any]
     Its attributes are :data:`contracts.idempotency_table.IDEMPOTENCY_ATTRIBUTES`.
     """
     command = posting.command
+    key = idempotency_key(command.wallet_id, command.nonce)
+    return _request_put(table, posting, now_s, key=key, expires_at=posting.remembered_until)
+
+
+def _transaction_put(table: str, posting: Posting, now_s: int) -> dict[str, Any]:
+    """The hot transaction item, put only if its key is new or past its hot TTL."""
+    command = posting.command
+    key = transaction_key(command.wallet_id, command.nonce)
+    return _request_put(
+        table, posting, now_s, key=key, expires_at=posting.expires_at, entity=ENTITY_TRANSACTION
+    )
+
+
+def _request_put(
+    table: str, posting: Posting, now_s: int, *, key: str, expires_at: int, entity: str | None = None
+) -> dict[str, Any]:
+    """One request's item (the hot transaction item or the idempotency record: the same request
+    attributes, their own key and expiry), put only if its key is new or past its ``expires_at``;
+    a refusal returns the existing item (ALL_OLD)."""
+    command = posting.command
     item: dict[str, Any] = {
-        Attr.PK: _s(idempotency_key(command.wallet_id, command.nonce)),
+        Attr.PK: _s(key),
         Attr.TXN_ID: _s(posting.txn_id),
         Attr.TYPE: _s(command.txn_type),
         Attr.WALLET_ID: _s(command.wallet_id),
@@ -792,17 +812,14 @@ def _idempotency_put(table: str, posting: Posting, now_s: int) -> dict[str, Any]
         Attr.NONCE: _s(command.nonce),
         Attr.REQUEST_HASH: _s(posting.request_hash),
         Attr.CREATED_AT: _n(posting.created_at),
-        Attr.EXPIRES_AT: _n(posting.remembered_until),
+        Attr.EXPIRES_AT: _n(expires_at),
     }
+    if entity is not None:
+        item[Attr.ENTITY] = _s(entity)
     if isinstance(command, Transfer):
         item[Attr.TO_WALLET_ID] = _s(command.to_wallet_id)
     if command.initiated_by is not None:
         item[Attr.INITIATED_BY] = _s(command.initiated_by)
-    return _put_unless_remembered(table, item, now_s)
-
-
-def _put_unless_remembered(table: str, item: dict[str, Any], now_s: int) -> dict[str, Any]:
-    """A Put only if the key is new or past its ``expires_at``; a refusal returns it (ALL_OLD)."""
     return {
         "TableName": table,
         "Item": item,
@@ -811,28 +828,6 @@ def _put_unless_remembered(table: str, item: dict[str, Any], now_s: int) -> dict
         "ExpressionAttributeValues": {":now": _n(now_s)},
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }
-
-
-def _transaction_put(table: str, posting: Posting, now_s: int) -> dict[str, Any]:
-    """The hot transaction item, put only if its key is new or past its hot TTL."""
-    command = posting.command
-    item: dict[str, Any] = {
-        Attr.PK: _s(transaction_key(command.wallet_id, command.nonce)),
-        Attr.ENTITY: _s(ENTITY_TRANSACTION),
-        Attr.TXN_ID: _s(posting.txn_id),
-        Attr.TYPE: _s(command.txn_type),
-        Attr.WALLET_ID: _s(command.wallet_id),
-        Attr.AMOUNT: _n(command.amount),
-        Attr.NONCE: _s(command.nonce),
-        Attr.REQUEST_HASH: _s(posting.request_hash),
-        Attr.CREATED_AT: _n(posting.created_at),
-        Attr.EXPIRES_AT: _n(posting.expires_at),
-    }
-    if isinstance(command, Transfer):
-        item[Attr.TO_WALLET_ID] = _s(command.to_wallet_id)
-    if command.initiated_by is not None:
-        item[Attr.INITIATED_BY] = _s(command.initiated_by)
-    return _put_unless_remembered(table, item, now_s)
 
 
 def _put_new(table: str, item: dict[str, Any]) -> dict[str, Any]:
