@@ -19,6 +19,9 @@ UNIT: Final = "Count"
 SUCCEEDED: Final = "requests_succeeded"
 FAILED: Final = "requests_failed"
 REPLAYS: Final = "idempotent_replays"
+#: Replays answered from the process's memory of recent nonces (wallet.nonce_memory), DynamoDB
+#: not called; a subset of ``idempotent_replays``.
+MEMORY_REPLAYS: Final = "replays_from_memory"
 CLOCK_RETRIES: Final = "dynamodb_clock_retries"
 TRANSACTION_CONFLICTS: Final = "dynamodb_transaction_conflicts"
 THROTTLES: Final = "dynamodb_throttles"
@@ -32,6 +35,9 @@ CONTENTION_EXHAUSTED: Final = "contention_exhausted"
 GROUP_COMMITS: Final = "group_commits"
 GROUPED_REQUESTS: Final = "grouped_requests"
 GROUP_SPLITS: Final = "group_splits"
+#: Requests of a cancelled group refused from its reasons alone (a missing wallet, funds short
+#: of the amount), answered without a write of their own.
+GROUP_REFUSALS: Final = "group_refusals"
 #: Whole-group writes again after DynamoDB cancelled a group only for ``TransactionConflict``
 #: (another process's transaction on one of its wallets), instead of splitting it.
 GROUP_CONFLICT_RETRIES: Final = "group_conflict_retries"
@@ -51,6 +57,7 @@ PUBLISHED: Final[dict[str, str]] = {
     SHED: "RequestsShed",
     SERVER_ERRORS: "RequestsServerErrors",
     REPLAYS: "IdempotentReplays",
+    MEMORY_REPLAYS: "ReplaysFromMemory",
     CLOCK_RETRIES: "DynamoDBClockRetries",
     TRANSACTION_CONFLICTS: "DynamoDBTransactionConflicts",
     THROTTLES: "DynamoDBThrottles",
@@ -62,5 +69,6 @@ PUBLISHED: Final[dict[str, str]] = {
     GROUP_COMMITS: "GroupCommits",
     GROUPED_REQUESTS: "GroupedRequests",
     GROUP_SPLITS: "GroupSplits",
+    GROUP_REFUSALS: "GroupRefusals",
     GROUP_CONFLICT_RETRIES: "GroupConflictRetries",
 }

@@ -146,9 +146,15 @@ class GroupCancellation:
     records:
         Posting index -> the existing idempotency record (or transaction item) of its nonce: the
         request is answered from it (a replay, or 409 ``idempotency_key_reused``), never written.
+    refused:
+        Posting index -> its refusal, decided by the reasons alone as a transaction of its own
+        would have been: a wallet it touches did not exist (:attr:`Cause.WALLET_NOT_FOUND`), or,
+        with its nonce unused and its wallets there, its payer held less than the amount
+        (:attr:`Cause.INSUFFICIENT_FUNDS`). The request is answered so, never written.
     alone:
-        Postings refused by a wallet's condition (funds, the ceiling, a missing wallet): each is
-        written alone, where its refusal is its own (:func:`read_cancellation`).
+        Postings refused by a wallet's condition only in the group's order (funds spent by an
+        earlier leg of the group, the ceiling): each is written alone, where its refusal is its
+        own (:func:`read_cancellation`).
     not_before_ms:
         Posting index -> the earliest stamp its next write may carry (a wallet stamped ahead).
     conflicted:
@@ -159,11 +165,12 @@ class GroupCancellation:
     alone: frozenset[int]
     not_before_ms: dict[int, int]
     conflicted: bool
+    refused: dict[int, tuple[Cause, str]] = dataclasses.field(default_factory=dict)
 
     @property
     def named(self) -> set[int]:
         """Every posting that leaves the group."""
-        return {*self.records, *self.alone}
+        return {*self.records, *self.refused, *self.alone}
 
 
 def read_group_cancellation(
@@ -203,6 +210,8 @@ def read_group_cancellation(
         for reason in (record_reasons[index], txn_reasons[index]):
             if _failed(reason) and index not in records:
                 records[index] = reason.get("Item") or {}
+    wallet_reasons = dict(zip((write.wallet_id for write in writes), reasons[: len(writes)], strict=True))
+    refused = _refused(postings, wallet_reasons, txn_reasons, record_reasons, records)
     alone: set[int] = set()
     not_before: dict[int, int] = {}
     for write, reason in zip(writes, reasons[: len(writes)], strict=True):
@@ -211,12 +220,12 @@ def read_group_cancellation(
         touching = [index_of[id(posting)] for posting, _ in write.legs]
         item = reason.get("Item")
         balance = _number(item, Attr.BALANCE) if item else None
-        if balance is None:  # no wallet: each of its postings finds out alone
-            alone.update(index for index in touching if index not in records)
+        if balance is None:  # no wallet (refused above) or no balance: each finds out alone
+            alone.update(index for index in touching if index not in records and index not in refused)
             continue
         for posting, leg in write.legs:
             index = index_of[id(posting)]
-            if index in records or index in alone:
+            if index in records or index in alone or index in refused:
                 continue
             after = balance + leg.delta
             if after < 0 or after > MAX_BALANCE:
@@ -228,9 +237,52 @@ def read_group_cancellation(
             for index in touching:
                 not_before[index] = max(not_before.get(index, 0), updated_at + 1)
     conflicted = TRANSACTION_CONFLICT in codes
-    if not (records or alone or not_before):
+    if not (records or refused or alone or not_before):
         return None
-    return GroupCancellation(records, frozenset(alone), not_before, conflicted)
+    return GroupCancellation(records, frozenset(alone), not_before, conflicted, refused)
+
+
+def _refused(
+    postings: Sequence[Posting],
+    wallet_reasons: Mapping[str, Mapping[str, Any]],
+    txn_reasons: Sequence[Mapping[str, Any]],
+    record_reasons: Sequence[Mapping[str, Any]],
+    records: Mapping[int, Mapping[str, Any]],
+) -> dict[int, tuple[Cause, str]]:
+    """The postings of a cancelled group whose refusal the reasons decide on their own.
+
+    Each reason is the item as DynamoDB evaluated it when it cancelled the transaction, so a
+    refusal read from them is the answer the posting would have had as a transaction of its own
+    at that moment, in docs/architecture.md's precedence: a missing wallet first; then, only when
+    both nonce items' conditions were evaluated and held (the nonce unused) and every wallet of
+    the posting is known to exist, a payer whose balance is below the amount. A shortfall that
+    depends on the group's other legs (each debit fits, not all of them) is not decided here.
+    """
+    refused: dict[int, tuple[Cause, str]] = {}
+    for index, posting in enumerate(postings):
+        if index in records:
+            continue
+        leg_reasons = [(leg, wallet_reasons[leg.wallet_id]) for leg in posting.legs]
+        missing = [leg.wallet_id for leg, reason in leg_reasons if _failed(reason) and not reason.get("Item")]
+        if missing:
+            refused[index] = (Cause.WALLET_NOT_FOUND, missing[0])
+            continue
+        nonce_unused = all(
+            reasons[index].get("Code", CONDITION_HELD) == CONDITION_HELD
+            for reasons in (txn_reasons, record_reasons)
+        )
+        wallets_known = all(
+            reason.get("Code", CONDITION_HELD) == CONDITION_HELD or _failed(reason)
+            for _, reason in leg_reasons
+        )
+        if not (nonce_unused and wallets_known):
+            continue
+        for leg, reason in leg_reasons:
+            balance = _number(reason.get("Item") or {}, Attr.BALANCE) if _failed(reason) else None
+            if leg.is_debit and balance is not None and balance + leg.delta < 0:
+                refused[index] = (Cause.INSUFFICIENT_FUNDS, leg.wallet_id)
+                break
+    return refused
 
 
 def conflict_only(reasons: Sequence[Mapping[str, Any]]) -> bool:

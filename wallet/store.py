@@ -36,8 +36,9 @@ A group commit (several requests in one transaction, :mod:`wallet.commit_queue`)
 cancels only for ``TransactionConflict`` (another process's transaction on one of its wallets: a
 fleet of servers on a busy wallet) is written again whole after a jittered pause, a bounded number
 of times. One cancelled for a refusal is read (:func:`wallet.cancellation.read_group_cancellation`):
-a used nonce is answered from its record at once, a request a wallet's condition refuses is
-written alone afterwards, and the others go again together at once, holding their wallets, so
+a used nonce is answered from its record at once, as is a missing wallet or a payer holding less
+than the amount; a request refused only by the group's order (funds an earlier leg spent) is
+written alone afterwards; and the others go again together at once, holding their wallets, so
 a refusal costs them one round trip. Every TransactWriteItems carries a ``ClientRequestToken``:
 repeating one whose answer was lost commits nothing twice and answers as the first did.
 
@@ -96,6 +97,7 @@ from wallet.errors import (
     WalletError,
     WalletNotFoundError,
 )
+from wallet.nonce_memory import NonceMemory, Remembered
 from wallet.posting import Leg, Posting, WalletWrite, post, wallet_writes
 from wallet.receipts import Receipt, alive, receipt_of
 from wallet.telemetry import Telemetry
@@ -251,6 +253,7 @@ class WalletStore:
         self._clock_ms = clock_ms
         self._sleep = sleep
         self._stamps: dict[str, int] = {}
+        self._nonces = NonceMemory()
         self._queue: CommitQueue[_Job] = CommitQueue(
             self._commit,
             max_in_flight=settings.writes_in_flight,
@@ -334,6 +337,9 @@ class WalletStore:
         Read from the idempotency record (strongly consistent), or, for a request written before
         records existed, from its hot transaction item; either past its time counts as gone.
         """
+        known = self._nonces.recall(idempotency_key(wallet_id, nonce), self._clock_ms() // 1000)
+        if known is not None:
+            return dataclasses.replace(known.receipt, replayed=True)
         item = await self._remembered(wallet_id, nonce)
         return None if item is None else receipt_of(item, replayed=True)
 
@@ -348,6 +354,10 @@ class WalletStore:
         millisecond after that wallet). A money refusal whose answer did not say whether the nonce
         exists reads the transaction item first (never on the common path: DynamoDB reports every
         item's condition).
+
+        A repeat (same nonce, same body) of a request this process is writing waits for that
+        write, and a repeat of one it wrote recently is answered from :mod:`wallet.nonce_memory`:
+        neither reaches DynamoDB, so neither cancels a group commit.
 
         Returns the request's receipt: applied now, or replayed (``replayed``) from the first
         execution's idempotency record.
@@ -364,7 +374,27 @@ class WalletStore:
         OutcomeUnknownError
             No attempt was answered: the write may have committed (the error names its txn_id).
         """
-        job = _Job(command, request_hash(command), str(uuid.uuid4()))  # one txn_id across retries
+        key = idempotency_key(command.wallet_id, command.nonce)
+        fingerprint = request_hash(command)
+        while True:  # a repeat of a nonce this process is writing or just wrote costs DynamoDB nothing
+            known = self._nonces.recall(key, self._clock_ms() // 1000)
+            if known is not None and known.request_hash == fingerprint:
+                self.telemetry.count(metrics.MEMORY_REPLAYS)
+                return self._replay_known(command, known, fingerprint)
+            # (another body goes to DynamoDB: a wallet it names may not exist, which precedes 409)
+            if (pending := self._nonces.in_flight(key)) is None:
+                break
+            await asyncio.shield(pending)  # then recalled, or refused: this request writes itself
+        self._nonces.begin(key)
+        try:
+            return await self._write(command, fingerprint)
+        finally:
+            self._nonces.end(key)
+
+    async def _write(self, command: Movement, fingerprint: str) -> Receipt:
+        """:meth:`execute`'s write through the commit queue, with its retries; no other request of
+        this process writes the same nonce meanwhile."""
+        job = _Job(command, fingerprint, str(uuid.uuid4()))  # one txn_id across retries
         request = Request(_wallets_of(command), transaction_key(command.wallet_id, command.nonce), job)
         for attempt in range(self.retry.conflict_attempts):
             job.reset()
@@ -381,11 +411,16 @@ class WalletStore:
             posting = job.posting
             assert posting is not None  # every request the queue sends was posted
             if job.cancelled is None:
-                return _applied(posting)
+                applied = _applied(posting)
+                self._nonces.remember(
+                    idempotency_key(command.wallet_id, command.nonce),
+                    Remembered(applied, job.request_hash, posting.remembered_until),
+                )
+                return applied
             cancellation = read_cancellation(posting, _reasons(job.cancelled))
-            receipt = await self._settle(cancellation, posting, job.cancelled)
-            if receipt is not None:
-                return receipt
+            settled = await self._settle(cancellation, posting, job.cancelled)
+            if settled is not None:
+                return settled
             self.telemetry.count(metrics.RETRIES)
             if cancellation.cause is Cause.CLOCK_BEHIND and cancellation.not_before_ms is not None:
                 self.telemetry.count(metrics.CLOCK_RETRIES)
@@ -470,6 +505,9 @@ class WalletStore:
                             job.receipt = self._replay(job.command, read.records[index], job.request_hash)
                         except IdempotencyKeyReusedError as refusal:
                             job.error = refusal
+                    elif index in read.refused:
+                        self.telemetry.count(metrics.GROUP_REFUSALS)
+                        job.error = _refusal_error(*read.refused[index])
                     elif index in read.alone:
                         leftovers.append(request)
                     else:
@@ -567,11 +605,24 @@ class WalletStore:
         return None
 
     def _replay(self, command: Movement, existing: Mapping[str, Any], fingerprint: str) -> Receipt:
-        """The first outcome, if ``existing`` is the record of the same request (else 409)."""
-        if existing.get(Attr.REQUEST_HASH, {}).get("S") != fingerprint:
+        """The first outcome, if ``existing`` is the record of the same request (else 409).
+
+        The record is remembered (:mod:`wallet.nonce_memory`) until its own ``expires_at``, so
+        the next repeat in this process is answered without DynamoDB.
+        """
+        receipt = receipt_of(existing, replayed=True)
+        recorded = existing.get(Attr.REQUEST_HASH, {}).get("S", "")
+        if (expires := existing.get(Attr.EXPIRES_AT)) is not None:
+            key = idempotency_key(command.wallet_id, command.nonce)
+            self._nonces.remember(key, Remembered(receipt, recorded, int(expires["N"])))
+        return self._replay_known(command, Remembered(receipt, recorded, 0), fingerprint)
+
+    def _replay_known(self, command: Movement, known: Remembered, fingerprint: str) -> Receipt:
+        """The remembered outcome answered again, if ``fingerprint`` is its request's (else 409)."""
+        if known.request_hash != fingerprint:
             raise IdempotencyKeyReusedError(command.wallet_id, command.nonce)
         self.telemetry.count(metrics.REPLAYS)
-        return receipt_of(existing, replayed=True)
+        return dataclasses.replace(known.receipt, replayed=True)
 
     def _cancelled_otherwise(self, error: DynamoDBError, user_id: str) -> Exception:
         codes = [reason.get("Code", "None") for reason in _reasons(error)]
@@ -726,6 +777,13 @@ def _wallets_of(command: Movement) -> tuple[str, ...]:
     if isinstance(command, Deposit):
         return (command.wallet_id,)
     return tuple(sorted((command.wallet_id, command.to_wallet_id)))
+
+
+def _refusal_error(cause: Cause, wallet_id: str) -> WalletError:
+    """The answer to a request of a group its reasons refused (:attr:`GroupCancellation.refused`)."""
+    if cause is Cause.WALLET_NOT_FOUND:
+        return WalletNotFoundError(wallet_id)
+    return InsufficientFundsError(wallet_id)
 
 
 def _reasons(error: DynamoDBError) -> list[dict[str, Any]]:

@@ -37,7 +37,7 @@ from contracts.wallets_table import Attr
 from wallet.cancellation import conflict_only
 from wallet.commands import CreateWallet, Deposit, Transfer
 from wallet.dynamodb import DynamoDBClient
-from wallet.errors import InsufficientFundsError
+from wallet.errors import InsufficientFundsError, WalletNotFoundError
 from wallet.receipts import Receipt
 from wallet.store import RetryPolicy, WalletStore
 
@@ -170,13 +170,18 @@ def test_only_the_requests_a_cancellation_names_leave_a_group_and_the_rest_commi
     settings: Settings,
 ) -> None:
     store, client = _store(settings, writes_in_flight=1)
+    other_server = WalletStore(settings)
 
     async def scenario() -> tuple[list[str], list[Any]]:
         a, b = await _wallets(store, 2)
-        await store.execute(Deposit(a, 10, "fund"))
-        # GIVEN one request in flight and a group behind it in which one transfer overdraws
-        # (DynamoDB Local refuses it with ConditionalCheckFailed, as the service does) and one
-        # request is a client's retry of an earlier one (same nonce, same body), among others
+        # (written by another server: this one does not remember the nonce, so a repeat of it
+        # reaches DynamoDB and is refused by the nonce's record there)
+        await other_server.execute(Deposit(a, 10, "fund"))
+        # GIVEN one request in flight and a group behind it in which one transfer overdraws only
+        # after an earlier one of the group ("overdraw": 7 of the 4 left by "ok"), one asks more
+        # than the payer ever held ("beyond": DynamoDB Local refuses both with
+        # ConditionalCheckFailed, as the service does) and one request is a client's retry of an
+        # earlier one (same nonce, same body), among others
         others = [store.execute(Deposit(b, 1, f"d{index}")) for index in range(6)]
         return [a, b], [
             outcome(each)
@@ -185,6 +190,7 @@ def test_only_the_requests_a_cancellation_names_leave_a_group_and_the_rest_commi
                 store.execute(Transfer(a, b, 6, "ok")),
                 store.execute(Transfer(a, b, 7, "overdraw")),
                 store.execute(Deposit(a, 10, "fund")),
+                store.execute(Transfer(a, b, 1_000, "beyond")),
                 store.execute(Deposit(a, 2, "later")),
                 *others,
                 return_exceptions=True,
@@ -193,22 +199,26 @@ def test_only_the_requests_a_cancellation_names_leave_a_group_and_the_rest_commi
 
     wallets, outcomes = asyncio.run(scenario())
 
-    # THEN the replay answered from its record, the overdraft alone refused, every other 204
+    # THEN the replay answered from its record, both overdrafts refused, every other 204
     assert outcomes[:2] == ["applied", "applied"]
     assert isinstance(outcomes[2], InsufficientFundsError)
     assert outcomes[3] == "replayed"
-    assert outcomes[4:] == ["applied"] * 7
-    # AND the others were written again together at once: one extra round trip, the overdraft
-    # alone after them (the replay needed no write of its own), nothing split, nothing retried
-    group = ["ok", "overdraw", "fund", "later", *(f"d{index}" for index in range(6))]
+    assert isinstance(outcomes[4], InsufficientFundsError)
+    assert outcomes[5:] == ["applied"] * 7
+    # AND the others were written again together at once: one extra round trip; the overdraft
+    # that depends on the group's order was written alone after them; the replay and the request
+    # beyond the payer's balance needed no write of their own (the reasons decide them); nothing
+    # split, nothing retried
+    group = ["ok", "overdraw", "fund", "beyond", "later", *(f"d{index}" for index in range(6))]
     assert client.writes[-4:] == [
         ["first"],
         group,
-        [nonce for nonce in group if nonce not in ("overdraw", "fund")],
+        [nonce for nonce in group if nonce not in ("overdraw", "fund", "beyond")],
         ["overdraw"],
     ]
     counts = store.telemetry.snapshot()
     assert (counts[metrics.GROUP_SPLITS], counts[metrics.GROUP_CONFLICT_RETRIES]) == (0, 0)
+    assert counts[metrics.GROUP_REFUSALS] == 1
     a, b = wallets
     table = assert_chains(settings, wallets)
     assert (table.wallets[a][Attr.BALANCE], table.wallets[b][Attr.BALANCE]) == (6, 13)
@@ -219,7 +229,7 @@ def test_a_conflict_beside_a_refusal_sends_the_named_requests_alone_and_the_rest
     settings: Settings,
 ) -> None:
     # GIVEN a group whose cancellation names a conflict on one wallet (a) and a failed condition
-    # on another (b, with no item returned: as for a wallet that does not exist)
+    # on another (b, with no item returned: a wallet that does not exist, as DynamoDB says it)
     store, client = _store(settings, writes_in_flight=1)
 
     def mixed(payload: dict[str, Any]) -> list[dict[str, Any]]:
@@ -231,23 +241,23 @@ def test_a_conflict_beside_a_refusal_sends_the_named_requests_alone_and_the_rest
     # WHEN the six leave together
     wallets, outcomes = _group_scenario(store)
 
-    # THEN the requests on b leave to be written alone, the others go again together after a
-    # pause (the conflict), never split. Without t2 (b -> c 20) before it, t3 (c -> a 15) now
-    # overdraws c, so DynamoDB refuses it too: it leaves in turn and t4, d2 commit together. The
-    # alone ones follow in arrival order, where t3 finds t2 applied. All sound, so all applied.
-    assert outcomes == ["applied"] * 7
+    # THEN the requests on b are answered as that answer has them (404: no write of their own),
+    # the others go again together after a pause (the conflict), never split. Without t2
+    # (b -> c 20) before it, t3 (c -> a 15) now asks more than c's 1, so DynamoDB refuses it
+    # too and its reasons decide it (409); t4, d2 commit together in one more trip
+    assert outcomes[0] == "applied"
+    assert [type(each) for each in outcomes[1:4]] == [WalletNotFoundError] * 3
+    assert isinstance(outcomes[4], InsufficientFundsError)
+    assert outcomes[5:] == ["applied"] * 2
     on_b = ["t1", "t2", "d1"]
     rest = [nonce for nonce in GROUP if nonce not in on_b]
-    assert client.writes[-8:] == [
-        ["first"],
-        GROUP,
-        rest,
-        ["t4", "d2"],
-        *[[nonce] for nonce in [*on_b, "t3"]],
-    ]
+    assert client.writes[-4:] == [["first"], GROUP, rest, ["t4", "d2"]]
     counts = store.telemetry.snapshot()
     assert (counts[metrics.GROUP_SPLITS], counts[metrics.GROUP_CONFLICT_RETRIES]) == (0, 0)
-    assert_chains(settings, wallets)
+    assert counts[metrics.GROUP_REFUSALS] == 4
+    table = assert_chains(settings, wallets)
+    a, b, c = wallets
+    assert {w: table.wallets[w][Attr.BALANCE] for w in wallets} == {a: 98, b: 0, c: 6}
 
 
 @pytest.mark.stack
