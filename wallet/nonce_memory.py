@@ -32,9 +32,9 @@ from typing import Final
 
 from wallet.receipts import Receipt
 
-#: Outcomes kept per process. A receipt with its key is about 600 bytes in CPython, so this is
-#: about 30 MB; at 500 writes/s per process it covers the last 100 s, the time in which clients
-#: retry a slow answer.
+#: Outcomes kept per process. A transfer's receipt with its key and hash is about 680 bytes in
+#: CPython (measured with tracemalloc over 10,000 of them), so this is about 34 MB of a task's
+#: 4 GiB; at 500 writes/s per process it covers the last 100 s, when clients retry a slow answer.
 RECENT_KEPT: Final = 50_000
 
 
