@@ -130,7 +130,8 @@ def test_a_cancelled_group_answers_each_request_as_it_would_be_answered_alone(se
     assert isinstance(outcomes[5], IdempotencyKeyReusedError)
     assert outcomes[6] == "applied"
     # (no group was split: each cancellation named the requests it refused, which left their
-    # group; the replay and the reused nonce were answered from the nonce's record)
+    # group; the replay was answered from this server's memory of the nonce and the reused
+    # nonce from the nonce's record)
     counts = store.telemetry.snapshot()
     assert counts[metrics.GROUP_SPLITS] == 0
     # AND only the applied requests moved money, each entry once in the lake
