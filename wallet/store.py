@@ -77,6 +77,7 @@ from wallet.cancellation import (
     TRANSACTION_CONFLICT,
     Cancellation,
     Cause,
+    GroupCancellation,
     conflict_only,
     read_cancellation,
     read_group_cancellation,
@@ -454,13 +455,14 @@ class WalletStore:
         Returns the requests to write again alone (the queue sends them next); every other one is
         settled on its job: committed, answered from its group's reasons, or (written alone)
         cancelled, for its caller to read. A cancelled group is read
-        (:func:`~wallet.cancellation.read_group_cancellation`): a used nonce is answered from its
-        record, requests a wallet refused leave to be written alone, and the rest are written
-        again together at once, stamped anew, holding their wallets: a refusal costs them one
-        round trip. A group cancelled only for ``TransactionConflict`` is written again whole after
-        a jittered pause, up to :attr:`RetryPolicy.group_conflict_attempts` times: nothing of it was
-        applied and no request of it refused, so splitting it would only send more transactions to
-        the busy wallets. Reasons that explain nothing usable (throttling) split the group.
+        (:func:`~wallet.cancellation.read_group_cancellation`; :meth:`_answer_named`), and the
+        rest are written again together at once, stamped anew, holding their wallets but giving
+        their turn in flight to the next group (:meth:`CommitQueue.give_turn`): a refusal costs
+        them one round trip and nobody else anything. A group cancelled only for
+        ``TransactionConflict`` is written again whole after a jittered pause, up to
+        :attr:`RetryPolicy.group_conflict_attempts` times: nothing of it was applied and no request
+        of it refused, so splitting it would only send more transactions to the busy wallets.
+        Reasons that explain nothing usable (throttling) split the group.
         """
         remaining = list(requests)
         leftovers: list[Request[_Job]] = []
@@ -496,22 +498,7 @@ class WalletStore:
                 if read is None or rounds >= _GROUP_ROUNDS:
                     self.telemetry.count(metrics.GROUP_SPLITS)
                     return leftovers + remaining
-                kept = []
-                for index, request in enumerate(remaining):
-                    job = request.value
-                    job.not_before = max(job.not_before, read.not_before_ms.get(index, 0))
-                    if index in read.records:
-                        try:
-                            job.receipt = self._replay(job.command, read.records[index], job.request_hash)
-                        except IdempotencyKeyReusedError as refusal:
-                            job.error = refusal
-                    elif index in read.refused:
-                        self.telemetry.count(metrics.GROUP_REFUSALS)
-                        job.error = _refusal_error(*read.refused[index])
-                    elif index in read.alone:
-                        leftovers.append(request)
-                    else:
-                        kept.append(request)
+                kept = self._answer_named(remaining, read, leftovers)
                 if read.not_before_ms:
                     self.telemetry.count(metrics.CLOCK_RETRIES)
                 self.telemetry.count(metrics.RETRIES)
@@ -519,9 +506,37 @@ class WalletStore:
                     self.telemetry.count(metrics.TRANSACTION_CONFLICTS)
                     await self._sleep(self.retry.delay(0))
                 remaining = kept
+                self._queue.give_turn()  # the next group need not wait for this one's second trip
             else:
                 return leftovers
         return leftovers
+
+    def _answer_named(
+        self, group: list[Request[_Job]], read: GroupCancellation, alone: list[Request[_Job]]
+    ) -> list[Request[_Job]]:
+        """Settle the requests a cancelled group's reasons decide; returns those to write again.
+
+        A used nonce is answered from its record and a refusal the reasons decide is answered as
+        it is; the requests refused only in the group's order join ``alone``; each request's next
+        stamp moves past a wallet stamped ahead.
+        """
+        kept = []
+        for index, request in enumerate(group):
+            job = request.value
+            job.not_before = max(job.not_before, read.not_before_ms.get(index, 0))
+            if index in read.records:
+                try:
+                    job.receipt = self._replay(job.command, read.records[index], job.request_hash)
+                except IdempotencyKeyReusedError as refusal:
+                    job.error = refusal
+            elif index in read.refused:
+                self.telemetry.count(metrics.GROUP_REFUSALS)
+                job.error = _refusal_error(*read.refused[index])
+            elif index in read.alone:
+                alone.append(request)
+            else:
+                kept.append(request)
+        return kept
 
     def _posting(self, job: _Job, wallets: tuple[str, ...]) -> Posting:
         job.posting = post(
