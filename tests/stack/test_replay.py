@@ -59,9 +59,21 @@ def wallet_item(wallet_id: str, *, balance: int = 0, version: int = 0) -> dict[s
 
 
 def deposit_item(
-    wallet_id: str, amount: int, *, version: int, balance_after: int, nonce: str
+    wallet_id: str,
+    amount: int,
+    *,
+    version: int,
+    balance_after: int,
+    nonce: str,
+    expires_at: int | None = None,
 ) -> dict[str, Any]:
-    """A deposit's transaction item, in DynamoDB JSON."""
+    """A deposit's transaction item, in DynamoDB JSON.
+
+    Its TTL attribute is eight hours after ``created_at`` (in February 2026, long past) unless
+    ``expires_at`` says otherwise: an item put into a live table needs a future one, or DynamoDB
+    Local's TTL sweep deletes it within seconds and its REMOVE joins the stream among the records
+    the test reads.
+    """
     created = CREATED_MS + version * 1000
     return {
         "pk": {"S": transaction_key(wallet_id, nonce)},
@@ -75,7 +87,7 @@ def deposit_item(
         "wallet_version": {"N": str(version)},
         "wallet_balance_after": {"N": str(balance_after)},
         "created_at": {"N": str(created)},
-        "expires_at": {"N": str(created // 1000 + 28_800)},
+        "expires_at": {"N": str(created // 1000 + 28_800 if expires_at is None else expires_at)},
     }
 
 
@@ -282,16 +294,18 @@ BATCH_INFO_KEY = "DDBStreamBatchInfo"
 def test_dead_lettered_batch_is_read_again_and_landed_under_its_own_name(
     stack: EmbeddedStack, settings: Settings, queue_url: str
 ) -> None:
-    # GIVEN a wallet and two deposits committed, and the DLQ naming the batch of the last two records
+    # GIVEN a wallet and two deposits committed (still hot: TTL must not delete them, or the REMOVE
+    # of the first can land between the two inserts), and the DLQ naming the batch of the two deposits
     table = boto3.client("dynamodb")
+    hot_until = int(time.time()) + 86_400
     table.put_item(TableName=settings.table, Item=wallet_item("we"))
-    table.put_item(
-        TableName=settings.table, Item=deposit_item("we", 3, version=1, balance_after=3, nonce="a")
-    )
-    table.put_item(
-        TableName=settings.table, Item=deposit_item("we", 4, version=2, balance_after=7, nonce="b")
-    )
+    for amount, version, balance_after, nonce in ((3, 1, 3, "a"), (4, 2, 7, "b")):
+        item = deposit_item(
+            "we", amount, version=version, balance_after=balance_after, nonce=nonce, expires_at=hot_until
+        )
+        table.put_item(TableName=settings.table, Item=item)
     arn, shard, raw = _committed_records(settings, 3)
+    assert [record["eventName"] for record in raw[:3]] == ["INSERT"] * 3
     first, last = raw[1]["dynamodb"]["SequenceNumber"], raw[2]["dynamodb"]["SequenceNumber"]
     sqs = _sqs(stack)
     sqs.send_message(QueueUrl=queue_url, MessageBody=_failure_message(arn, shard, first, last, 2))
