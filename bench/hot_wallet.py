@@ -54,9 +54,42 @@ from walletlake.api_server import ApiFleet, ApiServer
 from walletlake.local import EmbeddedStack, free_port, patched_environ
 
 
+def reference_items(table: str, payer: str, payee: str, amount: int, nonce: str) -> list[dict[str, Any]]:
+    """Seed 000's transfer: three items (two ``ADD balance`` updates, the nonce's item), no versions."""
+    from contracts.wallets_table import transaction_key, wallet_key
+
+    exists = "attribute_exists(pk)"
+    return [
+        {
+            "Update": {
+                "TableName": table,
+                "Key": {"pk": {"S": wallet_key(payer)}},
+                "UpdateExpression": "ADD balance :minus",
+                "ConditionExpression": f"{exists} AND balance >= :amount",
+                "ExpressionAttributeValues": {":minus": {"N": f"-{amount}"}, ":amount": {"N": str(amount)}},
+            }
+        },
+        {
+            "Update": {
+                "TableName": table,
+                "Key": {"pk": {"S": wallet_key(payee)}},
+                "UpdateExpression": "ADD balance :amount",
+                "ConditionExpression": exists,
+                "ExpressionAttributeValues": {":amount": {"N": str(amount)}},
+            }
+        },
+        {
+            "Put": {
+                "TableName": table,
+                "Item": {"pk": {"S": transaction_key(payer, nonce + "-ref")}, "amount": {"N": str(amount)}},
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        },
+    ]
+
+
 def reference_app(table: str, region: str) -> Any:
     """Seed 000's write pattern as a bare ASGI app: one TransactWriteItems, no read, no versions."""
-    from contracts.wallets_table import transaction_key, wallet_key
     from wallet.dynamodb import DynamoDBClient, DynamoDBError
 
     client: DynamoDBClient | None = None
@@ -82,39 +115,8 @@ def reference_app(table: str, region: str) -> Any:
                 break
         payer, payee = parts[3], parts[5]
         request = orjson.loads(body)
-        amount = str(int(request["amount"]))
         client = client or DynamoDBClient(region)
-        exists = "attribute_exists(pk)"
-        items = [
-            {
-                "Update": {
-                    "TableName": table,
-                    "Key": {"pk": {"S": wallet_key(payer)}},
-                    "UpdateExpression": "ADD balance :minus",
-                    "ConditionExpression": f"{exists} AND balance >= :amount",
-                    "ExpressionAttributeValues": {":minus": {"N": f"-{amount}"}, ":amount": {"N": amount}},
-                }
-            },
-            {
-                "Update": {
-                    "TableName": table,
-                    "Key": {"pk": {"S": wallet_key(payee)}},
-                    "UpdateExpression": "ADD balance :amount",
-                    "ConditionExpression": exists,
-                    "ExpressionAttributeValues": {":amount": {"N": amount}},
-                }
-            },
-            {
-                "Put": {
-                    "TableName": table,
-                    "Item": {
-                        "pk": {"S": transaction_key(payer, request["nonce"] + "-ref")},
-                        "amount": {"N": amount},
-                    },
-                    "ConditionExpression": "attribute_not_exists(pk)",
-                }
-            },
-        ]
+        items = reference_items(table, payer, payee, int(request["amount"]), request["nonce"])
         try:
             await client.call("TransactWriteItems", {"TransactItems": items})
         except DynamoDBError as error:

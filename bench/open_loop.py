@@ -26,7 +26,8 @@ Prints, per system, topology and mix: offered and answered requests, p50 / p99 f
 arrival, answers by status, and the p99 as a multiple of the clean mix's. Goal (issue 27): every
 mix's p99 within 1.5x the clean p99, and no 429 below capacity.
 
-    .venv/bin/python bench/open_loop.py --baseline-ref febd2e1          # the real figures
+    .venv/bin/python bench/open_loop.py --baseline-ref febd2e1          # before and after
+    .venv/bin/python bench/open_loop.py --rounds 3 --seconds 20          # p99 over 3 interleaved rounds
     .venv/bin/python bench/open_loop.py --quick                          # seconds: does it run
 """
 
@@ -276,15 +277,35 @@ def measure(args: argparse.Namespace, environment: dict[str, str]) -> list[Resul
                         f"offering {rate:,.0f}/s",
                         flush=True,
                     )
-                    for index, mix in enumerate(MIXES):
-                        schedule = list(
-                            arrivals(mix, rate, args.seconds, urls, skewed, ids, seed=args.seed + index)
-                        )
-                        name = (system, topology, mix.name)
-                        result = open_loop(name, rate, args.seconds, schedule, args.threads)
-                        print("  " + line(result, None), flush=True)
-                        results.append(result)
-    return results
+                    for round_ in range(args.rounds):
+                        for index, mix in enumerate(MIXES):
+                            seed = args.seed + index + 100 * round_
+                            schedule = list(arrivals(mix, rate, args.seconds, urls, skewed, ids, seed=seed))
+                            name = (system, topology, mix.name)
+                            result = open_loop(name, rate, args.seconds, schedule, args.threads)
+                            print(f"  round {round_ + 1}  " + line(result, None), flush=True)
+                            results.append(result)
+    return pooled(results)
+
+
+def pooled(results: list[Result]) -> list[Result]:
+    """One result per system, topology and mix: its rounds' arrivals and latencies together.
+
+    The rounds interleave the mixes (clean, overdraft, retry, stale clock, clean, ...), so a
+    stall of the machine or of DynamoDB Local's collector lands on every mix alike, and a p99
+    over several rounds is the p99 of a longer phase without the drift of one.
+    """
+    merged: dict[tuple[str, str, str], Result] = {}
+    for result in results:
+        key = (result.system, result.topology, result.mix)
+        if key not in merged:
+            merged[key] = dataclasses.replace(result, latencies_ms=[], statuses={}, offered=0)
+        into = merged[key]
+        into.offered += result.offered
+        into.latencies_ms.extend(result.latencies_ms)
+        for status, count in result.statuses.items():
+            into.statuses[status] = into.statuses.get(status, 0) + count
+    return list(merged.values())
 
 
 def line(result: Result, clean_p99: float | None) -> str:
@@ -328,6 +349,9 @@ def main(argv: list[str] | None = None) -> int:
         "--skew-ms", type=int, default=200, help="the stale-clock writer's lead (default 200)"
     )
     parser.add_argument("--seed", type=int, default=27)
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="passes over the mixes, interleaved and pooled (default 1)"
+    )
     parser.add_argument("--quick", action="store_true", help="seconds, to check the bench runs")
     parser.add_argument("--stack-parent", default=_default_stack_parent())
     args = parser.parse_args(argv)
