@@ -23,8 +23,11 @@ temporary ``git worktree`` of REV served by this virtualenv with ``PYTHONPATH`` 
 so "before" and "after" are figures of one run on one machine.
 
 Prints, per system, topology and mix: offered and answered requests, p50 / p99 from the scheduled
-arrival, answers by status, and the p99 as a multiple of the clean mix's. Goal (issue 27): every
-mix's p99 within 1.5x the clean p99, and no 429 below capacity.
+arrival (over every round), answers by status, and the p99 as a multiple of the clean mix's. Goal
+(issue 27): every mix's p99 within 1.5x the clean p99, and no 429 below capacity. With
+``--rounds N`` the mixes run N times, interleaved, and the verdict takes the median of the N
+per-round ratios. Before measuring, every server answers one refusal, one transfer and its replay
+(a warm-up: the first of each in a fresh process pays one-off costs).
 
     .venv/bin/python bench/open_loop.py --baseline-ref febd2e1          # before and after
     .venv/bin/python bench/open_loop.py --rounds 3 --seconds 20          # p99 over 3 interleaved rounds
@@ -154,10 +157,13 @@ def arrivals(
         draw = rng.random()
         url = urls[count % len(urls)]
         amount: int = rng.randint(1, 1_000)
-        if draw < mix.retry and (repeat := recent.pick(rng)) is not None:
-            yield Arrival(due, url, *repeat)
-            continue
-        draw -= mix.retry
+        if draw < mix.retry:
+            if (repeat := recent.pick(rng)) is not None:
+                yield Arrival(due, url, *repeat)
+                continue
+            draw = 1.0  # nothing sent yet to repeat: a clean transfer (never an overdraft)
+        else:
+            draw -= mix.retry
         if draw < mix.overdraft:
             amount = _OVERDRAFT_AMOUNT
         elif draw - mix.overdraft < mix.stale_clock:
@@ -236,6 +242,23 @@ def skewed_server(skew_ms: int) -> Iterator[str]:
         yield server.url
 
 
+def warm_up(urls: list[str], ids: list[str]) -> None:
+    """Every answer each mix gives, once per server, before anything is measured.
+
+    A server that has run for a while has long since answered refusals and replays; the first of
+    each in a fresh process pays one-off costs (imports, the error documents' first build) that
+    would otherwise land in whichever phase meets them first.
+    """
+    manager = urllib3.PoolManager(retries=False, timeout=60)
+    path = f"/api/v1/wallets/{ids[0]}/transfer/{ids[1]}/"
+    for url in urls:
+        nonce = f"warm-{uuid.uuid4().hex}"
+        for amount in (_OVERDRAFT_AMOUNT, 1, 1):  # a refusal, an applied transfer, its replay
+            body = orjson.dumps({"amount": str(amount), "nonce": nonce})
+            manager.request("PUT", url + path, body=body, headers=_HEADERS)
+    manager.clear()
+
+
 def capacity(urls: list[str], pids: list[int], ids: list[str], clients: int, seconds: float) -> float:
     """Transfers per second answered closed-loop by ``clients`` clients (random wallets)."""
 
@@ -270,6 +293,7 @@ def measure(args: argparse.Namespace, environment: dict[str, str]) -> list[Resul
                     urls, pids = fleet.urls, [server.pid for server in fleet.servers]
                     if not ids:
                         ids = fund(urls[0], args.wallets, args.clients)
+                    warm_up(urls, ids)
                     measured = capacity(urls, pids, ids, args.clients, args.capacity_seconds)
                     rate = max(1.0, measured * args.load)
                     print(
@@ -285,7 +309,7 @@ def measure(args: argparse.Namespace, environment: dict[str, str]) -> list[Resul
                             result = open_loop(name, rate, args.seconds, schedule, args.threads)
                             print(f"  round {round_ + 1}  " + line(result, None), flush=True)
                             results.append(result)
-    return pooled(results)
+    return results
 
 
 def pooled(results: list[Result]) -> list[Result]:
@@ -318,16 +342,35 @@ def line(result: Result, clean_p99: float | None) -> str:
     )
 
 
-def verdicts(results: list[Result]) -> list[str]:
-    """The goal's PASS/FAIL lines: p99 within 1.5x the clean mix's, and no 429 below capacity."""
-    lines = []
-    clean = {(r.system, r.topology): r.percentile(0.99) for r in results if r.mix == "clean"}
+def round_ratios(results: list[Result]) -> dict[tuple[str, str, str], list[float]]:
+    """Each mix's p99 over the clean mix's p99 of the same round (results in the order they ran)."""
+    ratios: dict[tuple[str, str, str], list[float]] = collections.defaultdict(list)
+    clean_p99 = float("nan")
     for result in results:
-        label = f"{result.system} / {result.topology} / {result.mix}"
-        ratio = result.percentile(0.99) / clean[(result.system, result.topology)]
+        if result.mix == "clean":
+            clean_p99 = result.percentile(0.99)
+        ratios[(result.system, result.topology, result.mix)].append(result.percentile(0.99) / clean_p99)
+    return ratios
+
+
+def verdicts(results: list[Result]) -> list[str]:
+    """The goal's PASS/FAIL lines: p99 within 1.5x the clean mix's, and no 429 below capacity.
+
+    The ratio judged is the median over the rounds of each round's ratio (one round: that
+    round's): a stall of the machine or of DynamoDB Local's collector in one phase does not decide.
+    """
+    lines = []
+    ratios = round_ratios(results)
+    for result in pooled(results):
+        key = (result.system, result.topology, result.mix)
+        label = " / ".join(key)
+        ratio = statistics.median(ratios[key])
+        each = ", ".join(f"{value:.2f}" for value in ratios[key])
         throttled = result.statuses.get(429, 0)
         ok = ratio <= 1.5 and throttled == 0
-        lines.append(f"{'PASS' if ok else 'FAIL'}  {label}: p99 {ratio:.2f}x clean, {throttled} x 429")
+        lines.append(
+            f"{'PASS' if ok else 'FAIL'}  {label}: p99 {ratio:.2f}x clean (rounds: {each}), {throttled} x 429"
+        )
     return lines
 
 
@@ -361,7 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="walletlake-open-", dir=args.stack_parent) as tmp:
         print(f"starting the embedded stack under {tmp} ...", flush=True)
         with EmbeddedStack(Path(tmp) / "stack") as stack, patched_environ(stack.environment()):
-            results = measure(args, stack.environment())
+            by_round = measure(args, stack.environment())
+    results = pooled(by_round)
     clean = {(r.system, r.topology): r.percentile(0.99) for r in results if r.mix == "clean"}
     print(
         f"\n{'system':<7} {'topology':<11} {'mix':<15} {'offered':>8} {'sent':>7} {'answered':>7} "
@@ -370,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     for result in results:
         print(line(result, clean[(result.system, result.topology)]))
     print()
-    for verdict in verdicts(results):
+    for verdict in verdicts(by_round):
         print(verdict)
     medians = statistics.median(r.percentile(0.99) for r in results) if results else float("nan")
     print(f"\n(median p99 over every phase: {medians:.1f} ms)")

@@ -625,12 +625,13 @@ class WalletStore:
         The record is remembered (:mod:`wallet.nonce_memory`) until its own ``expires_at``, so
         the next repeat in this process is answered without DynamoDB.
         """
+        if existing.get(Attr.REQUEST_HASH, {}).get("S") != fingerprint:
+            raise IdempotencyKeyReusedError(command.wallet_id, command.nonce)
         receipt = receipt_of(existing, replayed=True)
-        recorded = existing.get(Attr.REQUEST_HASH, {}).get("S", "")
         if (expires := existing.get(Attr.EXPIRES_AT)) is not None:
             key = idempotency_key(command.wallet_id, command.nonce)
-            self._nonces.remember(key, Remembered(receipt, recorded, int(expires["N"])))
-        return self._replay_known(command, Remembered(receipt, recorded, 0), fingerprint)
+            self._nonces.remember(key, Remembered(receipt, fingerprint, int(expires["N"])))
+        return self._replay_known(command, Remembered(receipt, fingerprint, 0), fingerprint)
 
     def _replay_known(self, command: Movement, known: Remembered, fingerprint: str) -> Receipt:
         """The remembered outcome answered again, if ``fingerprint`` is its request's (else 409)."""
