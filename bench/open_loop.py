@@ -295,7 +295,7 @@ def measure(args: argparse.Namespace, environment: dict[str, str]) -> list[Resul
                         ids = fund(urls[0], args.wallets, args.clients)
                     warm_up(urls, ids)
                     measured = capacity(urls, pids, ids, args.clients, args.capacity_seconds)
-                    rate = max(1.0, measured * args.load)
+                    rate = args.rate or max(1.0, measured * args.load)
                     print(
                         f"{system} / {topology}: closed-loop capacity {measured:,.0f}/s; "
                         f"offering {rate:,.0f}/s",
@@ -384,6 +384,12 @@ def main(argv: list[str] | None = None) -> int:
         "--capacity-seconds", type=float, default=10.0, help="closed-loop seconds (default 10)"
     )
     parser.add_argument("--load", type=float, default=0.6, help="share of capacity offered (default 0.6)")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        help="requests/s offered to every system and topology instead of --load x capacity (one "
+        "closed-loop measurement varies by a quarter between runs on a shared machine)",
+    )
     parser.add_argument("--clients", type=int, default=16, help="closed-loop clients (default 16)")
     parser.add_argument("--threads", type=int, default=128, help="open-loop client threads (default 128)")
     parser.add_argument("--wallets", type=int, default=200, help="wallets (default 200)")
