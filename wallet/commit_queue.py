@@ -21,11 +21,7 @@ The rules:
   (a retried nonce waits for the next one);
 - the commit returns the requests of its group that must be written again alone (those a
   cancellation named: the store writes the rest of the group again together, at once, before it
-  returns); they go first, each alone, as soon as their wallets are free. While it writes the
-  rest again it gives its turn up (:meth:`CommitQueue.give_turn`): the next group leaves at
-  once instead of waiting a round trip behind a refusal it had no part in, so a refusal delays
-  only its own group. A group that gave its turn up still holds its wallets; at most
-  ``max_in_flight`` such groups are in flight beside the others. A commit that raises
+  returns); they go first, each alone, as soon as their wallets are free. A commit that raises
   :class:`GroupCancelledError` sends every request of its group back alone. The whole write is
   all-or-nothing, so nothing of a cancelled one was applied;
 - :meth:`CommitQueue.drain` waits for every transaction in flight and every waiting request whose
@@ -104,28 +100,11 @@ class CommitQueue(Generic[T]):
         self._waiting: list[Request[T]] = []
         self._busy: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._turns_given: set[asyncio.Task[None]] = set()
 
     @property
     def in_flight(self) -> int:
         """Transactions of this process in flight now."""
         return len(self._tasks)
-
-    def give_turn(self) -> None:
-        """Called by a commit about to write its group again: let the next group leave meanwhile.
-
-        The calling group keeps its wallets (nobody else may write them until it returns), so
-        nothing it writes again can meet a request of this process; only its place among the
-        ``max_in_flight`` is handed on. No more than ``max_in_flight`` groups give their turn up
-        at once, so the transactions in flight stay bounded by twice the setting.
-        """
-        task = asyncio.current_task()
-        if task not in self._tasks or task in self._turns_given:
-            return
-        if len(self._turns_given) >= self._max_in_flight:
-            return
-        self._turns_given.add(task)
-        self._pump()
 
     async def drain(self) -> None:
         """Return when no transaction is in flight and nothing sendable waits (shutdown)."""
@@ -141,7 +120,7 @@ class CommitQueue(Generic[T]):
 
     def _pump(self) -> None:
         """Send transactions while there is room in flight and waiting requests on free wallets."""
-        while self._waiting and len(self._tasks) - len(self._turns_given) < self._max_in_flight:
+        while self._waiting and len(self._tasks) < self._max_in_flight:
             group = self._next_group()
             if not group:
                 return
@@ -150,7 +129,6 @@ class CommitQueue(Generic[T]):
             task = asyncio.get_running_loop().create_task(self._send(group))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-            task.add_done_callback(self._turns_given.discard)
 
     def _next_group(self) -> list[Request[T]]:
         """The waiting requests the next transaction takes, in arrival order."""
@@ -196,7 +174,6 @@ class CommitQueue(Generic[T]):
                 self._busy.difference_update(request.wallets)
             if (task := asyncio.current_task()) is not None:
                 self._tasks.discard(task)
-                self._turns_given.discard(task)
             self._pump()
 
     async def _commit_group(self, group: list[Request[T]]) -> Sequence[Request[T]]:

@@ -383,58 +383,6 @@ def test_a_cancelled_group_is_sent_again_request_by_request_before_anything_else
     asyncio.run(scenario())
 
 
-def test_a_group_writing_its_rest_again_gives_its_turn_to_the_next_group_and_keeps_its_wallets() -> None:
-    async def scenario() -> None:
-        trips: list[list[str]] = []
-        second_trip: asyncio.Future[None] | None = None
-        gates: dict[str, asyncio.Future[None]] = {}
-        queue: CommitQueue[str]
-
-        async def commit(requests: Sequence[Request[str]]) -> None:
-            nonlocal second_trip
-            values = [request.value for request in requests]
-            trips.append(values)
-            if values[0] == "g1":  # cancelled once: its rest goes again, giving its turn up
-                queue.give_turn()
-                queue.give_turn()  # (twice is once)
-                second_trip = asyncio.get_running_loop().create_future()
-                trips.append([f"{value} again" for value in values])
-                await second_trip
-                return
-            gates[values[0]] = asyncio.get_running_loop().create_future()
-            await gates[values[0]]
-
-        queue = CommitQueue(commit, max_in_flight=1, max_requests=10)
-        # GIVEN one group on wallet a in flight, writing its rest again after a refusal
-        g1 = _start(queue.submit(_request("g1", "a")))
-        await _settle()
-        # WHEN requests arrive meanwhile, one on wallet a
-        on_b = _start(queue.submit(_request("r2", "b")))
-        on_a = _start(queue.submit(_request("r3", "a")))
-        on_c = _start(queue.submit(_request("r4", "c")))
-        await _settle()
-        # THEN the next request left without waiting for g1's second trip
-        assert trips == [["g1"], ["g1 again"], ["r2"]]
-        assert queue.in_flight == 2
-        # AND the turn given up is one: r2 took it, so r3 (on a, which g1 still holds) and r4
-        # wait (at most twice max_in_flight transactions in flight)
-        assert not on_a.done()
-        assert second_trip is not None
-        second_trip.set_result(None)
-        await _settle()
-        assert g1.result() is None
-        assert trips[-1] == ["r2"]  # g1 done, its turn back: the one turn is r2's
-        gates["r2"].set_result(None)
-        await _settle()
-        assert trips[-1] == ["r3", "r4"]
-        gates["r3"].set_result(None)
-        await _settle()
-        assert [task.result() for task in (on_b, on_a, on_c)] == [None, None, None]
-        assert queue.in_flight == 0
-
-    asyncio.run(scenario())
-
-
 def test_a_refusal_of_a_group_reaches_every_caller_of_that_group_and_no_other() -> None:
     async def scenario() -> None:
         fake = FakeCommit()
