@@ -631,7 +631,8 @@ class WalletStore:
         if (expires := existing.get(Attr.EXPIRES_AT)) is not None:
             key = idempotency_key(command.wallet_id, command.nonce)
             self._nonces.remember(key, Remembered(receipt, fingerprint, int(expires["N"])))
-        return self._replay_known(command, Remembered(receipt, fingerprint, 0), fingerprint)
+        self.telemetry.count(metrics.REPLAYS)
+        return receipt
 
     def _replay_known(self, command: Movement, known: Remembered, fingerprint: str) -> Receipt:
         """The remembered outcome answered again, if ``fingerprint`` is its request's (else 409)."""
