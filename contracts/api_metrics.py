@@ -38,6 +38,11 @@ GROUP_SPLITS: Final = "group_splits"
 #: Requests of a cancelled group refused from its reasons alone (a missing wallet, funds short
 #: of the amount), answered without a write of their own.
 GROUP_REFUSALS: Final = "group_refusals"
+#: Requests a balance hint (wallet.balance_hints) said would be refused, written as a
+#: transaction of their own so they cannot cancel a group; and hints a commit proved wrong (the
+#: wallet's balance moved in another process; each costs at most one request written alone).
+HINTED_SINGLES: Final = "balance_hint_singles"
+HINT_MISSES: Final = "balance_hint_misses"
 #: Whole-group writes again after DynamoDB cancelled a group only for ``TransactionConflict``
 #: (another process's transaction on one of its wallets), instead of splitting it.
 GROUP_CONFLICT_RETRIES: Final = "group_conflict_retries"
@@ -70,5 +75,7 @@ PUBLISHED: Final[dict[str, str]] = {
     GROUPED_REQUESTS: "GroupedRequests",
     GROUP_SPLITS: "GroupSplits",
     GROUP_REFUSALS: "GroupRefusals",
+    HINTED_SINGLES: "BalanceHintSingles",
+    HINT_MISSES: "BalanceHintMisses",
     GROUP_CONFLICT_RETRIES: "GroupConflictRetries",
 }

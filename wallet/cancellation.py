@@ -242,6 +242,32 @@ def read_group_cancellation(
     return GroupCancellation(records, frozenset(alone), not_before, conflicted, refused)
 
 
+def observed_balances(postings: Sequence[Posting], reasons: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Each wallet's balance as a cancellation's ``ALL_OLD`` items state it (its failed conditions).
+
+    For :mod:`wallet.balance_hints`: the balance DynamoDB evaluated, before any of the cancelled
+    transaction's legs. Reasons that do not match the transaction's items state nothing.
+
+    Examples
+    --------
+    >>> from wallet.commands import Transfer
+    >>> from wallet.posting import post
+    >>> p = post(Transfer("a", "b", 9, "n"), now_ms=1, hot_ttl_seconds=1, txn_id="t", request_hash="h")
+    >>> failed = {"Code": "ConditionalCheckFailed", "Item": {"balance": {"N": "4"}}}
+    >>> observed_balances([p], [failed, {"Code": "None"}, {"Code": "None"}, {"Code": "None"}])
+    {'a': 4}
+    """
+    writes = wallet_writes(postings)
+    if len(reasons) != len(writes) + 2 * len(postings):
+        return {}
+    observed: dict[str, int] = {}
+    for write, reason in zip(writes, reasons, strict=False):
+        item = reason.get("Item") if _failed(reason) else None
+        if item and (balance := _number(item, Attr.BALANCE)) is not None:
+            observed[write.wallet_id] = balance
+    return observed
+
+
 def _refused(
     postings: Sequence[Posting],
     wallet_reasons: Mapping[str, Mapping[str, Any]],

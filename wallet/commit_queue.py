@@ -15,6 +15,9 @@ The rules:
   wait and leave together in the next transaction;
 - a wallet is in at most one transaction in flight, and waiting requests leave in arrival order
   per wallet (a request that must wait for a wallet holds back later ones on it);
+- a request that ``goes_alone`` says would bring a refusal on the group being formed (the store
+  asks its balance hints, :mod:`wallet.balance_hints`) leaves in a transaction of its own, so a
+  refusal costs nobody else a round trip;
 - one transaction holds at most :data:`MAX_ACTIONS` items (DynamoDB's limit of 100 actions per
   TransactWriteItems: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html)
   and at most ``max_requests`` requests, and never two requests with the same transaction item
@@ -79,6 +82,10 @@ class CommitQueue(Generic[T]):
         Told the size of every transaction sent (for metrics).
     items_per_request:
         Items one request adds to a transaction besides its wallets' (its nonce's items).
+    goes_alone:
+        Asked with the group formed so far and a request whose wallets are free: True sends the
+        request in a transaction of its own (it would likely be refused, cancelling the group).
+        Asked when the request's wallets have nothing of this process in flight.
     """
 
     def __init__(
@@ -89,6 +96,7 @@ class CommitQueue(Generic[T]):
         max_requests: int,
         on_group: Callable[[int], None] = lambda size: None,
         items_per_request: int = 1,
+        goes_alone: Callable[[Sequence[Request[T]], Request[T]], bool] = lambda group, request: False,
     ) -> None:
         if max_in_flight < 1 or max_requests < 1:
             raise ValueError("max_in_flight and max_requests must be at least 1")
@@ -97,6 +105,7 @@ class CommitQueue(Generic[T]):
         self._max_requests = max_requests
         self._on_group = on_group
         self._items_per_request = items_per_request
+        self._goes_alone = goes_alone
         self._waiting: list[Request[T]] = []
         self._busy: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -143,13 +152,15 @@ class CommitQueue(Generic[T]):
                 continue
             needed = self._items_per_request + sum(1 for wallet in request.wallets if wallet not in wallets)
             fits = (
-                len(group) < self._max_requests
+                held.isdisjoint(request.wallets)
+                and len(group) < self._max_requests
                 and actions + needed <= MAX_ACTIONS
                 and request.key not in keys
-                and not (request.alone and group)
                 and not (group and group[0].alone)
             )
-            if fits and held.isdisjoint(request.wallets):
+            if fits and not request.alone and self._goes_alone(group, request):
+                request.alone = True
+            if fits and not (request.alone and group):
                 group.append(request)
                 wallets.update(request.wallets)
                 keys.add(request.key)

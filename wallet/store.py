@@ -71,6 +71,7 @@ from contracts.wallets_table import (
     user_key,
     wallet_key,
 )
+from wallet.balance_hints import BalanceHints
 from wallet.cancellation import (
     CONDITION_FAILED,
     THROTTLE_REASONS,
@@ -79,6 +80,7 @@ from wallet.cancellation import (
     Cause,
     GroupCancellation,
     conflict_only,
+    observed_balances,
     read_cancellation,
     read_group_cancellation,
 )
@@ -99,7 +101,7 @@ from wallet.errors import (
     WalletNotFoundError,
 )
 from wallet.nonce_memory import NonceMemory, Remembered
-from wallet.posting import Leg, Posting, WalletWrite, post, wallet_writes
+from wallet.posting import Leg, Posting, WalletWrite, legs_of, post, wallet_writes
 from wallet.receipts import Receipt, alive, receipt_of
 from wallet.telemetry import Telemetry
 
@@ -255,12 +257,14 @@ class WalletStore:
         self._sleep = sleep
         self._stamps: dict[str, int] = {}
         self._nonces = NonceMemory()
+        self._hints = BalanceHints()
         self._queue: CommitQueue[_Job] = CommitQueue(
             self._commit,
             max_in_flight=settings.writes_in_flight,
             max_requests=_MAX_GROUP,
             on_group=self._count_group,
             items_per_request=_ITEMS_PER_REQUEST,
+            goes_alone=self._likely_refused_in,
         )
         settings.check_idempotency_window()
 
@@ -313,6 +317,7 @@ class WalletStore:
             existing_id = existing[Attr.WALLET_ID]["S"]
             # Our own earlier attempt may have committed before a lost answer (see _call).
             return existing_id, existing_id == wallet_id
+        self._hints.learn({wallet_id: 0})
         return wallet_id, True
 
     async def balance(self, wallet_id: str) -> int:
@@ -436,6 +441,28 @@ class WalletStore:
             "nothing was written, repeat the request with the same nonce"
         )
 
+    def _likely_refused_in(self, group: Sequence[Request[_Job]], request: Request[_Job]) -> bool:
+        """The commit queue's question: would ``request`` be refused after ``group``, as hinted?
+
+        Asked while the request's wallets have nothing of this process in flight, so a hint is
+        this process's latest knowledge; the group's earlier legs on those wallets count first.
+        """
+        legs = legs_of(request.value.command)
+        hints = self._hints
+        if all(hints.get(leg.wallet_id) is None for leg in legs):
+            return False
+        pending: dict[str, int] = {}
+        wallets = set(request.wallets)
+        for earlier in group:
+            if wallets.isdisjoint(earlier.wallets):
+                continue
+            for leg in legs_of(earlier.value.command):
+                pending[leg.wallet_id] = pending.get(leg.wallet_id, 0) + leg.delta
+        if not hints.likely_refused(legs, pending):
+            return False
+        self.telemetry.count(metrics.HINTED_SINGLES)
+        return True
+
     def _count_group(self, size: int) -> None:
         if size > 1:
             self.telemetry.count(metrics.GROUP_COMMITS)
@@ -479,7 +506,11 @@ class WalletStore:
             )
             try:
                 await self._call("TransactWriteItems", payload)
+            except OutcomeUnknownError:  # perhaps applied: these balances are no longer known
+                self._hints.forget(wallet.wallet_id for wallet in wallet_writes(postings))
+                raise
             except DynamoDBError as error:  # cancelled (anything else is raised as a domain error)
+                self._hints.learn(observed_balances(postings, _reasons(error)))
                 if len(remaining) == 1:
                     remaining[0].value.cancelled = error
                     return leftovers
@@ -508,6 +539,8 @@ class WalletStore:
                     await self._sleep(self.retry.delay(0))
                 remaining = kept
             else:
+                if wrong := self._hints.committed(leg for posting in postings for leg in posting.legs):
+                    self.telemetry.count(metrics.HINT_MISSES, wrong)
                 return leftovers
         return leftovers
 

@@ -173,9 +173,10 @@ def test_only_the_requests_a_cancellation_names_leave_a_group_and_the_rest_commi
     other_server = WalletStore(settings)
 
     async def scenario() -> tuple[list[str], list[Any]]:
-        a, b = await _wallets(store, 2)
-        # (written by another server: this one does not remember the nonce, so a repeat of it
-        # reaches DynamoDB and is refused by the nonce's record there)
+        # (created and funded by another server: this one neither remembers the nonce, so a
+        # repeat of it reaches DynamoDB and is refused by the nonce's record there, nor has a
+        # balance hint of the wallets, so every request joins the group: wallet.balance_hints)
+        a, b = await _wallets(other_server, 2)
         await other_server.execute(Deposit(a, 10, "fund"))
         # GIVEN one request in flight and a group behind it in which one transfer overdraws only
         # after an earlier one of the group ("overdraw": 7 of the 4 left by "ok"), one asks more

@@ -662,3 +662,47 @@ def test_drain_of_an_idle_queue_returns_at_once() -> None:
         await asyncio.wait_for(queue.drain(), 1)
 
     asyncio.run(scenario())
+
+
+def test_a_request_goes_alone_says_would_be_refused_leaves_in_a_transaction_of_its_own() -> None:
+    async def scenario() -> None:
+        fake = FakeCommit()
+        asked: list[tuple[list[str], str]] = []
+
+        def goes_alone(group: Sequence[Request[str]], request: Request[str]) -> bool:
+            asked.append(([each.value for each in group], request.value))
+            return request.value == "short"
+
+        queue = CommitQueue(fake, max_in_flight=1, max_requests=10, goes_alone=goes_alone)
+        # GIVEN one transaction in flight on a, and waiting behind it: requests on b, then one on
+        # c the predicate calls short, a later one on c, and one on d
+        first = _start(queue.submit(_request("r1", "a")))
+        await _settle()
+        asked.clear()
+        waiting = [
+            _start(queue.submit(_request(value, wallet)))
+            for value, wallet in (("r2", "b"), ("short", "c"), ("r4", "c"), ("r5", "d"))
+        ]
+        await _settle()
+
+        # WHEN the transaction in flight completes
+        fake.finish(0)
+        await _settle()
+        # THEN the group leaves without the short one, which was asked with the group formed
+        # before it; the later request on c was never asked (its wallet was held by the short one)
+        assert fake.groups == [["r1"], ["r2", "r5"]]
+        assert asked == [([], "r2"), (["r2"], "short"), (["r2"], "r5")]
+
+        # AND the short one leaves next in a transaction of its own, then the one behind it
+        fake.finish(1)
+        await _settle()
+        assert fake.groups[2] == ["short"]
+        fake.finish(2)
+        await _settle()
+        assert fake.groups[3] == ["r4"]
+        fake.finish(3)
+        await _settle()
+        assert first.result() is None
+        assert [task.result() for task in waiting] == [None] * 4
+
+    asyncio.run(scenario())
