@@ -3,8 +3,9 @@
 A closed-loop benchmark (``bench/hot_wallet.py``) never offers more than the server answers, so
 it cannot see a server that slows down under its own retries. Here requests arrive as a Poisson
 process at ``--load`` (60 % by default) of the capacity measured closed-loop just before, on the
-same system; every latency counts from the request's *scheduled* arrival, so time a request spent
-waiting for a free client thread counts too (no coordinated omission).
+same system (the median of ``--capacity-rounds`` measurements, 3 by default: one varies by a
+quarter on a shared machine); every latency counts from the request's *scheduled* arrival, so time
+a request spent waiting for a free client thread counts too (no coordinated omission).
 
 Mixes, each run beside the clean one in the same run:
 
@@ -294,11 +295,15 @@ def measure(args: argparse.Namespace, environment: dict[str, str]) -> list[Resul
                     if not ids:
                         ids = fund(urls[0], args.wallets, args.clients)
                     warm_up(urls, ids)
-                    measured = capacity(urls, pids, ids, args.clients, args.capacity_seconds)
+                    each = [
+                        capacity(urls, pids, ids, args.clients, args.capacity_seconds)
+                        for _ in range(args.capacity_rounds)
+                    ]
+                    measured = statistics.median(each)
                     rate = args.rate or max(1.0, measured * args.load)
                     print(
-                        f"{system} / {topology}: closed-loop capacity {measured:,.0f}/s; "
-                        f"offering {rate:,.0f}/s",
+                        f"{system} / {topology}: closed-loop capacity {measured:,.0f}/s (median of "
+                        f"{', '.join(f'{value:,.0f}' for value in each)}); offering {rate:,.0f}/s",
                         flush=True,
                     )
                     for round_ in range(args.rounds):
@@ -383,6 +388,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--capacity-seconds", type=float, default=10.0, help="closed-loop seconds (default 10)"
     )
+    parser.add_argument(
+        "--capacity-rounds",
+        type=int,
+        default=3,
+        help="closed-loop measurements per system and topology, the median taken (default 3)",
+    )
     parser.add_argument("--load", type=float, default=0.6, help="share of capacity offered (default 0.6)")
     parser.add_argument(
         "--rate",
@@ -406,6 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.seconds, args.capacity_seconds, args.clients, args.threads = 2.0, 2.0, 4, 16
+        args.capacity_rounds = 1
         args.wallets, args.processes = 20, 2
     with tempfile.TemporaryDirectory(prefix="walletlake-open-", dir=args.stack_parent) as tmp:
         print(f"starting the embedded stack under {tmp} ...", flush=True)
