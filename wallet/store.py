@@ -39,7 +39,9 @@ of times. One cancelled for a refusal is read (:func:`wallet.cancellation.read_g
 a used nonce is answered from its record at once, as is a missing wallet or a payer holding less
 than the amount; a request refused only by the group's order (funds an earlier leg spent) is
 written alone afterwards; and the others go again together at once, holding their wallets, so
-a refusal costs them one round trip. Every TransactWriteItems carries a ``ClientRequestToken``:
+a refusal costs them one round trip. A request this process's balance hints call short
+(:mod:`wallet.balance_hints`) never joins a group: it is written alone, so it cancels nobody
+else's transaction. Every TransactWriteItems carries a ``ClientRequestToken``:
 repeating one whose answer was lost commits nothing twice and answers as the first did.
 
 When no attempt of a write was answered, the outcome is unknown and the answer says so
