@@ -25,13 +25,15 @@ so "before" and "after" are figures of one run on one machine.
 
 Prints, per system, topology and mix: offered and answered requests, p50 / p99 from the scheduled
 arrival (over every round), answers by status, and the p99 as a multiple of the clean mix's. Goal
-(issue 27): every mix's p99 within 1.5x the clean p99, and no 429 below capacity. With
-``--rounds N`` the mixes run N times, interleaved, and the verdict takes the median of the N
-per-round ratios. Before measuring, every server answers one refusal, one transfer and its replay
+(issue 27): every mix's p99 within 1.5x the clean p99, and no 429 below capacity. The mixes run
+``--rounds`` times (10) for ``--seconds`` (5) each, interleaved, and the verdict compares p99s
+pooled over every round (:func:`verdicts`), each round's own ratio printed beside it. The
+stale-clock writer's own answers are not the measured servers': they are left out of the p99 and
+shown on their own ("writer"). Before measuring, every server answers one refusal, one transfer and its replay
 (a warm-up: the first of each in a fresh process pays one-off costs).
 
     .venv/bin/python bench/open_loop.py --baseline-ref febd2e1          # before and after
-    .venv/bin/python bench/open_loop.py --rounds 3 --seconds 20          # p99 over 3 interleaved rounds
+    .venv/bin/python bench/open_loop.py --rounds 20 --seconds 5          # p99 over 20 interleaved rounds
     .venv/bin/python bench/open_loop.py --quick                          # seconds: does it run
 """
 
@@ -100,6 +102,8 @@ class Result:
     offered: int
     latencies_ms: list[float]
     statuses: dict[int, int]
+    #: Latencies of the stale-clock writer's own answers (not the measured servers'; see arrivals()).
+    writer_ms: list[float] = dataclasses.field(default_factory=list)
 
     @property
     def answered(self) -> int:
@@ -118,6 +122,8 @@ class Arrival:
     url: str
     path: str
     body: bytes
+    #: False for a write through the stale-clock writer: it provokes refusals, it is not measured.
+    measured: bool = True
 
 
 class Recent:
@@ -172,7 +178,7 @@ def arrivals(
         path = f"/api/v1/wallets/{payer}/transfer/{payee}/"
         body = orjson.dumps({"amount": str(amount), "nonce": f"{prefix}-{count}"})
         recent.add(due, path, body)
-        yield Arrival(due, url, path, body)
+        yield Arrival(due, url, path, body, measured=url != skewed_url)
 
 
 def open_loop(
@@ -181,6 +187,7 @@ def open_loop(
     """Send ``schedule`` on time from ``threads`` client threads; latency from each scheduled arrival."""
     work: queue.Queue[Arrival | None] = queue.Queue()
     latencies: list[float] = []
+    writer: list[float] = []
     statuses: collections.Counter[int] = collections.Counter()
     lock = threading.Lock()
 
@@ -195,7 +202,7 @@ def open_loop(
                 status = 0  # no answer
             elapsed = (time.perf_counter() - start - arrival.due) * 1000
             with lock:
-                latencies.append(elapsed)
+                (latencies if arrival.measured else writer).append(elapsed)
                 statuses[status] += 1
         manager.clear()
 
@@ -212,7 +219,7 @@ def open_loop(
         work.put(None)
     for thread in workers:
         thread.join()
-    return Result(*name, rate, len(schedule), latencies, dict(sorted(statuses.items())))
+    return Result(*name, rate, len(schedule), latencies, dict(sorted(statuses.items())), writer)
 
 
 @contextlib.contextmanager
@@ -328,10 +335,11 @@ def pooled(results: list[Result]) -> list[Result]:
     for result in results:
         key = (result.system, result.topology, result.mix)
         if key not in merged:
-            merged[key] = dataclasses.replace(result, latencies_ms=[], statuses={}, offered=0)
+            merged[key] = dataclasses.replace(result, latencies_ms=[], statuses={}, offered=0, writer_ms=[])
         into = merged[key]
         into.offered += result.offered
         into.latencies_ms.extend(result.latencies_ms)
+        into.writer_ms.extend(result.writer_ms)
         for status, count in result.statuses.items():
             into.statuses[status] = into.statuses.get(status, 0) + count
     return list(merged.values())
@@ -341,9 +349,16 @@ def line(result: Result, clean_p99: float | None) -> str:
     """One row of the table."""
     p50, p99 = result.percentile(0.5), result.percentile(0.99)
     ratio = f"{p99 / clean_p99:>5.2f}x" if clean_p99 else "     "
+    writer = ""
+    if result.writer_ms:
+        ordered = sorted(result.writer_ms)
+        writer = (
+            f"  writer: {len(ordered)}, p99 {ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]:.1f} ms"
+        )
     return (
         f"{result.system:<7} {result.topology:<11} {result.mix:<15} {result.rate:>6,.0f}/s "
         f"{result.offered:>7,} {result.answered:>7,} {p50:>7.1f} {p99:>7.1f} {ratio}  {result.statuses}"
+        + writer
     )
 
 
@@ -361,15 +376,20 @@ def round_ratios(results: list[Result]) -> dict[tuple[str, str, str], list[float
 def verdicts(results: list[Result]) -> list[str]:
     """The goal's PASS/FAIL lines: p99 within 1.5x the clean mix's, and no 429 below capacity.
 
-    The ratio judged is the median over the rounds of each round's ratio (one round: that
-    round's): a stall of the machine or of DynamoDB Local's collector in one phase does not decide.
+    The ratio judged is the pooled one: each mix's p99 over every round's answers against the
+    clean mix's. The rounds interleave the mixes, so a stall of the machine or of DynamoDB Local's
+    collector lands on any mix alike; a phase's own p99 is one stall more or less (on this 2-core
+    machine a clean phase's p99 ranged 30 to 210 ms within one run), so many short rounds judge
+    better than a few long ones. Each round's own ratio is printed beside it.
     """
     lines = []
     ratios = round_ratios(results)
-    for result in pooled(results):
+    merged = pooled(results)
+    clean = {(r.system, r.topology): r.percentile(0.99) for r in merged if r.mix == "clean"}
+    for result in merged:
         key = (result.system, result.topology, result.mix)
         label = " / ".join(key)
-        ratio = statistics.median(ratios[key])
+        ratio = result.percentile(0.99) / clean[(result.system, result.topology)]
         each = ", ".join(f"{value:.2f}" for value in ratios[key])
         throttled = result.statuses.get(429, 0)
         ok = ratio <= 1.5 and throttled == 0
@@ -384,7 +404,9 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--baseline-ref", help="a git revision whose server runs beside this tree's")
-    parser.add_argument("--seconds", type=float, default=30.0, help="open-loop seconds per mix (default 30)")
+    parser.add_argument(
+        "--seconds", type=float, default=5.0, help="open-loop seconds per mix and round (default 5)"
+    )
     parser.add_argument(
         "--capacity-seconds", type=float, default=10.0, help="closed-loop seconds (default 10)"
     )
@@ -410,14 +432,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=27)
     parser.add_argument(
-        "--rounds", type=int, default=1, help="passes over the mixes, interleaved and pooled (default 1)"
+        "--rounds", type=int, default=10, help="passes over the mixes, interleaved and pooled (default 10)"
     )
     parser.add_argument("--quick", action="store_true", help="seconds, to check the bench runs")
     parser.add_argument("--stack-parent", default=_default_stack_parent())
     args = parser.parse_args(argv)
     if args.quick:
         args.seconds, args.capacity_seconds, args.clients, args.threads = 2.0, 2.0, 4, 16
-        args.capacity_rounds = 1
+        args.capacity_rounds, args.rounds = 1, 1
         args.wallets, args.processes = 20, 2
     with tempfile.TemporaryDirectory(prefix="walletlake-open-", dir=args.stack_parent) as tmp:
         print(f"starting the embedded stack under {tmp} ...", flush=True)
