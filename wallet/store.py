@@ -209,6 +209,8 @@ class _Job:
     command: Movement
     request_hash: str
     txn_id: str
+    #: The command's legs, for the balance hints' question (asked each time a group forms).
+    legs: tuple[Leg, ...] = ()
     not_before: int = 0
     posting: Posting | None = None
     receipt: Receipt | None = None
@@ -402,7 +404,7 @@ class WalletStore:
     async def _write(self, command: Movement, fingerprint: str) -> Receipt:
         """:meth:`execute`'s write through the commit queue, with its retries; no other request of
         this process writes the same nonce meanwhile."""
-        job = _Job(command, fingerprint, str(uuid.uuid4()))  # one txn_id across retries
+        job = _Job(command, fingerprint, str(uuid.uuid4()), legs_of(command))  # one txn_id across retries
         request = Request(_wallets_of(command), transaction_key(command.wallet_id, command.nonce), job)
         for attempt in range(self.retry.conflict_attempts):
             job.reset()
@@ -449,7 +451,7 @@ class WalletStore:
         Asked while the request's wallets have nothing of this process in flight, so a hint is
         this process's latest knowledge; the group's earlier legs on those wallets count first.
         """
-        legs = legs_of(request.value.command)
+        legs = request.value.legs
         hints = self._hints
         if all(hints.get(leg.wallet_id) is None for leg in legs):
             return False
@@ -458,7 +460,7 @@ class WalletStore:
         for earlier in group:
             if wallets.isdisjoint(earlier.wallets):
                 continue
-            for leg in legs_of(earlier.value.command):
+            for leg in earlier.value.legs:
                 pending[leg.wallet_id] = pending.get(leg.wallet_id, 0) + leg.delta
         if not hints.likely_refused(legs, pending):
             return False
