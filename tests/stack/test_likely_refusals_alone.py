@@ -22,10 +22,10 @@ from contracts import api_metrics as metrics
 from contracts.settings import Settings
 from contracts.wallets_table import Attr
 from wallet.commands import CreateWallet, Deposit, Transfer
-from wallet.dynamodb import DynamoDBClient
-from wallet.errors import InsufficientFundsError
+from wallet.dynamodb import DynamoDBClient, DynamoDBTransportError
+from wallet.errors import InsufficientFundsError, OutcomeUnknownError
 from wallet.receipts import Receipt
-from wallet.store import WalletStore
+from wallet.store import RetryPolicy, WalletStore
 
 pytestmark = pytest.mark.stack
 
@@ -159,3 +159,49 @@ def test_a_hint_too_high_is_set_right_by_the_cancellation_it_meets(settings: Set
     table = assert_chains(settings, wallets)
     a, b, c = wallets
     assert {w: table.wallets[w][Attr.BALANCE] for w in wallets} == {a: 5, b: 95, c: 4}
+
+
+class _AnswerLost(ScriptedDynamoDB):
+    """Commits the chosen nonce's writes on DynamoDB Local, then loses every answer of them."""
+
+    def __init__(self, client: DynamoDBClient, nonce: str) -> None:
+        super().__init__(client)
+        self.nonce = nonce
+
+    async def call(
+        self, operation: str, payload: dict[str, Any], *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        answer = await super().call(operation, payload, timeout=timeout)
+        if self.writes and self.writes[-1] == [self.nonce] and operation == "TransactWriteItems":
+            raise DynamoDBTransportError("connection reset after the request was sent", sent=True)
+        return answer
+
+
+def test_a_write_of_unknown_outcome_leaves_its_wallets_without_a_hint(settings: Settings) -> None:
+    client = _AnswerLost(DynamoDBClient(settings.region), "lost")
+    store = WalletStore(
+        settings.replace(writes_in_flight=1),
+        dynamodb=cast(DynamoDBClient, client),
+        retry=RetryPolicy(base_delay=0.001, max_delay=0.002),
+    )
+
+    async def scenario() -> list[Any]:
+        # GIVEN wallets this store created (hints 0), and a deposit whose answers are all lost
+        a, b, c = await _wallets(store, 3)
+        lost = await _outcomes(store.execute(Deposit(a, 100, "lost")))
+        # WHEN a debit of a arrives in a group behind a transaction in flight
+        later = await _outcomes(
+            store.execute(Deposit(c, 1, "first")),
+            store.execute(Transfer(a, b, 60, "t1")),
+            store.execute(Deposit(b, 1, "d1")),
+        )
+        return lost + later
+
+    outcomes = asyncio.run(scenario())
+
+    # THEN the deposit's outcome was unknown to the store (it did commit: the debit applies)
+    assert isinstance(outcomes[0], OutcomeUnknownError)
+    assert outcomes[1:] == ["applied"] * 3
+    # AND a's hint was dropped, not kept at 0: the debit joined the group instead of going alone
+    assert client.writes[-2:] == [["first"], ["t1", "d1"]]
+    assert store.telemetry.snapshot()[metrics.HINTED_SINGLES] == 0
