@@ -110,8 +110,18 @@ class Result:
         return sum(count for status, count in self.statuses.items() if status > 0)
 
     def percentile(self, q: float) -> float:
-        ordered = sorted(self.latencies_ms)
-        return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else float("nan")
+        return percentile(self.latencies_ms, q)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` (nearest rank); NaN for none."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else float("nan")
+
+
+def clean_p99(results: list[Result]) -> dict[tuple[str, str], float]:
+    """Each system and topology's clean-mix p99: what every other mix is measured against."""
+    return {(r.system, r.topology): r.percentile(0.99) for r in results if r.mix == "clean"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -351,10 +361,7 @@ def line(result: Result, clean_p99: float | None) -> str:
     ratio = f"{p99 / clean_p99:>5.2f}x" if clean_p99 else "     "
     writer = ""
     if result.writer_ms:
-        ordered = sorted(result.writer_ms)
-        writer = (
-            f"  writer: {len(ordered)}, p99 {ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]:.1f} ms"
-        )
+        writer = f"  writer: {len(result.writer_ms)}, p99 {percentile(result.writer_ms, 0.99):.1f} ms"
     return (
         f"{result.system:<7} {result.topology:<11} {result.mix:<15} {result.rate:>6,.0f}/s "
         f"{result.offered:>7,} {result.answered:>7,} {p50:>7.1f} {p99:>7.1f} {ratio}  {result.statuses}"
@@ -385,7 +392,7 @@ def verdicts(results: list[Result]) -> list[str]:
     lines = []
     ratios = round_ratios(results)
     merged = pooled(results)
-    clean = {(r.system, r.topology): r.percentile(0.99) for r in merged if r.mix == "clean"}
+    clean = clean_p99(merged)
     for result in merged:
         key = (result.system, result.topology, result.mix)
         label = " / ".join(key)
@@ -446,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
         with EmbeddedStack(Path(tmp) / "stack") as stack, patched_environ(stack.environment()):
             by_round = measure(args, stack.environment())
     results = pooled(by_round)
-    clean = {(r.system, r.topology): r.percentile(0.99) for r in results if r.mix == "clean"}
+    clean = clean_p99(results)
     print(
         f"\n{'system':<7} {'topology':<11} {'mix':<15} {'offered':>8} {'sent':>7} {'answered':>7} "
         f"{'p50 ms':>7} {'p99 ms':>7} {'/clean':>6}  statuses"

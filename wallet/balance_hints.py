@@ -34,8 +34,8 @@ from typing import Final
 from contracts.money import MAX_BALANCE
 from wallet.posting import Leg
 
-#: Wallets whose balance a process keeps a hint of: a dict entry of a UUID key and an int is
-#: about 200 bytes in CPython, so 20 MB at most, the same bound as the store's stamps.
+#: Wallets whose balance a process keeps a hint of: a hint with its UUID key is about 160 bytes in
+#: CPython (measured with tracemalloc over 100,000 of them: 16 MB), the same bound as the store's stamps.
 HINTS_KEPT: Final = 100_000
 
 

@@ -11,49 +11,31 @@ increasing, balances exact.
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import Awaitable
 from typing import Any
 
 import pytest
+from support.store_calls import create_wallets, settled
 from support.wallet_table import assert_chains
 
 from contracts import api_metrics as metrics
 from contracts.settings import Settings
 from contracts.wallets_table import Attr
-from wallet.commands import CreateWallet, Deposit, Transfer
+from wallet.commands import Deposit, Transfer
 from wallet.errors import IdempotencyKeyReusedError, InsufficientFundsError, WalletNotFoundError
-from wallet.receipts import Receipt
 from wallet.store import WalletStore
 
 pytestmark = pytest.mark.stack
-
-
-async def _wallets(store: WalletStore, count: int) -> list[str]:
-    return [(await store.create_wallet(CreateWallet(str(uuid.uuid4()))))[0] for _ in range(count)]
-
-
-async def _settled(*calls: Awaitable[Receipt]) -> list[Any]:
-    """Each call's outcome or the exception it raised, all started before any is sent."""
-    return [outcome(each) for each in await asyncio.gather(*calls, return_exceptions=True)]
-
-
-def outcome(result: object) -> object:
-    """``"applied"`` or ``"replayed"`` for a receipt; an exception as it is."""
-    if isinstance(result, Receipt):
-        return "replayed" if result.replayed else "applied"
-    return result
 
 
 def test_requests_waiting_on_a_busy_process_commit_as_one_transaction(settings: Settings) -> None:
     store = WalletStore(settings.replace(writes_in_flight=1))
 
     async def scenario() -> tuple[list[str], list[Any]]:
-        a, b, c = await _wallets(store, 3)
+        a, b, c = await create_wallets(store, 3)
         await store.execute(Deposit(a, 100, "fund"))
         # GIVEN one transaction in flight (the first request) and nine more arriving meanwhile,
         # most of them on the same wallets
-        outcomes = await _settled(
+        outcomes = await settled(
             store.execute(Deposit(c, 1, "first")),
             store.execute(Transfer(a, b, 30, "t1")),
             store.execute(Transfer(b, c, 20, "t2")),
@@ -105,12 +87,12 @@ def test_a_cancelled_group_answers_each_request_as_it_would_be_answered_alone(se
     store = WalletStore(settings.replace(writes_in_flight=1))
 
     async def scenario() -> tuple[list[str], list[Any]]:
-        a, b, c = await _wallets(store, 3)
+        a, b, c = await create_wallets(store, 3)
         await store.execute(Deposit(a, 10, "fund"))
         await store.execute(Deposit(b, 5, "used"))
         # GIVEN one transaction in flight and, waiting behind it, a group in which one transfer
         # overdraws, one wallet does not exist, one nonce is replayed and one reused
-        return [a, b, c], await _settled(
+        return [a, b, c], await settled(
             store.execute(Deposit(c, 1, "first")),
             store.execute(Transfer(a, b, 6, "t1")),
             store.execute(Transfer(a, b, 6, "t2")),

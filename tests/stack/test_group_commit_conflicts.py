@@ -28,6 +28,7 @@ from support.dynamodb_faults import (
     first_attempts_of_groups,
     nonces_of,
 )
+from support.store_calls import create_wallets, outcome
 from support.wallet_http import serve
 from support.wallet_table import assert_chains
 
@@ -35,21 +36,13 @@ from contracts import api_metrics as metrics
 from contracts.settings import Settings
 from contracts.wallets_table import Attr
 from wallet.cancellation import conflict_only
-from wallet.commands import CreateWallet, Deposit, Transfer
+from wallet.commands import Deposit, Transfer
 from wallet.dynamodb import DynamoDBClient
 from wallet.errors import InsufficientFundsError, WalletNotFoundError
-from wallet.receipts import Receipt
 from wallet.store import RetryPolicy, WalletStore
 
 #: Short pauses (the policy's shape, not its scale, is under test); four tries of a conflicted group.
 FAST = RetryPolicy(base_delay=0.001, max_delay=0.005, group_conflict_attempts=4)
-
-
-def outcome(result: object) -> object:
-    """``"applied"`` or ``"replayed"`` for a receipt; an exception as it is."""
-    if isinstance(result, Receipt):
-        return "replayed" if result.replayed else "applied"
-    return result
 
 
 def _store(settings: Settings, **changes: Any) -> tuple[WalletStore, ScriptedDynamoDB]:
@@ -58,15 +51,11 @@ def _store(settings: Settings, **changes: Any) -> tuple[WalletStore, ScriptedDyn
     return store, client
 
 
-async def _wallets(store: WalletStore, count: int) -> list[str]:
-    return [(await store.create_wallet(CreateWallet(str(uuid.uuid4()))))[0] for _ in range(count)]
-
-
 def _group_scenario(store: WalletStore) -> tuple[list[str], list[Any]]:
     """One request in flight alone ("first"), then six that wait behind it and leave as one group."""
 
     async def scenario() -> tuple[list[str], list[Any]]:
-        a, b, c = await _wallets(store, 3)
+        a, b, c = await create_wallets(store, 3)
         await store.execute(Deposit(a, 100, "fund"))
         outcomes = await asyncio.gather(
             store.execute(Deposit(c, 1, "first")),
@@ -176,7 +165,7 @@ def test_only_the_requests_a_cancellation_names_leave_a_group_and_the_rest_commi
         # (created and funded by another server: this one neither remembers the nonce, so a
         # repeat of it reaches DynamoDB and is refused by the nonce's record there, nor has a
         # balance hint of the wallets, so every request joins the group: wallet.balance_hints)
-        a, b = await _wallets(other_server, 2)
+        a, b = await create_wallets(other_server, 2)
         await other_server.execute(Deposit(a, 10, "fund"))
         # GIVEN one request in flight and a group behind it in which one transfer overdraws only
         # after an earlier one of the group ("overdraw": 7 of the 4 left by "ok"), one asks more

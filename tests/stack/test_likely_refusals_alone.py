@@ -11,20 +11,19 @@ one table, over HTTP, and check the answers, the transactions sent, and the ledg
 from __future__ import annotations
 
 import asyncio
-import uuid
 from typing import Any, cast
 
 import pytest
 from support.dynamodb_faults import ScriptedDynamoDB
+from support.store_calls import create_wallets, settled
 from support.wallet_table import assert_chains
 
 from contracts import api_metrics as metrics
 from contracts.settings import Settings
 from contracts.wallets_table import Attr
-from wallet.commands import CreateWallet, Deposit, Transfer
+from wallet.commands import Deposit, Transfer
 from wallet.dynamodb import DynamoDBClient, DynamoDBTransportError
 from wallet.errors import InsufficientFundsError, OutcomeUnknownError
-from wallet.receipts import Receipt
 from wallet.store import RetryPolicy, WalletStore
 
 pytestmark = pytest.mark.stack
@@ -36,25 +35,16 @@ def _store(settings: Settings) -> tuple[WalletStore, ScriptedDynamoDB]:
     return WalletStore(settings.replace(writes_in_flight=1), dynamodb=cast(DynamoDBClient, client)), client
 
 
-async def _wallets(store: WalletStore, count: int) -> list[str]:
-    return [(await store.create_wallet(CreateWallet(str(uuid.uuid4()))))[0] for _ in range(count)]
-
-
-async def _outcomes(*calls: Any) -> list[Any]:
-    results = await asyncio.gather(*calls, return_exceptions=True)
-    return ["applied" if isinstance(each, Receipt) and not each.replayed else each for each in results]
-
-
 def test_a_debit_beyond_the_hinted_balance_is_written_alone_and_cancels_no_group(settings: Settings) -> None:
     store, client = _store(settings)
 
     async def scenario() -> tuple[list[str], list[Any]]:
         # GIVEN wallets this store created and funded: it knows their balances
-        a, b, c, d, e = await _wallets(store, 5)
+        a, b, c, d, e = await create_wallets(store, 5)
         await store.execute(Deposit(a, 10, "fund-a"))
         await store.execute(Deposit(c, 10, "fund-c"))
         # WHEN, behind a transaction in flight, a group forms with a debit beyond a's 10 in it
-        return [a, b, c, d, e], await _outcomes(
+        return [a, b, c, d, e], await settled(
             store.execute(Deposit(e, 1, "first")),
             store.execute(Transfer(c, d, 3, "t1")),
             store.execute(Transfer(a, b, 1_000, "beyond")),
@@ -93,15 +83,15 @@ def test_a_hint_too_low_costs_one_request_written_alone_then_the_wallet_is_forgo
 
     async def scenario() -> tuple[list[str], list[Any]]:
         # GIVEN a wallet this store created (hint 0) that another server funded
-        a, b, c = await _wallets(store, 3)
+        a, b, c = await create_wallets(store, 3)
         await other_server.execute(Deposit(a, 50, "fund"))
-        first = await _outcomes(
+        first = await settled(
             store.execute(Deposit(c, 1, "first")),
             store.execute(Transfer(a, b, 20, "t1")),
             store.execute(Deposit(b, 1, "d1")),
         )
         # (then, with the hint gone, two debits of a wait behind a transaction in flight)
-        second = await _outcomes(
+        second = await settled(
             store.execute(Deposit(c, 1, "second")),
             store.execute(Transfer(a, b, 1, "t2")),
             store.execute(Transfer(a, b, 1, "t3")),
@@ -128,17 +118,17 @@ def test_a_hint_too_high_is_set_right_by_the_cancellation_it_meets(settings: Set
 
     async def scenario() -> tuple[list[str], list[Any]]:
         # GIVEN a wallet this store funded with 100 (hint 100) that another server then drew 95 from
-        a, b, c = await _wallets(store, 3)
+        a, b, c = await create_wallets(store, 3)
         await store.execute(Deposit(a, 100, "fund"))
         await other_server.execute(Transfer(a, b, 95, "elsewhere"))
         # WHEN a debit of 50 joins a group (the hint says it fits)
-        first = await _outcomes(
+        first = await settled(
             store.execute(Deposit(c, 1, "first")),
             store.execute(Transfer(a, b, 50, "t1")),
             store.execute(Deposit(c, 1, "d1")),
         )
         # AND later another debit of 50 arrives behind a transaction in flight
-        second = await _outcomes(
+        second = await settled(
             store.execute(Deposit(c, 1, "second")),
             store.execute(Deposit(c, 1, "d2")),
             store.execute(Transfer(a, b, 50, "t2")),
@@ -187,10 +177,10 @@ def test_a_write_of_unknown_outcome_leaves_its_wallets_without_a_hint(settings: 
 
     async def scenario() -> list[Any]:
         # GIVEN wallets this store created (hints 0), and a deposit whose answers are all lost
-        a, b, c = await _wallets(store, 3)
-        lost = await _outcomes(store.execute(Deposit(a, 100, "lost")))
+        a, b, c = await create_wallets(store, 3)
+        lost = await settled(store.execute(Deposit(a, 100, "lost")))
         # WHEN a debit of a arrives in a group behind a transaction in flight
-        later = await _outcomes(
+        later = await settled(
             store.execute(Deposit(c, 1, "first")),
             store.execute(Transfer(a, b, 60, "t1")),
             store.execute(Deposit(b, 1, "d1")),

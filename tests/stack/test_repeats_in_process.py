@@ -12,17 +12,17 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import uuid
 from typing import Any, cast
 
 import pytest
 from support.dynamodb_faults import ScriptedDynamoDB
+from support.store_calls import create_wallets
 from support.wallet_table import assert_chains
 
 from contracts import api_metrics as metrics
 from contracts.settings import Settings
 from contracts.wallets_table import Attr
-from wallet.commands import CreateWallet, Deposit, Transfer
+from wallet.commands import Deposit, Transfer
 from wallet.dynamodb import DynamoDBClient
 from wallet.errors import IdempotencyKeyReusedError, InsufficientFundsError
 from wallet.receipts import Receipt
@@ -35,10 +35,6 @@ def _store(settings: Settings, clock_ms: Any = None) -> tuple[WalletStore, Scrip
     client = ScriptedDynamoDB(DynamoDBClient(settings.region))
     extra = {"clock_ms": clock_ms} if clock_ms else {}
     return WalletStore(settings, dynamodb=cast(DynamoDBClient, client), **extra), client
-
-
-async def _wallets(store: WalletStore, count: int) -> list[str]:
-    return [(await store.create_wallet(CreateWallet(str(uuid.uuid4()))))[0] for _ in range(count)]
 
 
 async def _until(condition: Any, seconds: float = 10.0) -> None:
@@ -58,7 +54,7 @@ def test_repeats_of_a_request_in_flight_wait_for_it_and_replay_it_without_a_writ
     store, client = _store(settings)
 
     async def scenario() -> tuple[list[str], list[Receipt | BaseException]]:
-        a, b = await _wallets(store, 2)
+        a, b = await create_wallets(store, 2)
         await store.execute(Deposit(a, 100, "fund"))
         # GIVEN a transfer held in flight (its TransactWriteItems waits at a gate)
         client.gate = threading.Event()
@@ -92,7 +88,7 @@ def test_a_repeat_after_the_answer_replays_from_memory_and_another_body_is_dynam
     store, client = _store(settings)
 
     async def scenario() -> tuple[Receipt, Receipt, BaseException | Receipt, BaseException | Receipt]:
-        a, b = await _wallets(store, 2)
+        a, b = await create_wallets(store, 2)
         await store.execute(Deposit(a, 100, "fund"))
         first = await store.execute(Transfer(a, b, 30, "pay"))
         again = await store.execute(Transfer(a, b, 30, "pay"))
@@ -118,7 +114,7 @@ def test_a_refused_first_attempt_leaves_its_repeat_to_dynamodb(settings: Setting
     store, client = _store(settings)
 
     async def scenario() -> list[Any]:
-        a, b = await _wallets(store, 2)
+        a, b = await create_wallets(store, 2)
         await store.execute(Deposit(a, 10, "fund"))
         client.gate = threading.Event()
         first = asyncio.ensure_future(store.execute(Transfer(a, b, 30, "pay")))
@@ -141,7 +137,7 @@ def test_the_memory_forgets_a_nonce_when_its_window_ends(settings: Settings) -> 
     store, client = _store(settings, clock_ms=lambda: time.time_ns() // 1_000_000 + offset_ms[0])
 
     async def scenario() -> tuple[Receipt, Receipt, Receipt]:
-        (a,) = await _wallets(store, 1)
+        (a,) = await create_wallets(store, 1)
         first = await store.execute(Deposit(a, 5, "pay"))
         # one second before the window's end the repeat is still a replay from memory
         window_ms = settings.idempotency_window_seconds * 1000
