@@ -60,7 +60,7 @@ import urllib3
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from write_path import _default_stack_parent, fund, run_phase
+from write_path import _default_stack_parent, collector_paused, fund, run_phase
 
 from walletlake.api_server import ApiFleet, ThreadedApiServer
 from walletlake.local import EmbeddedStack, patched_environ
@@ -217,18 +217,19 @@ def open_loop(
         manager.clear()
 
     workers = [threading.Thread(target=worker, daemon=True) for _ in range(threads)]
-    for thread in workers:
-        thread.start()
-    start = time.perf_counter()
-    for arrival in schedule:
-        delay = start + arrival.due - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
-        work.put(arrival)
-    for _ in workers:
-        work.put(None)
-    for thread in workers:
-        thread.join()
+    with collector_paused():  # the clients' own pauses are not the servers' latency
+        for thread in workers:
+            thread.start()
+        start = time.perf_counter()
+        for arrival in schedule:
+            delay = start + arrival.due - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            work.put(arrival)
+        for _ in workers:
+            work.put(None)
+        for thread in workers:
+            thread.join()
     return Result(*name, rate, len(schedule), latencies, dict(sorted(statuses.items())), writer)
 
 

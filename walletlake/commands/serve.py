@@ -106,9 +106,15 @@ def _run(args: argparse.Namespace) -> int:
     settings = Settings.from_env().replace(**flags)
     os.environ.update(settings.to_env(SERVER_VARIABLES))
     log_config = copy.deepcopy(LOGGING_CONFIG)
-    # Let the write path's own event lines (throttles, DynamoDB failures) reach the same stream.
+    # Let the write path's own event lines (throttles, DynamoDB failures) reach the same stream,
+    # once: the CLI's root handler would print each a second time (two lines, two counts in Logs
+    # Insights).
     for name in ("wallet", "walletlake"):
-        log_config["loggers"][name] = {"handlers": ["default"], "level": args.log_level.upper()}
+        log_config["loggers"][name] = {
+            "handlers": ["default"],
+            "level": args.log_level.upper(),
+            "propagate": False,
+        }
     # uvicorn drains on SIGTERM, then raises the signal again under the handler it found: this one
     # makes that an exit with status 0 (and a SIGTERM before uvicorn listens, a plain exit).
     signal.signal(signal.SIGTERM, _exit_cleanly)
