@@ -29,8 +29,11 @@ arrival (over every round), answers by status, and the p99 as a multiple of the 
 ``--rounds`` times (10) for ``--seconds`` (5) each, interleaved, and the verdict compares p99s
 pooled over every round (:func:`verdicts`), each round's own ratio printed beside it. The
 stale-clock writer's own answers are not the measured servers': they are left out of the p99 and
-shown on their own ("writer"). Before measuring, every server answers one refusal, one transfer and its replay
-(a warm-up: the first of each in a fresh process pays one-off costs).
+shown on their own ("writer"). This process's garbage collector is off while a phase runs
+(:func:`write_path.collector_paused`): its own full collections, 130-175 ms each, stalled every
+client thread and were counted as the servers' latency. Before measuring, every server answers
+one refusal, one transfer and its replay (a warm-up: the first of each in a fresh process pays
+one-off costs).
 
     .venv/bin/python bench/open_loop.py --baseline-ref febd2e1          # before and after
     .venv/bin/python bench/open_loop.py --rounds 20 --seconds 5          # p99 over 20 interleaved rounds
@@ -325,7 +328,7 @@ def measure(args: argparse.Namespace, environment: dict[str, str]) -> list[Resul
                         flush=True,
                     )
                     for round_ in range(args.rounds):
-                        for index, mix in enumerate(MIXES):
+                        for index, mix in round_order(round_):
                             seed = args.seed + index + 100 * round_
                             schedule = list(arrivals(mix, rate, args.seconds, urls, skewed, ids, seed=seed))
                             name = (system, topology, mix.name)
@@ -335,12 +338,28 @@ def measure(args: argparse.Namespace, environment: dict[str, str]) -> list[Resul
     return results
 
 
+def round_order(round_: int) -> list[tuple[int, Mix]]:
+    """The mixes of one round (with their index in :data:`MIXES`), each round starting one later.
+
+    Whatever a round's first phase meets (the stale-clock mix's stamps still ahead, a stall of the
+    machine between rounds) then falls on every mix in turn. With a fixed order the clean mix ran
+    first in every round, and its pooled p99 was often the highest (one run's fleet of 4: clean
+    73 ms, the other mixes 52-61 ms).
+
+    >>> [[MIXES[i].name.split()[0] for i, _ in round_order(r)] for r in (0, 1)]
+    [['clean', 'overdraft', 'retry', 'stale'], ['overdraft', 'retry', 'stale', 'clean']]
+    """
+    shift = round_ % len(MIXES)
+    indexed = list(enumerate(MIXES))
+    return indexed[shift:] + indexed[:shift]
+
+
 def pooled(results: list[Result]) -> list[Result]:
     """One result per system, topology and mix: its rounds' arrivals and latencies together.
 
-    The rounds interleave the mixes (clean, overdraft, retry, stale clock, clean, ...), so a
-    stall of the machine or of DynamoDB Local's collector lands on every mix alike, and a p99
-    over several rounds is the p99 of a longer phase without the drift of one.
+    The rounds interleave the mixes (:func:`round_order`), so a stall of the machine or of
+    DynamoDB Local's collector lands on every mix alike, and a p99 over several rounds is the p99
+    of a longer phase without the drift of one.
     """
     merged: dict[tuple[str, str, str], Result] = {}
     for result in results:
