@@ -6,8 +6,9 @@ invocation and has neither):
 
 - :class:`~wallet.admission.AdmissionControl` in front: past ``WALLETLAKE_MAX_REQUESTS_IN_FLIGHT``
   requests in flight, 429 with ``Retry-After`` without touching DynamoDB;
-- :class:`ServerLifespan` around it, on the ASGI lifespan protocol: at startup the
-  embedded-metric-format publisher (:mod:`wallet.emf`) starts; at shutdown, once the server has
+- :class:`ServerLifespan` around it, on the ASGI lifespan protocol: at startup the process
+  freezes its startup heap (:func:`freeze_startup_heap`) and the embedded-metric-format publisher
+  (:mod:`wallet.emf`) starts; at shutdown, once the server has
   answered every request in flight, the commit queue is drained (a group whose callers went away is
   still finished) and the last metrics line is printed.
 
@@ -54,7 +55,7 @@ def freeze_startup_heap() -> int:
     CPython's full collection walks every container object alive. A server's heap right after
     startup (its imports, botocore's endpoint, retry and credential data, the app) lives as long
     as the process and holds no garbage, yet each full collection walked it again: measured in
-    ``walletlake serve`` during ``bench/open_loop.py``, full collections of 100-245 ms, each a
+    ``walletlake serve`` during ``bench/open_loop.py``, full collections of 97-245 ms, each a
     stall for every request the process held. :func:`gc.freeze` moves those objects to a
     permanent generation no collection visits (https://docs.python.org/3/library/gc.html#gc.freeze),
     so later ones walk only what serving created. Collecting first keeps startup's garbage out of
@@ -83,7 +84,7 @@ def create_server(settings: Settings | None = None, *, store: WalletStore | None
 
 
 class ServerLifespan:
-    """ASGI middleware answering the lifespan protocol: metrics at startup, drain at shutdown.
+    """ASGI middleware answering the lifespan protocol: heap frozen and metrics at startup, drain at shutdown.
 
     Every other scope goes to ``app`` unchanged.
     """
