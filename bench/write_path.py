@@ -139,10 +139,10 @@ def collector_paused() -> Iterator[None]:
     """This process's garbage collector off while a phase is measured (collected just before).
 
     The clients' threads live in this process. A full collection here walked the stack's and the
-    libraries' objects for 130-175 ms (measured with ``gc.callbacks`` during ``open_loop.py``), and
-    every request due meanwhile waited for it: a stall of the load generator, counted as the
-    server's latency in whichever phase it hit. A phase allocates little, and reference counting
-    still frees everything without cycles.
+    libraries' objects for 130-175 ms (measured with ``gc.callbacks`` in a probe running
+    ``open_loop.py``'s phases), and every request due meanwhile waited for it: a stall of the load
+    generator, counted as the server's latency in whichever phase it hit. A phase allocates
+    little, and reference counting still frees everything without cycles.
     """
     gc.collect()
     gc.disable()

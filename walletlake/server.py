@@ -55,8 +55,8 @@ def freeze_startup_heap() -> int:
     CPython's full collection walks every container object alive. A server's heap right after
     startup (its imports, botocore's endpoint, retry and credential data, the app) lives as long
     as the process and holds no garbage, yet each full collection walked it again: measured in
-    ``walletlake serve`` during ``bench/open_loop.py``, full collections of 97-245 ms, each a
-    stall for every request the process held. :func:`gc.freeze` moves those objects to a
+    ``walletlake serve`` under ``bench/open_loop.py``'s phases (a probe), full collections of
+    97-245 ms, each a stall for every request the process held. :func:`gc.freeze` moves those objects to a
     permanent generation no collection visits (https://docs.python.org/3/library/gc.html#gc.freeze),
     so later ones walk only what serving created. Collecting first keeps startup's garbage out of
     the frozen set. Returns the number of objects frozen (the log line says it).
