@@ -249,7 +249,7 @@ APIGW_FIRST_TIER_REQUESTS: Final = 300_000_000
 LOGS_MICRO_USD_PER_GB: Final = 500_000
 
 
-#: Write units of one deposit and one transfer as wallet.store.transaction_request builds them.
+#: Write units of one deposit and one transfer as wallet.write_requests.transaction_request builds them.
 WRITE_UNITS: Final = {
     "deposit": transaction_units([Deposit(WALLET, 25_000_000, "n-1", initiated_by=PRINCIPAL)]),
     "transfer": transaction_units([Transfer(WALLET, PAYEE, 25_000_000, "n-1", initiated_by=PRINCIPAL)]),

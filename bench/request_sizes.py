@@ -4,7 +4,7 @@
   botocore's own ``SigV4Auth`` for ``vpc-lattice-svcs`` with temporary credentials (a role's
   session token: what every caller of the Lattice front holds), counted as HTTP/1.1 puts it on
   the wire, plus the 204 answer.
-- **Write units**: the items of a TransactWriteItems exactly as :func:`wallet.store.transaction_request`
+- **Write units**: the items of a TransactWriteItems exactly as :func:`wallet.write_requests.transaction_request`
   builds them (a single deposit, a single transfer, and a wallet credited ``n`` times in one group
   commit), sized by DynamoDB's item-size rules and charged as transactional writes: 2 units per
   started KB of the item, an update charged on the larger of its before and after images
@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from contracts.wallets_table import ENTITY_WALLET, Attr, wallet_key
 from wallet.commands import Deposit, Movement, Transfer, request_hash
 from wallet.posting import post
-from wallet.store import transaction_request
+from wallet.write_requests import transaction_request
 
 #: A role session's token as STS issues it: its length varies (AWS says to allow for growth); an
 #: assumed role's is typically 800-1,100 characters, this is the upper end (assumed, not measured).

@@ -10,7 +10,7 @@ straight to DynamoDB Local from ``--concurrency`` coroutines for ``--seconds``, 
 
 - ``reference``: seed 000's transfer, 3 items (``hot_wallet.reference_items``);
 - ``walletlake, no record``: the store's transfer without the idempotency record, 3 items;
-- ``walletlake``: the store's transfer, 4 items (:func:`wallet.store.transaction_request`);
+- ``walletlake``: the store's transfer, 4 items (:func:`wallet.write_requests.transaction_request`);
 - ``walletlake, group of N``: N transfers on distinct wallets in one transaction, 4N items.
 
 Read the ratios within one run: DynamoDB Local's cost grows with the items a transaction writes,
@@ -43,7 +43,8 @@ from contracts.settings import Settings
 from wallet.commands import CreateWallet, Deposit, Transfer, request_hash
 from wallet.dynamodb import DynamoDBClient, DynamoDBError
 from wallet.posting import Posting, post
-from wallet.store import WalletStore, transaction_request
+from wallet.store import WalletStore
+from wallet.write_requests import transaction_request
 from walletlake.local import EmbeddedStack, patched_environ
 from walletlake.local._provision import provision
 

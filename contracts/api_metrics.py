@@ -46,6 +46,12 @@ HINT_MISSES: Final = "balance_hint_misses"
 #: Whole-group writes again after DynamoDB cancelled a group only for ``TransactionConflict``
 #: (another process's transaction on one of its wallets), instead of splitting it.
 GROUP_CONFLICT_RETRIES: Final = "group_conflict_retries"
+#: Refusals stored under their nonce (a repeat gets the same refusal, wallet.outcomes); outcome
+#: lookups that found no record and voided the nonce (the request did not commit, and never will);
+#: failures answered ``outcome_unknown`` because an earlier attempt of the request went unanswered.
+DECLINES_STORED: Final = "declines_stored"
+OUTCOMES_VOIDED: Final = "outcomes_voided"
+OUTCOMES_UNKNOWN_KEPT: Final = "outcomes_unknown_after_failure"
 #: Answers by kind: 429 (any cause), 429 of admission control alone (the process had its bound of
 #: requests in flight; DynamoDB was not called), and 5xx.
 THROTTLED: Final = "requests_throttled"
@@ -78,4 +84,7 @@ PUBLISHED: Final[dict[str, str]] = {
     HINTED_SINGLES: "BalanceHintSingles",
     HINT_MISSES: "BalanceHintMisses",
     GROUP_CONFLICT_RETRIES: "GroupConflictRetries",
+    DECLINES_STORED: "DeclinesStored",
+    OUTCOMES_VOIDED: "OutcomesVoided",
+    OUTCOMES_UNKNOWN_KEPT: "OutcomesUnknownAfterFailure",
 }

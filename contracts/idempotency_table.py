@@ -20,9 +20,33 @@ from typing import Final
 
 from contracts.wallets_table import PARTITION_KEY, TTL_ATTRIBUTE, Attr, TableSpec
 
-#: A record's TTL attribute: the end of its window in epoch seconds (rounded up). A record past it
-#: that TTL has not deleted yet counts as gone (``attribute_not_exists(pk) OR expires_at <= :now``).
+#: A record's TTL attribute, epoch seconds: the end of its window plus :data:`TTL_MARGIN_SECONDS`.
+#: A record is put only where none exists (``attribute_not_exists(pk)``), whatever any clock says,
+#: so a nonce is executed at most once while its record exists; TTL's deletion frees it.
 EXPIRES_AT: Final = TTL_ATTRIBUTE
+
+#: Epoch seconds the request can be replayed until (the idempotency window after its time, rounded
+#: up). A repeat after it, while the record still exists, is answered 409 ``nonce_expired``: only
+#: the answer depends on a server's clock, never whether the request executes.
+WINDOW_ENDS_AT: Final = "window_ends_at"
+
+#: How long a record outlives its window before TTL may delete it: servers' clocks and TTL's own
+#: delay (DynamoDB deletes expired items within a few days, not at the second) decide nothing,
+#: since a record that still exists is never executed over.
+TTL_MARGIN_SECONDS: Final = 86_400
+
+#: What a record says of its request (absent on records written before declines were kept:
+#: ``applied``). ``applied``: the movement committed with the record. ``declined``: it was refused
+#: (insufficient funds, a missing wallet, the balance limit), nothing moved, and every repeat gets
+#: the same refusal. ``void``: an outcome lookup found no record and put this one, so an attempt
+#: still in flight can never commit (its condition fails on it): the request did not commit.
+OUTCOME: Final = "outcome"
+OUTCOME_APPLIED: Final = "applied"
+OUTCOME_DECLINED: Final = "declined"
+OUTCOME_VOID: Final = "void"
+#: A declined record's refusal: the error code answered, and the wallet it names.
+REFUSAL: Final = "refusal"
+REFUSED_WALLET: Final = "refused_wallet_id"
 
 #: No stream (nothing reads the records' changes), TTL on ``expires_at``.
 IDEMPOTENCY_TABLE: Final = TableSpec(partition_key=PARTITION_KEY, ttl_attribute=EXPIRES_AT)
@@ -43,6 +67,10 @@ IDEMPOTENCY_ATTRIBUTES: Final = (
     Attr.CREATED_AT,
     EXPIRES_AT,
     Attr.INITIATED_BY,
+    WINDOW_ENDS_AT,
+    OUTCOME,
+    REFUSAL,
+    REFUSED_WALLET,
 )
 
 

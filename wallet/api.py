@@ -67,7 +67,10 @@ from wallet.errors import (
     IdempotencyKeyReusedError,
     InsufficientFundsError,
     InvalidRequestError,
+    NonceExpiredError,
+    NonceVoidedError,
     NotImplementedRouteError,
+    OutcomePendingError,
     OutcomeUnknownError,
     SameWalletTransferError,
     StoreRejectedError,
@@ -254,6 +257,8 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
                 InvalidRequestError,
                 WalletNotFoundError,
                 IdempotencyKeyReusedError,
+                NonceExpiredError,
+                NonceVoidedError,
                 BalanceLimitExceededError,
                 ThrottledError,
                 StoreUnavailableError,
@@ -286,6 +291,8 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
                 SameWalletTransferError,
                 WalletNotFoundError,
                 IdempotencyKeyReusedError,
+                NonceExpiredError,
+                NonceVoidedError,
                 InsufficientFundsError,
                 BalanceLimitExceededError,
                 ThrottledError,
@@ -311,15 +318,19 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
                 "The request executed: its transaction, as its first execution decided it.",
                 _RECEIPT_SCHEMA,
             ),
-            **_errors(InvalidRequestError, TransactionNotFoundError, ThrottledError, StoreUnavailableError),
+            **_errors(
+                InvalidRequestError,
+                TransactionNotFoundError,
+                OutcomePendingError,
+                ThrottledError,
+                StoreUnavailableError,
+            ),
         },
     )
     async def transaction(request: Request, wallet_id: _WalletId, nonce: _Nonce) -> Response:
         wallet = validation.parse_uuid(wallet_id, "wallet_id")
         checked = validation.parse_nonce(nonce)
-        receipt = await store.receipt(wallet, checked)
-        if receipt is None:
-            raise TransactionNotFoundError(wallet, checked)
+        receipt = await store.outcome(wallet, checked, _principal(settings, request))
         telemetry.response(200)
         return Response(
             orjson.dumps(receipt.document()),
@@ -565,7 +576,7 @@ def _errors(*errors: type[WalletError]) -> dict[int | str, dict[str, Any]]:
             f"- `{error.code}`: {(error.__doc__ or '').splitlines()[0]}" for error in group
         )
         response: dict[str, Any] = {"description": description, "content": {_JSON: {"schema": schema}}}
-        if status in (429, 503):
+        if status in (429, 503) or OutcomePendingError in group:
             response["headers"] = _RETRY_AFTER
         responses[status] = response
     # Any route refuses an oversized body before it runs (wallet.body_limit): nothing is written.

@@ -14,7 +14,9 @@ a read, in docs/architecture.md's precedence:
    item) exists within its window: the nonce was used (a replay if its ``request_hash`` matches);
 3. a debit's balance below the amount, or a credit above the ceiling: 409;
 4. DynamoDB throttled: 429;
-5. another transaction held an item (``TransactionConflict``): retry after a jittered pause;
+5. another transaction held an item (``TransactionConflict``): retry after a jittered pause. A
+   conflict on the request's own nonce items ranks above funds (after a used nonce): another
+   attempt of the same request may be committing, so it is never read as a refusal;
 6. a wallet's ``updated_at`` not before the posting's time (another server's clock ahead, or
    another entry in the same millisecond): retry at once, stamped a millisecond after it.
 
@@ -111,6 +113,11 @@ def read_cancellation(posting: Posting, reasons: Sequence[Mapping[str, Any]]) ->
             return Cancellation(
                 Cause.NONCE_USED, transaction_item=reason.get("Item"), nonce_checked=True, codes=codes
             )
+    # another transaction holds the request's own nonce: perhaps another attempt of this very
+    # request, committing. Never a refusal (its money condition may be failing because of that
+    # attempt's own debit): pause and write again, and the nonce's record then answers.
+    if any(reason.get("Code") == TRANSACTION_CONFLICT for reason in nonce_reasons):
+        return Cancellation(Cause.CONFLICT, codes=codes)
     for leg, reason in failed:
         balance = _number(reason["Item"], Attr.BALANCE)
         if leg.is_debit and (balance is None or balance < leg.balance_floor):

@@ -26,7 +26,8 @@ class Deposit:
     wallet_id: str
     amount: int
     nonce: str
-    #: Who asked (:mod:`wallet.principals`); not part of "the same request" (:func:`request_hash`).
+    #: Who asked (:mod:`wallet.principals`): part of "the same request" (:func:`request_hash`), so a
+    #: nonce belongs to the caller that first used it.
     initiated_by: str | None = None
 
     txn_type = TXN_DEPOSIT
@@ -56,9 +57,13 @@ Movement = Deposit | Transfer
 def request_hash(command: Movement) -> str:
     """Fingerprint of what makes a request "the same" for idempotency (docs/architecture.md).
 
-    The operation, the addressed wallet, the target wallet, the amount as an integer and the
-    nonce: ``"100"`` and ``100`` give one hash, a different target or amount another. The hash is
-    stored on the transaction item, so a replay is recognised by comparing one attribute.
+    The operation, the addressed wallet, the target wallet, the amount as an integer, the nonce
+    and the verified principal that asked: ``"100"`` and ``100`` give one hash, a different target,
+    amount or caller another. So another caller's request with a nonce already used is refused
+    409 ``idempotency_key_reused`` and never answered with the first caller's movement. Without a
+    principal (no trusted front) the hash is :func:`legacy_request_hash`, as records written
+    before callers owned their nonces hold it. The hash is stored on the record, so a replay is
+    recognised by comparing one attribute.
 
     Examples
     --------
@@ -67,8 +72,32 @@ def request_hash(command: Movement) -> str:
     True
     >>> request_hash(a) == request_hash(Deposit(a.wallet_id, 101, "n1"))
     False
+    >>> request_hash(a) == request_hash(Deposit(a.wallet_id, 100, "n1", initiated_by="arn:b"))
+    False
     """
-    fingerprint = "\x1f".join(
-        (command.txn_type, command.wallet_id, command.to_wallet_id or "", str(command.amount), command.nonce)
+    if command.initiated_by is None:
+        return legacy_request_hash(command)
+    return _digest((*_fields(command), command.initiated_by))
+
+
+def legacy_request_hash(command: Movement) -> str:
+    """The fingerprint without the caller, as records written before nonces had owners hold it.
+
+    Such a record answers a repeat only when its own ``initiated_by`` is the repeat's caller
+    (:func:`wallet.outcomes.same_request`).
+    """
+    return _digest(_fields(command))
+
+
+def _fields(command: Movement) -> tuple[str, ...]:
+    return (
+        command.txn_type,
+        command.wallet_id,
+        command.to_wallet_id or "",
+        str(command.amount),
+        command.nonce,
     )
-    return hashlib.sha256(fingerprint.encode()).hexdigest()
+
+
+def _digest(fields: tuple[str, ...]) -> str:
+    return hashlib.sha256("\x1f".join(fields).encode()).hexdigest()

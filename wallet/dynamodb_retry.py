@@ -13,7 +13,8 @@ policies is handled as boto3 handles it:
   ``ClientRequestToken`` still being processed), and the error shapes DynamoDB's service model marks
   ``retryable``;
 - **cancelled** (the caller reads why): ``TransactionCanceledException`` and
-  ``ConditionalCheckFailedException``, refusals the store itself asked DynamoDB to make;
+  ``ConditionalCheckFailedException``, refusals the store itself asked DynamoDB to make, and
+  ``TransactionConflictException`` (a record's put meeting a transaction in flight on it);
 - **refused** (answered as it is, never "retry later"): everything else, which botocore does not
   retry either: ``ValidationException``, ``ExpiredTokenException``, ``InvalidSignatureException``,
   ``UnrecognizedClientException``, ``AccessDeniedException``, ``ResourceNotFoundException``... A
@@ -36,8 +37,15 @@ from botocore.awsrequest import AWSResponse
 from botocore.compat import HTTPHeaders
 from botocore.retries import standard
 
-#: Errors the store asks for (conditions) and reads itself.
-CANCELLATION_ERRORS: Final = frozenset({"TransactionCanceledException", "ConditionalCheckFailedException"})
+#: A single-item write's condition failed (its body holds the item, ``ReturnValuesOnConditionCheckFailure``).
+CONDITION_FAILED_ERROR: Final = "ConditionalCheckFailedException"
+#: A single-item write met a transaction in flight on its item: nothing is decided yet.
+TRANSACTION_CONFLICT_ERROR: Final = "TransactionConflictException"
+#: Errors the store asks for (conditions) or must read itself (a record's put meeting a transaction
+#: in flight: the outcome lookup answers ``outcome_pending``, a refusal's record pauses and retries).
+CANCELLATION_ERRORS: Final = frozenset(
+    {"TransactionCanceledException", CONDITION_FAILED_ERROR, TRANSACTION_CONFLICT_ERROR}
+)
 
 
 class Verdict(enum.Enum):

@@ -7,7 +7,9 @@ human ``detail``. Which HTTP status each one becomes is decided in exactly one p
 The order in which the write path checks them is the precedence of docs/architecture.md:
 malformed input (:class:`InvalidRequestError`) before unknown wallets (:class:`WalletNotFoundError`) before a
 reused nonce (:class:`IdempotencyKeyReusedError`) before money (:class:`InsufficientFundsError`,
-:class:`BalanceLimitExceededError`). A refused request stores nothing, so repeating it is judged afresh.
+:class:`BalanceLimitExceededError`). A movement refused for money or a missing wallet is remembered
+under its nonce (:mod:`wallet.outcomes`): repeating it answers the same refusal, replayed; malformed
+input and a reused nonce store nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ class WalletError(Exception):
     retry_after: int | None = None
     #: The transaction the answer is about, when there is one (its ``Transaction-Id`` header).
     transaction_id: str | None = None
+    #: True when this refusal repeats the one the nonce's record holds (``Idempotent-Replayed``).
+    replayed: bool = False
 
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
@@ -51,6 +55,51 @@ class WalletNotFoundError(WalletError):
         self.wallet_id = wallet_id
 
 
+class NonceExpiredError(WalletError):
+    """The nonce's record still exists but its idempotency window is over: use a new nonce.
+
+    A record that exists is never executed over, whatever a server's clock says; past the window
+    the request is no longer replayed either, so the answer is this (409), not a second execution.
+    """
+
+    code = "nonce_expired"
+
+    def __init__(self, wallet_id: str, nonce: str) -> None:
+        super().__init__(
+            f"nonce {nonce!r} of wallet {wallet_id} was used more than the idempotency window ago "
+            "and is not executed again; send a new request with a new nonce"
+        )
+
+
+class NonceVoidedError(WalletError):
+    """An outcome lookup decided the nonce's request did not commit; the nonce never executes now."""
+
+    code = "nonce_voided"
+
+    def __init__(self, wallet_id: str, nonce: str) -> None:
+        super().__init__(
+            f"the request with nonce {nonce!r} of wallet {wallet_id} did not commit and never will: "
+            "an outcome lookup voided the nonce; send the request again with a new nonce"
+        )
+
+
+class OutcomePendingError(WalletError):
+    """A transaction with this nonce is still committing: its outcome cannot be decided yet.
+
+    Answered by the outcome lookup (and by a write) while DynamoDB holds the nonce's record in a
+    transaction in flight: ask again after ``Retry-After`` seconds; nothing is decided meanwhile.
+    """
+
+    code = "outcome_pending"
+
+    def __init__(self, wallet_id: str, nonce: str, retry_after: int = 1) -> None:
+        super().__init__(
+            f"a transaction with nonce {nonce!r} of wallet {wallet_id} is still committing; ask again "
+            f"after {retry_after} s (GET /api/v1/wallets/{wallet_id}/transactions/{nonce})"
+        )
+        self.retry_after = retry_after
+
+
 class IdempotencyKeyReusedError(WalletError):
     """The wallet already executed a *different* request under this nonce."""
 
@@ -58,8 +107,8 @@ class IdempotencyKeyReusedError(WalletError):
 
     def __init__(self, wallet_id: str, nonce: str) -> None:
         super().__init__(
-            f"nonce {nonce!r} of wallet {wallet_id} was already used by a different request; "
-            "use a new nonce for a new request"
+            f"nonce {nonce!r} of wallet {wallet_id} was already used by a different request (or "
+            "another caller); use a new nonce for a new request"
         )
 
 
@@ -146,14 +195,19 @@ class StoreRejectedError(WalletError):
 
 
 class OutcomeUnknownError(StoreUnavailableError):
-    """DynamoDB may have committed the request but its answer was lost: repeat it with the same nonce.
+    """DynamoDB may have committed the request but its answer was lost: decide it, never guess.
 
-    Every attempt of the write was sent and none was answered (a 5xx or a lost connection), so
-    nothing tells whether it committed. The request is safe to repeat with the same nonce and body:
-    a repeat of a committed one replays it (``Idempotent-Replayed: true``, the same
-    ``Transaction-Id`` as this answer's header), one that never committed executes now. Or ask
-    ``GET /api/v1/wallets/{wallet_id}/transactions/{nonce}``: 200 with the outcome if it committed,
-    404 if not.
+    Some attempt of the write was sent and not answered (a 5xx, a lost connection, a transaction
+    still in progress when the call's time ran out), so nothing yet tells whether it committed;
+    ``transaction_id`` names the transaction a repeat replays if it did. Deciding is the client's
+    next step, and each way decides for good:
+
+    - repeat the request with the same nonce and body: 204 (applied now, or replayed with
+      ``Idempotent-Replayed: true`` and this ``Transaction-Id``), or 409 ``nonce_voided`` if a
+      lookup already decided that it did not commit;
+    - or ``GET /api/v1/wallets/{wallet_id}/transactions/{nonce}``: 200 it committed; 404 it did not
+      and never will (the lookup voids the nonce first, so no attempt still in flight can commit
+      after it); 409 ``outcome_pending``: still committing, ask again after ``Retry-After``.
     """
 
     code = "outcome_unknown"
@@ -161,22 +215,30 @@ class OutcomeUnknownError(StoreUnavailableError):
     def __init__(self, wallet_id: str, nonce: str, txn_id: str | None, retry_after: int = 1) -> None:
         super().__init__(
             f"the outcome of nonce {nonce!r} of wallet {wallet_id} is unknown: DynamoDB may have "
-            "committed it, but its answer was lost. Repeat the request with the same nonce and body "
-            "(a committed one replays, with Idempotent-Replayed: true), or "
-            f"GET /api/v1/wallets/{wallet_id}/transactions/{nonce} (200: it committed; 404: it did not)",
+            "committed it, but its answer was lost. Decide it before anything else: repeat the "
+            "request with the same nonce and body (204: done, applied now or replayed; 409 "
+            f"nonce_voided: it did not commit), or GET /api/v1/wallets/{wallet_id}/transactions/{nonce} "
+            "(200: it committed; 404: it did not and never will, use a new nonce; 409 "
+            "outcome_pending: ask again after Retry-After). Never send it with a new nonce before that",
             retry_after,
         )
         self.transaction_id = txn_id
 
 
 class TransactionNotFoundError(WalletError):
-    """No request of this wallet used this nonce within the idempotency window."""
+    """No movement of this caller committed with this nonce, and none will (its record says so).
+
+    The lookup answers it only once that is decided: no record (a void one is put first, so no
+    attempt still in flight can commit afterwards), a declined or voided record, or a record of
+    another caller (whose identity it never shows).
+    """
 
     code = "transaction_not_found"
 
-    def __init__(self, wallet_id: str, nonce: str) -> None:
+    def __init__(self, wallet_id: str, nonce: str, why: str | None = None) -> None:
         super().__init__(
-            f"wallet {wallet_id} has no request with nonce {nonce!r} within the idempotency window"
+            f"wallet {wallet_id} has no committed request of yours with nonce {nonce!r}"
+            + (f": {why}" if why else "")
         )
 
 

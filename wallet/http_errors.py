@@ -16,7 +16,10 @@ from wallet.errors import (
     IdempotencyKeyReusedError,
     InsufficientFundsError,
     InvalidRequestError,
+    NonceExpiredError,
+    NonceVoidedError,
     NotImplementedRouteError,
+    OutcomePendingError,
     StoreRejectedError,
     StoreUnavailableError,
     ThrottledError,
@@ -24,7 +27,7 @@ from wallet.errors import (
     WalletError,
     WalletNotFoundError,
 )
-from wallet.receipts import TRANSACTION_ID_HEADER
+from wallet.receipts import REPLAYED_HEADER, TRANSACTION_ID_HEADER
 
 JSON_MEDIA_TYPE: Final = "application/json"
 
@@ -36,6 +39,9 @@ ERROR_STATUS: Final[dict[type[WalletError], int]] = {
     IdempotencyKeyReusedError: 409,
     InsufficientFundsError: 409,
     BalanceLimitExceededError: 409,
+    NonceExpiredError: 409,
+    NonceVoidedError: 409,
+    OutcomePendingError: 409,
     ThrottledError: 429,
     StoreUnavailableError: 503,
     StoreRejectedError: 500,
@@ -45,7 +51,12 @@ ERROR_STATUS: Final[dict[type[WalletError], int]] = {
 
 def wallet_error_response(error: WalletError) -> Response:
     """The answer to a domain error: its status, body and headers."""
-    return error_response(status_of(error), error.code, error.detail, error.retry_after, error.transaction_id)
+    response = error_response(
+        status_of(error), error.code, error.detail, error.retry_after, error.transaction_id
+    )
+    if error.replayed:
+        response.headers[REPLAYED_HEADER] = "true"
+    return response
 
 
 def status_of(error: WalletError) -> int:

@@ -9,14 +9,15 @@ here, it costs DynamoDB nothing:
 - a repeat of a nonce *in flight* waits for the first request's outcome, then is answered as a
   replay of it; if the first was refused (no money moved, the nonce unused) or its outcome is
   unknown, the repeat goes to DynamoDB like any request, where the nonce's condition decides;
-- a repeat of a nonce *written recently* is answered from the outcome kept here, a replay (or 409
-  ``idempotency_key_reused`` for another body), exactly as the idempotency record would answer.
+- a repeat of a nonce *written recently* is answered from the outcome kept here, a replay of the
+  movement or of its refusal (or 409 ``idempotency_key_reused`` for another body or caller),
+  exactly as the idempotency record would answer.
 
 Why it cannot answer differently from DynamoDB: an outcome is kept only once DynamoDB committed
-the request's idempotency record (applied) or returned it (replayed), and the record then exists
-until its ``expires_at``. The memory keeps that same time and forgets the nonce at it, to the
-second (the rule of :func:`wallet.receipts.alive`), so within the window the answer is the
-record's and after it the nonce goes to DynamoDB again. Other processes do not see this memory
+the request's idempotency record (applied, or declined) or returned it (replayed), and the record
+then exists at least until the end of its window. The memory forgets the nonce at that end, so
+within the window the answer is the record's and after it DynamoDB's record answers (409
+``nonce_expired`` while it exists). Other processes do not see this memory
 and need not: they ask DynamoDB, which holds the same record.
 
 The memory is bounded (:data:`RECENT_KEPT` outcomes, oldest forgotten first); a forgotten nonce
@@ -30,6 +31,7 @@ import collections
 import dataclasses
 from typing import Final
 
+from wallet.outcomes import Decline
 from wallet.receipts import Receipt
 
 #: Outcomes kept per process. A transfer's receipt with its key and hash is about 680 bytes in
@@ -40,9 +42,9 @@ RECENT_KEPT: Final = 50_000
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Remembered:
-    """A nonce's outcome as its idempotency record holds it, until the record's ``expires_at``."""
+    """A nonce's outcome as its record holds it (a receipt, or a refusal), until its window ends."""
 
-    receipt: Receipt
+    receipt: Receipt | Decline
     request_hash: str
     until: int
 

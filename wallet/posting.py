@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from contracts.idempotency_table import TTL_MARGIN_SECONDS
 from contracts.money import MAX_BALANCE
 from contracts.wallets_table import DIRECTION_CREDIT, DIRECTION_DEBIT
 from wallet.commands import Deposit, Movement
@@ -67,9 +68,14 @@ class Posting:
     created_at: int
     expires_at: int
     legs: tuple[Leg, ...]
-    #: Epoch seconds the nonce is remembered until (the idempotency record's ``expires_at``): the
+    #: Epoch seconds the request can be replayed until (the record's ``window_ends_at``): the
     #: idempotency window after ``created_at``, rounded up, so never less than the window.
     remembered_until: int = 0
+
+    @property
+    def record_expires_at(self) -> int:
+        """The idempotency record's TTL: its window and a margin no clock or TTL delay can eat."""
+        return self.remembered_until + TTL_MARGIN_SECONDS
 
 
 def legs_of(command: Movement) -> tuple[Leg, ...]:

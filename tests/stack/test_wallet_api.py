@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from support.wallet_http import UNKNOWN, Api, error_of, serve
 
+from contracts.idempotency_table import idempotency_key
 from contracts.settings import Settings
 from contracts.wallets_table import Attr, transaction_key, user_key, wallet_key
 
@@ -230,7 +231,7 @@ def test_transfer_of_the_whole_balance_leaves_zero(api: Api) -> None:
     assert api.balance(payer).json() == {"balance": "0"}
 
 
-def test_transfer_refusals_store_nothing(api: Api) -> None:
+def test_transfer_refusals_move_nothing_and_keep_only_their_refusal(api: Api) -> None:
     # GIVEN two wallets, the payer holding 100
     payer, payee = api.create(), api.create()
     api.deposit(payer, 100, "fund")
@@ -243,9 +244,22 @@ def test_transfer_refusals_store_nothing(api: Api) -> None:
     assert error_of(api.transfer(payer, UNKNOWN, 5, "x")) == (404, "wallet_not_found")
     assert error_of(api.transfer(UNKNOWN, payee, 5, "x")) == (404, "wallet_not_found")
     assert error_of(api.transfer(payer, UNKNOWN, 10**9, "x")) == (404, "wallet_not_found")  # 404 before 409
-    assert error_of(api.transfer(payer, payee, 101, "x")) == (409, "insufficient_funds")
-    # THEN the table is exactly as before
-    assert api.table() == before
+    assert error_of(api.transfer(payer, payee, 101, "y")) == (409, "insufficient_funds")
+    # THEN no wallet, claim or transaction item changed
+    after = api.table()
+    assert (after.wallets, after.claims, after.transactions) == (
+        before.wallets,
+        before.claims,
+        before.transactions,
+    )
+    # AND only the refusals the money rules decided are kept, as declined records (422s store nothing)
+    kept = {
+        key: (r["outcome"], r["refusal"]) for key, r in after.records.items() if key not in before.records
+    }
+    assert kept == {
+        idempotency_key(payer, "x"): ("declined", "wallet_not_found"),
+        idempotency_key(payer, "y"): ("declined", "insufficient_funds"),
+    }
 
 
 def test_an_unknown_target_names_the_missing_wallet(api: Api) -> None:

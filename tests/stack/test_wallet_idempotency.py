@@ -86,18 +86,37 @@ def test_unknown_wallet_is_judged_before_the_nonce(api: Api) -> None:
     )
 
 
-def test_a_refused_request_stores_nothing_and_is_judged_afresh(api: Api) -> None:
-    # GIVEN a transfer refused for insufficient funds
+def test_a_declined_request_is_remembered_and_repeated_as_declined(api: Api) -> None:
+    # GIVEN a transfer refused for insufficient funds (issue 35, point 7)
     payer, payee = api.create(), api.create()
-    assert error_of(api.transfer(payer, payee, 50, "later")) == (409, "insufficient_funds")
+    first = api.transfer(payer, payee, 50, "later")
+    assert error_of(first) == (409, "insufficient_funds")
+    assert "Idempotent-Replayed" not in first.headers
     assert api.table().transactions == []
-    # WHEN the payer is funded and the same request is repeated
+    # WHEN the payer is funded and the same request is redelivered
     api.deposit(payer, 80, "fund")
-    # THEN it now succeeds, once
-    assert api.transfer(payer, payee, 50, "later").status_code == 204
-    assert api.transfer(payer, payee, 50, "later").status_code == 204
+    again = api.transfer(payer, payee, 50, "later")
+    # THEN it gets the same refusal, replayed, and nothing moves
+    assert error_of(again) == (409, "insufficient_funds")
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert api.balance(payer).json() == {"balance": "80"}
+    # AND the same nonce with another body is a reused key
+    assert error_of(api.transfer(payer, payee, 40, "later")) == (409, "idempotency_key_reused")
+    # AND the lookup says it did not commit, and why
+    lookup = api.call("GET", f"/api/v1/wallets/{payer}/transactions/later")
+    assert error_of(lookup) == (404, "transaction_not_found")
+    assert "declined (insufficient_funds)" in lookup.json()["detail"]
+    # AND a new nonce is a new request
+    assert api.transfer(payer, payee, 50, "later-2").status_code == 204
     assert api.balance(payer).json() == {"balance": "30"}
     assert api.balance(payee).json() == {"balance": "50"}
+
+
+def test_a_declined_unknown_wallet_is_remembered_too(api: Api) -> None:
+    wallet_id = api.create()
+    assert error_of(api.transfer(wallet_id, UNKNOWN, 10, "x")) == (404, "wallet_not_found")
+    repeat = api.transfer(wallet_id, UNKNOWN, 10, "x")
+    assert (error_of(repeat), repeat.headers["Idempotent-Replayed"]) == ((404, "wallet_not_found"), "true")
 
 
 def test_concurrent_duplicates_apply_once(api: Api) -> None:

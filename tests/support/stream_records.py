@@ -41,7 +41,7 @@ from contracts.wallets_table import (
 from stream_processor.lambda_records import TTL_IDENTITY_PRINCIPAL, TTL_IDENTITY_TYPE
 from wallet.commands import Deposit, Movement, Transfer, request_hash
 from wallet.posting import post
-from wallet.store import transaction_request
+from wallet.write_requests import transaction_request
 from walletlake.workload import WorkloadReport
 
 STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/wallets/stream/2026-11-22T04:00:00.000"
@@ -380,7 +380,7 @@ class TableWriter:
     """Writes wallets, deposits and transfers into DynamoDB Local as the write path does.
 
     One TransactWriteItems per operation, built by the write path itself
-    (:func:`wallet.store.transaction_request`). Single-threaded, so the model's versions are the
+    (:func:`wallet.write_requests.transaction_request`). Single-threaded, so the model's versions are the
     table's.
     """
 

@@ -130,9 +130,36 @@ def test_service_reasons_are_throttling_then_conflict() -> None:
     conflict = [{"Code": "TransactionConflict"}, held, held]
     assert read_cancellation(posting, throttled).cause is Cause.THROTTLED
     assert read_cancellation(posting, conflict).cause is Cause.CONFLICT
+    transfer = post(
+        Transfer(PAYER, PAYEE, 5, "n"), now_ms=NOW, hot_ttl_seconds=60, txn_id="t", request_hash="h"
+    )
     assert read_cancellation(
-        posting, [{"Code": "ThrottlingError"}, {"Code": "TransactionConflict"}, held]
+        transfer, [{"Code": "ThrottlingError"}, {"Code": "TransactionConflict"}, held, held]
     ).cause is (Cause.THROTTLED)
+
+
+def test_a_conflict_on_the_requests_own_nonce_is_never_a_refusal() -> None:
+    # GIVEN a transfer whose payer's condition failed (balance 0) while another transaction holds
+    # its own nonce items: that transaction may be another attempt of this very request, whose
+    # debit emptied the payer (issue 35, point 3)
+    posting = post(
+        Transfer(PAYER, PAYEE, 100, "n"), now_ms=NOW, hot_ttl_seconds=60, txn_id="t", request_hash="h"
+    )
+    poor = {"Code": "ConditionalCheckFailed", "Item": {"balance": {"N": "0"}, "updated_at": {"N": "1"}}}
+    held = {"Code": "None"}
+    conflict = {"Code": "TransactionConflict"}
+    for nonce_reasons in ([conflict, held], [held, conflict], [conflict, conflict]):
+        # WHEN the cancellation is read THEN it is a conflict to wait out, not insufficient funds
+        assert read_cancellation(posting, [poor, held, *nonce_reasons]).cause is Cause.CONFLICT
+        # ... and a conflict on the nonce with a throttled wallet also writes again, never refuses
+        throttled = {"Code": "ThrottlingError"}
+        assert (
+            read_cancellation(posting, [throttled, held, *nonce_reasons]).cause
+            is not Cause.INSUFFICIENT_FUNDS
+        )
+    # a used nonce still wins over a conflict on the other nonce item (its record answers)
+    used = {"Code": "ConditionalCheckFailed", "Item": {"txn_id": {"S": "x"}}}
+    assert read_cancellation(posting, [poor, held, conflict, used]).cause is Cause.NONCE_USED
 
 
 def test_reasons_that_do_not_match_the_transaction_are_unexplained() -> None:

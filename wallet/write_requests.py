@@ -1,0 +1,336 @@
+"""The DynamoDB requests of the write path, built from postings: pure, no I/O.
+
+A movement is one TransactWriteItems (:func:`transaction_request`): one ``Update`` per touched
+wallet carrying its legs, the hot transaction item, and the idempotency record (in its own table,
+:mod:`contracts.idempotency_table`). A refusal's record (:func:`declined_record_put`) and an
+outcome lookup's void record (:func:`void_record_put`) are plain conditional ``PutItem`` calls of
+the same key: every record is put only where none exists (``attribute_not_exists``), so whichever
+of a request's attempts, refusal or lookup puts it first decides the nonce for as long as the
+record exists, whatever the servers' clocks say.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Final
+
+from contracts.idempotency_table import (
+    OUTCOME,
+    OUTCOME_DECLINED,
+    OUTCOME_VOID,
+    REFUSAL,
+    REFUSED_WALLET,
+    TTL_MARGIN_SECONDS,
+    WINDOW_ENDS_AT,
+    idempotency_key,
+)
+from contracts.wallets_table import (
+    ENTITY_TRANSACTION,
+    ENTITY_USER,
+    ENTITY_WALLET,
+    Attr,
+    EntryKey,
+    transaction_key,
+    user_key,
+    wallet_key,
+)
+from wallet.commands import Movement, Transfer
+from wallet.posting import Leg, Posting, WalletWrite, wallet_writes
+
+_NOT_EXISTS: Final = "attribute_not_exists(#pk)"
+#: A hot transaction item is new, or past its hot TTL (the record, not this item, guards the nonce).
+_GONE: Final = "attribute_not_exists(#pk) OR #e <= :now"
+
+#: Attribute names go through ``#`` placeholders so none can collide with DynamoDB's reserved words.
+_ENTRY_NAMES: Final = {
+    "#pk": Attr.PK,
+    "#b": Attr.BALANCE,
+    "#v": Attr.VERSION,
+    "#u": Attr.UPDATED_AT,
+    "#tx": Attr.ENTRY_TXN_ID,
+    "#ty": Attr.ENTRY_TYPE,
+    "#dir": Attr.ENTRY_DIRECTION,
+    "#amt": Attr.ENTRY_AMOUNT,
+    "#no": Attr.ENTRY_NONCE,
+    "#cp": Attr.ENTRY_COUNTERPARTY,
+    "#eb": Attr.ENTRIES_BEFORE,
+    "#by": Attr.ENTRY_INITIATED_BY,
+}
+_SET_ENTRY: Final = "#u = :now, #tx = :txn, #ty = :type, #dir = :dir, #amt = :amt, #no = :nonce"
+_ADD_MOVEMENT: Final = " ADD #b :delta, #v :count"
+_EXISTS: Final = "attribute_exists(#pk)"
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def _n(value: int) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+def transaction_request(
+    table: str, *postings: Posting, now_s: int | None = None, idempotency_table: str | None = None
+) -> dict[str, Any]:
+    """TransactWriteItems of postings: one update per touched wallet, the transaction items, the records.
+
+    One posting gives its legs' updates in :attr:`Posting.legs` order, its transaction item and
+    its idempotency record (in ``idempotency_table``) last (the order
+    :func:`wallet.cancellation.read_cancellation` reads). Several (a group commit) give one update
+    per wallet, carrying its legs in posting order, then every transaction item, then every
+    record. ``now_s`` (epoch seconds, now when None) judges whether a nonce's earlier items are
+    past their time. Without ``idempotency_table`` no record is written: only the items of
+    ``table``, whose stream is the ledger (tests that build stream records write so); the store
+    always names it. A fresh ``ClientRequestToken`` makes a repeat of this very request (after a
+    lost answer) succeed as the first did instead of cancelling.
+    """
+    now = time.time_ns() // 1_000_000_000 if now_s is None else now_s
+    updates = [{"Update": _wallet_update(table, write)} for write in wallet_writes(postings)]
+    records = (
+        [{"Put": _idempotency_put(idempotency_table, p, now)} for p in postings] if idempotency_table else []
+    )
+    return {
+        "TransactItems": [
+            *updates,
+            *({"Put": _transaction_put(table, p, now)} for p in postings),
+            *records,
+        ],
+        "ClientRequestToken": str(uuid.uuid4()),
+    }
+
+
+def _idempotency_put(table: str, posting: Posting, now_s: int) -> dict[str, Any]:
+    """The idempotency record: the request's receipt, put only where no record exists.
+
+    It holds the receipt for the window (``window_ends_at``) and lives a margin longer (its TTL,
+    ``expires_at``): an existing record is never executed over, whatever ``now_s`` a server's
+    clock gives. Its attributes are :data:`contracts.idempotency_table.IDEMPOTENCY_ATTRIBUTES`.
+    """
+    command = posting.command
+    item = _request_item(
+        posting, idempotency_key(command.wallet_id, command.nonce), posting.record_expires_at
+    )
+    item[WINDOW_ENDS_AT] = _n(posting.remembered_until)
+    return record_put(table, item)
+
+
+def _transaction_put(table: str, posting: Posting, now_s: int) -> dict[str, Any]:
+    """The hot transaction item, put only if its key is new or past its hot TTL.
+
+    The record in the same transaction guards the nonce; this item's own condition only keeps a
+    hot item of an earlier use from being overwritten while TTL has not deleted it yet.
+    """
+    command = posting.command
+    item = _request_item(posting, transaction_key(command.wallet_id, command.nonce), posting.expires_at)
+    item[Attr.ENTITY] = _s(ENTITY_TRANSACTION)
+    return {
+        "TableName": table,
+        "Item": item,
+        "ConditionExpression": _GONE,
+        "ExpressionAttributeNames": {"#pk": Attr.PK, "#e": Attr.EXPIRES_AT},
+        "ExpressionAttributeValues": {":now": _n(now_s)},
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
+def _request_item(posting: Posting, key: str, expires_at: int) -> dict[str, Any]:
+    """One request's attributes under ``key`` (the hot transaction item and the record share them)."""
+    command = posting.command
+    item: dict[str, Any] = {
+        Attr.PK: _s(key),
+        Attr.TXN_ID: _s(posting.txn_id),
+        Attr.TYPE: _s(command.txn_type),
+        Attr.WALLET_ID: _s(command.wallet_id),
+        Attr.AMOUNT: _n(command.amount),
+        Attr.NONCE: _s(command.nonce),
+        Attr.REQUEST_HASH: _s(posting.request_hash),
+        Attr.CREATED_AT: _n(posting.created_at),
+        Attr.EXPIRES_AT: _n(expires_at),
+    }
+    if isinstance(command, Transfer):
+        item[Attr.TO_WALLET_ID] = _s(command.to_wallet_id)
+    if command.initiated_by is not None:
+        item[Attr.INITIATED_BY] = _s(command.initiated_by)
+    return item
+
+
+def record_put(table: str, item: dict[str, Any]) -> dict[str, Any]:
+    """A record (or any item) put only where none exists; a refusal returns the existing one (ALL_OLD)."""
+    return {
+        "TableName": table,
+        "Item": item,
+        "ConditionExpression": _NOT_EXISTS,
+        "ExpressionAttributeNames": {"#pk": Attr.PK},
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
+def declined_record_put(
+    table: str,
+    command: Movement,
+    *,
+    request_hash: str,
+    code: str,
+    refused_wallet_id: str,
+    now_ms: int,
+    window_seconds: int,
+) -> dict[str, Any]:
+    """The record of a refused movement: the same request repeated gets the same refusal.
+
+    A plain conditional ``PutItem`` (1 write unit, not a transaction's 2): the refusal was decided
+    from a cancellation, so nothing of the movement was written; if a record exists meanwhile (an
+    attempt of the same nonce committed in another process) the put fails and that record answers.
+    """
+    window_ends_at = -(-now_ms // 1000) + window_seconds
+    item: dict[str, Any] = {
+        Attr.PK: _s(idempotency_key(command.wallet_id, command.nonce)),
+        Attr.TYPE: _s(command.txn_type),
+        Attr.WALLET_ID: _s(command.wallet_id),
+        Attr.AMOUNT: _n(command.amount),
+        Attr.NONCE: _s(command.nonce),
+        Attr.REQUEST_HASH: _s(request_hash),
+        Attr.CREATED_AT: _n(now_ms),
+        WINDOW_ENDS_AT: _n(window_ends_at),
+        Attr.EXPIRES_AT: _n(window_ends_at + TTL_MARGIN_SECONDS),
+        OUTCOME: _s(OUTCOME_DECLINED),
+        REFUSAL: _s(code),
+        REFUSED_WALLET: _s(refused_wallet_id),
+    }
+    if isinstance(command, Transfer):
+        item[Attr.TO_WALLET_ID] = _s(command.to_wallet_id)
+    if command.initiated_by is not None:
+        item[Attr.INITIATED_BY] = _s(command.initiated_by)
+    return record_put(table, item)
+
+
+def void_record_put(
+    table: str, wallet_id: str, nonce: str, *, principal: str | None, now_ms: int, window_seconds: int
+) -> dict[str, Any]:
+    """The fence of an outcome lookup that found no record: after it, no attempt can commit.
+
+    Every attempt of a movement puts its record under ``attribute_not_exists``, so once this
+    record exists any attempt still in flight (or repeated with its ``ClientRequestToken``) is
+    cancelled by it: "did not commit" is then true for good. While a transaction holding the key
+    is in flight DynamoDB refuses this put (``TransactionConflictException``): not decidable yet.
+    """
+    window_ends_at = -(-now_ms // 1000) + window_seconds
+    item: dict[str, Any] = {
+        Attr.PK: _s(idempotency_key(wallet_id, nonce)),
+        Attr.WALLET_ID: _s(wallet_id),
+        Attr.NONCE: _s(nonce),
+        Attr.CREATED_AT: _n(now_ms),
+        WINDOW_ENDS_AT: _n(window_ends_at),
+        Attr.EXPIRES_AT: _n(window_ends_at + TTL_MARGIN_SECONDS),
+        OUTCOME: _s(OUTCOME_VOID),
+    }
+    if principal is not None:
+        item[Attr.INITIATED_BY] = _s(principal)
+    return record_put(table, item)
+
+
+def create_wallet_request(table: str, wallet_id: str, user_id: str, now_ms: int) -> dict[str, Any]:
+    """The wallet (version 0, balance 0) and its user's claim, each only if new, in one transaction.
+
+    The claim first: a cancellation's first reason then says whether the user has a wallet.
+    """
+    wallet_item = {
+        Attr.PK: _s(wallet_key(wallet_id)),
+        Attr.ENTITY: _s(ENTITY_WALLET),
+        Attr.WALLET_ID: _s(wallet_id),
+        Attr.USER_ID: _s(user_id),
+        Attr.BALANCE: _n(0),
+        Attr.VERSION: _n(0),
+        Attr.CREATED_AT: _n(now_ms),
+        Attr.UPDATED_AT: _n(now_ms),
+    }
+    claim_item = {
+        Attr.PK: _s(user_key(user_id)),
+        Attr.ENTITY: _s(ENTITY_USER),
+        Attr.WALLET_ID: _s(wallet_id),
+    }
+    return {
+        "TransactItems": [{"Put": record_put(table, claim_item)}, {"Put": record_put(table, wallet_item)}]
+    }
+
+
+def _wallet_update(table: str, write: WalletWrite) -> dict[str, Any]:
+    """One wallet's legs: ``ADD`` their sum and their count, and record the entries on the item.
+
+    The item states its latest entry in the ``entry_*`` attributes and, when this transaction
+    applies several, the ones before it in ``entries_before`` (removed otherwise), so its stream
+    MODIFY is exactly the entries it applied. The conditions are the money rules and the clock
+    rule, checked by DynamoDB at commit: the item exists; the balance before the first leg is
+    within :attr:`WalletWrite.floor` and :attr:`WalletWrite.ceiling`, so no leg takes it below
+    zero or above the limit; and ``updated_at`` is before the first leg's time, so per wallet,
+    time strictly increases with version: ordering a wallet's transaction items by
+    ``created_at`` is ordering them by version, which makes a point-in-time export enough to
+    number them (:mod:`stream_processor.export_entries`). It caps one wallet at 1,000 commits a
+    second, above DynamoDB's own per-item limit (1,000 WCU/s, 2 per transactional write).
+    """
+    *earlier, (posting, leg) = write.legs
+    command = posting.command
+    values: dict[str, Any] = {
+        ":since": _n(write.legs[0][0].created_at),
+        ":now": _n(posting.created_at),
+        ":delta": _n(write.delta),
+        ":count": _n(len(write.legs)),
+        ":txn": _s(posting.txn_id),
+        ":type": _s(command.txn_type),
+        ":dir": _s(leg.direction),
+        ":amt": _n(command.amount),
+        ":nonce": _s(command.nonce),
+    }
+    sets = [_SET_ENTRY]
+    removes = []
+    if leg.counterparty is None:
+        removes.append("#cp")
+    else:
+        sets.append("#cp = :cp")
+        values[":cp"] = _s(leg.counterparty)
+    if command.initiated_by is None:
+        removes.append("#by")
+    else:
+        sets.append("#by = :by")
+        values[":by"] = _s(command.initiated_by)
+    if earlier:
+        sets.append("#eb = :eb")
+        values[":eb"] = {"L": [{"M": _entry_map(p, entry)} for p, entry in earlier]}
+    else:
+        removes.append("#eb")
+    remove = f" REMOVE {', '.join(removes)}" if removes else ""
+    conditions = [_EXISTS]
+    if (floor := write.floor) is not None:
+        conditions.append("#b >= :floor")
+        values[":floor"] = _n(floor)
+    if (ceiling := write.ceiling) is not None:
+        conditions.append("#b <= :ceiling")
+        values[":ceiling"] = _n(ceiling)
+    conditions.append("#u < :since")
+    return {
+        "TableName": table,
+        "Key": {Attr.PK: _s(wallet_key(write.wallet_id))},
+        "UpdateExpression": f"SET {', '.join(sets)}{remove}{_ADD_MOVEMENT}",
+        "ConditionExpression": " AND ".join(conditions),
+        "ExpressionAttributeNames": _ENTRY_NAMES,
+        "ExpressionAttributeValues": values,
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
+def _entry_map(posting: Posting, leg: Leg) -> dict[str, Any]:
+    """One earlier entry of a group commit, as ``entries_before`` holds it (:class:`EntryKey`)."""
+    command = posting.command
+    entry = {
+        EntryKey.TXN_ID: _s(posting.txn_id),
+        EntryKey.TYPE: _s(command.txn_type),
+        EntryKey.DIRECTION: _s(leg.direction),
+        EntryKey.AMOUNT: _n(command.amount),
+        EntryKey.NONCE: _s(command.nonce),
+        EntryKey.CREATED_AT: _n(posting.created_at),
+    }
+    if leg.counterparty is not None:
+        entry[EntryKey.COUNTERPARTY] = _s(leg.counterparty)
+    if command.initiated_by is not None:
+        entry[EntryKey.INITIATED_BY] = _s(command.initiated_by)
+    return entry
