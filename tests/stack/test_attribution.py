@@ -72,12 +72,18 @@ def test_identity_headers_are_ignored_unless_the_front_is_trusted(settings: Sett
         )
         # a request that did not come through Lattice has no verified principal: attributed to no one
         api.http.put(f"/api/v1/wallets/{wallet}/deposit/", json={"amount": "5", "nonce": "n2"})
-        first = api.http.get(f"/api/v1/wallets/{wallet}/transactions/n1").json()
+        first = api.http.get(f"/api/v1/wallets/{wallet}/transactions/n1", headers=lattice(PAYER_ROLE)).json()
         second = api.http.get(f"/api/v1/wallets/{wallet}/transactions/n2").json()
+        # the outcome is its caller's alone: anyone else is told there is none, and not by whom
+        other = api.http.get(f"/api/v1/wallets/{wallet}/transactions/n1", headers=lattice(FORGED))
+        unsigned = api.http.get(f"/api/v1/wallets/{wallet}/transactions/n1")
         transactions = {item[Attr.NONCE]: item for item in api.table().transactions}
     # THEN the verified principal is on the receipt and the transaction item; none when absent
     assert first["initiated_by"] == transactions["n1"][Attr.INITIATED_BY] == PAYER_ROLE
     assert second["initiated_by"] is None
+    for refused in (other, unsigned):
+        assert refused.status_code == 404
+        assert PAYER_ROLE not in refused.text
     assert Attr.INITIATED_BY not in transactions["n2"]
 
 

@@ -368,6 +368,7 @@ def test_openapi_documents_every_route_with_its_statuses(api: Api) -> None:
         ("get", "/api/v1/wallets/{wallet_id}/transactions/{nonce}"): {
             "200",
             "404",
+            "409",
             "422",
             "429",
             "413",
@@ -395,9 +396,14 @@ def test_openapi_documents_every_route_with_its_statuses(api: Api) -> None:
         "enum"
     ] == [
         "idempotency_key_reused",
+        "nonce_expired",
+        "nonce_voided",
         "insufficient_funds",
         "balance_limit_exceeded",
     ]
+    lookup = paths["/api/v1/wallets/{wallet_id}/transactions/{nonce}"]["get"]["responses"]["409"]
+    assert lookup["content"]["application/json"]["schema"]["properties"]["error"]["enum"] == ["outcome_pending"]
+    assert set(lookup["headers"]) == {"Retry-After"}
     description = api.openapi["info"]["description"]
     assert "2 days" in description
     assert "WALLETLAKE_IDEMPOTENCY_WINDOW_SECONDS" in description

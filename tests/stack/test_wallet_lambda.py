@@ -92,8 +92,8 @@ def test_the_lambda_front_attributes_a_write_to_the_iam_identity_api_gateway_ver
     event["requestContext"]["authorizer"] = {"iam": {"userArn": caller}}
     event["headers"]["x-amzn-lattice-identity"] = "Principal=arn:aws:iam::123456789012:role/admin"
     assert handler(event, FakeLambdaContext())["statusCode"] == 204
-    outcome = handler(
-        http_api_event("GET", f"/api/v1/wallets/{wallet_id}/transactions/n"), FakeLambdaContext()
-    )
+    lookup = http_api_event("GET", f"/api/v1/wallets/{wallet_id}/transactions/n")
+    lookup["requestContext"]["authorizer"] = {"iam": {"userArn": caller}}  # an outcome is its caller's
+    outcome = handler(lookup, FakeLambdaContext())
     # THEN the outcome names the verified role, not the header
     assert orjson.loads(outcome["body"])["initiated_by"] == caller
