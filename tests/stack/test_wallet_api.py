@@ -402,7 +402,9 @@ def test_openapi_documents_every_route_with_its_statuses(api: Api) -> None:
         "balance_limit_exceeded",
     ]
     lookup = paths["/api/v1/wallets/{wallet_id}/transactions/{nonce}"]["get"]["responses"]["409"]
-    assert lookup["content"]["application/json"]["schema"]["properties"]["error"]["enum"] == ["outcome_pending"]
+    assert lookup["content"]["application/json"]["schema"]["properties"]["error"]["enum"] == [
+        "outcome_pending"
+    ]
     assert set(lookup["headers"]) == {"Retry-After"}
     description = api.openapi["info"]["description"]
     assert "2 days" in description
