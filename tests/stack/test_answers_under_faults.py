@@ -159,9 +159,15 @@ def check(settings: Settings, wallets: list[str], tolds: list[Told]) -> int:
     return sum(len(told.answers) for told in tolds)
 
 
-async def _history(settings: Settings, seed: int, rates: dict[str, float], offsets: list[int]) -> None:
+async def _history(
+    settings: Settings,
+    seed: int,
+    rates: dict[str, float],
+    offsets: list[int],
+    late_seconds: tuple[float, float],
+) -> None:
     rng = random.Random(seed)
-    world = FaultWorld(random.Random(seed + 1), settings.idempotency_table, rates)
+    world = FaultWorld(random.Random(seed + 1), settings.idempotency_table, rates, late_seconds)
     world.enabled = False
     async with fleet(settings, world, offsets) as apis:
         wallets = await _wallets(apis[0], 4)
@@ -210,6 +216,9 @@ async def _history(settings: Settings, seed: int, rates: dict[str, float], offse
     throttle=st.sampled_from([0.0, 0.05, 0.2]),
     expired=st.sampled_from([0.0, 0.03]),
     offsets=st.lists(st.integers(-25_000, 25_000), min_size=2, max_size=2),
+    # a late commit inside the call's deadline (the store's own retries meet it) or past it (the
+    # client is told the outcome is unknown while the transaction is still committing)
+    late_seconds=st.sampled_from([(0.02, 0.3), (0.5, 2.5)]),
 )
 @hypothesis_settings(
     max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -222,6 +231,7 @@ def test_every_answer_is_true_over_drawn_fault_histories(
     throttle: float,
     expired: float,
     offsets: list[int],
+    late_seconds: tuple[float, float],
 ) -> None:
     rates = {"lost": lost, "late": late, "throttle": throttle, "expired": expired}
-    asyncio.run(_history(settings, seed, rates, offsets))
+    asyncio.run(_history(settings, seed, rates, offsets, late_seconds))

@@ -90,7 +90,7 @@ class FaultyDynamoDB:
         if token is not None and token in world.tokens:
             world.injected["in_progress"] += 1
             raise _error("TransactionInProgressException")
-        held = [key for key in keys if key in world.in_flight]
+        held = [key for key in [*keys, *self._wallet_keys(operation, payload)] if key in world.in_flight]
         if held:
             world.injected["record_conflict"] += 1
             if operation == "TransactWriteItems":
@@ -104,6 +104,7 @@ class FaultyDynamoDB:
         if fault == "expired":
             raise _error("ExpiredTokenException")
         if fault == "late" and token is not None:
+            keys = [*keys, *self._wallet_keys(operation, payload)]  # a transaction holds all its items
             task = asyncio.ensure_future(self._commit_late(payload, keys, token))
             world.tokens[token] = task
             for key in keys:
@@ -144,6 +145,13 @@ class FaultyDynamoDB:
             if "Put" in item and item["Put"]["TableName"] == table
         ]
 
+    @staticmethod
+    def _wallet_keys(operation: str, payload: dict[str, Any]) -> list[str]:
+        """The wallet items a transaction updates."""
+        if operation != "TransactWriteItems":
+            return []
+        return [item["Update"]["Key"][Attr.PK]["S"] for item in payload["TransactItems"] if "Update" in item]
+
     def _conflict_reasons(self, payload: dict[str, Any], held: list[str]) -> list[dict[str, Any]]:
         """The service's reasons for a write meeting a transaction in flight on its own record.
 
@@ -152,20 +160,20 @@ class FaultyDynamoDB:
         """
         items = payload["TransactItems"]
         reasons: list[dict[str, Any]] = []
+        own_record_held = any("#" not in key for key in held)
         for item in items:
             if "Update" in item:
                 update = item["Update"]
-                debit = ":floor" in update.get("ExpressionAttributeValues", {}) and len(held) == len(
-                    [i for i in items if "Put" in i and i["Put"]["TableName"] == self.world.idempotency_table]
-                )
-                reasons.append(
-                    {
-                        "Code": "ConditionalCheckFailed",
-                        "Item": {Attr.BALANCE: {"N": "0"}, Attr.UPDATED_AT: {"N": "0"}},
-                    }
-                    if debit
-                    else _HELD
-                )
+                if own_record_held and ":floor" in update.get("ExpressionAttributeValues", {}):
+                    # the other attempt's debit is committing: the payer's condition fails
+                    reasons.append(
+                        {
+                            "Code": "ConditionalCheckFailed",
+                            "Item": {Attr.BALANCE: {"N": "0"}, Attr.UPDATED_AT: {"N": "0"}},
+                        }
+                    )
+                else:
+                    reasons.append(_CONFLICT if update["Key"][Attr.PK]["S"] in held else _HELD)
                 continue
             request_key = item["Put"]["Item"][Attr.PK]["S"].split("#")[0]  # record, or its hot item
             reasons.append(_CONFLICT if request_key in held else _HELD)
