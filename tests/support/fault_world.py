@@ -54,8 +54,12 @@ class FaultWorld:
     in_flight: dict[str, asyncio.Task[None]] = dataclasses.field(default_factory=dict)
     #: ClientRequestToken -> that transaction
     tokens: dict[str, asyncio.Task[None]] = dataclasses.field(default_factory=dict)
+    #: Operation -> the faults its next calls meet, in order (None: none), before any drawn one
+    plan: dict[str, list[str | None]] = dataclasses.field(default_factory=dict)
 
     def draw(self, operation: str) -> str | None:
+        if planned := self.plan.get(operation):
+            return planned.pop(0)
         if not self.enabled:
             return None
         for kind in KINDS:
