@@ -51,12 +51,14 @@ from request_sizes import (
     PRINCIPAL,
     RESPONSE_BYTES,
     WALLET,
+    decline_units,
     grouped_wallet,
     signed_request_bytes,
     transaction_units,
 )
 from stream_to_parquet import StreamGenerator
 
+from contracts.idempotency_table import TTL_MARGIN_SECONDS
 from contracts.settings import Settings
 from lake.compaction import compact_files
 from lake.compaction_kernel import generation
@@ -254,6 +256,11 @@ WRITE_UNITS: Final = {
     "deposit": transaction_units([Deposit(WALLET, 25_000_000, "n-1", initiated_by=PRINCIPAL)]),
     "transfer": transaction_units([Transfer(WALLET, PAYEE, 25_000_000, "n-1", initiated_by=PRINCIPAL)]),
 }
+#: What remembering one refusal adds (its declined record, a plain PutItem), for a transfer.
+DECLINE_UNITS: Final = decline_units(Transfer(WALLET, PAYEE, 25_000_000, "n-1", initiated_by=PRINCIPAL))
+#: Requests refused for money or a missing wallet, as a share of all: an assumption (the seed
+#: gives none), stated with its figure so the cost of a higher rate is a multiplication.
+DECLINE_SHARE_PERCENT: Final = 1
 #: A hot wallet credited in one group commit of the store's largest group (32 requests).
 GROUPED_WALLET: Final = grouped_wallet(32)
 
@@ -371,7 +378,11 @@ def model(measured: Measured, percent: int) -> dict[str, Any]:
     wru_per_tx = wallets_wru_per_tx + records_wru_per_tx
     wru_per_second = tx_per_second * wru_per_tx
     shards = max(1, _ceil_div(tx_per_second * wallets_wru_per_tx, WRITE_UNITS_PER_PARTITION))
-    records_bytes = tx_per_second * IDEMPOTENCY_WINDOW_SECONDS * IDEMPOTENCY_RECORD_BYTES
+    # a record lives its window and TTL's margin (the nonce is never executed again while it exists)
+    records_bytes = (
+        tx_per_second * (IDEMPOTENCY_WINDOW_SECONDS + TTL_MARGIN_SECONDS) * IDEMPOTENCY_RECORD_BYTES
+    )
+    decline_wru_per_second = tx_per_second * DECLINE_SHARE_PERCENT / 100 * DECLINE_UNITS["record_units"]
     table_bytes = tx_per_second * HOT_TTL_SECONDS * TRANSACTION_ITEM_BYTES + wallets * WALLET_ITEM_BYTES
     snapshot_rru = _ceil_div(table_bytes, READ_UNIT_BYTES) / 2
     snapshot_seconds = snapshot_rru / SNAPSHOT_READ_UNITS_PER_SECOND
@@ -434,7 +445,11 @@ def model(measured: Measured, percent: int) -> dict[str, Any]:
     transitions = 3 * SNAPSHOT_SEGMENTS + 20
 
     daily = {
-        "dynamodb_writes": cost(wru_per_second * SECONDS_PER_DAY, DYNAMODB_MICRO_USD_PER_MILLION_WRU, 10**6),
+        "dynamodb_writes": cost(
+            (wru_per_second + decline_wru_per_second) * SECONDS_PER_DAY,
+            DYNAMODB_MICRO_USD_PER_MILLION_WRU,
+            10**6,
+        ),
         "dynamodb_snapshot_reads": cost(snapshot_rru, DYNAMODB_MICRO_USD_PER_MILLION_RRU, 10**6),
         "streams_reads": 0 * STREAMS_MICRO_USD_PER_LAMBDA_READ,
         "lambda_compute": cost(lambda_gb_seconds, LAMBDA_MICRO_USD_PER_MILLION_GB_SECONDS, 10**6),
@@ -484,6 +499,8 @@ def model(measured: Measured, percent: int) -> dict[str, Any]:
         "dynamodb_write_units_per_day": round(wru_per_second * SECONDS_PER_DAY),
         "dynamodb_write_units_per_transaction": round(wru_per_tx, 2),
         "idempotency_write_units_per_transaction": records_wru_per_tx,
+        "decline_record_write_units": DECLINE_UNITS["record_units"],
+        "decline_write_units_per_day": round(decline_wru_per_second * SECONDS_PER_DAY),
         "grouped_wallet_32_credits": GROUPED_WALLET,
         "api_bytes_per_request": API_BYTES_PER_REQUEST,
         "api_cpu_us_per_request": measured.api_cpu_us_per_request,
@@ -626,6 +643,12 @@ _ROWS: Final = (
     ("DynamoDB write units per day", "dynamodb_write_units_per_day", "{:,}"),
     ("DynamoDB write units per transaction", "dynamodb_write_units_per_transaction", "{:,.2f}"),
     ("  of which the idempotency record", "idempotency_write_units_per_transaction", "{:,}"),
+    ("Write units of a refusal's record (a plain PutItem)", "decline_record_write_units", "{:,}"),
+    (
+        f"  per day if {DECLINE_SHARE_PERCENT} % of requests are refused",
+        "decline_write_units_per_day",
+        "{:,}",
+    ),
     ("API bytes per request (SigV4-signed + answer)", "api_bytes_per_request", "{:,}"),
     ("DynamoDB GB held (both tables)", "dynamodb_gb_held", "{:,.1f}"),
     ("  wallets table (8 h of items, wallets)", "dynamodb_table_gb_held", "{:,.1f}"),
@@ -709,7 +732,11 @@ def readme_section(measured: Measured = PUBLISHED) -> str:
     def item(name: str) -> list[int]:
         return [load["monthly_micro_usd"][name] for load in loads]
 
-    row("DynamoDB writes (transactional, the store's own items: 2 units each)", item("dynamodb_writes"))
+    row(
+        "DynamoDB writes (transactional, the store's own items: 2 units each; "
+        f"refusals' records at {DECLINE_SHARE_PERCENT} %)",
+        item("dynamodb_writes"),
+    )
     held = ("dynamodb_storage", "dynamodb_point_in_time_recovery")
     row(
         "DynamoDB storage and point-in-time recovery (wallets; 2 days of idempotency records)",

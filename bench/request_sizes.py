@@ -4,10 +4,12 @@
   botocore's own ``SigV4Auth`` for ``vpc-lattice-svcs`` with temporary credentials (a role's
   session token: what every caller of the Lattice front holds), counted as HTTP/1.1 puts it on
   the wire, plus the 204 answer.
-- **Write units**: the items of a TransactWriteItems exactly as :func:`wallet.write_requests.transaction_request`
-  builds them (a single deposit, a single transfer, and a wallet credited ``n`` times in one group
-  commit), sized by DynamoDB's item-size rules and charged as transactional writes: 2 units per
-  started KB of the item, an update charged on the larger of its before and after images
+- **Write units**: the items of a TransactWriteItems exactly as
+  :func:`wallet.write_requests.transaction_request` builds them (a single deposit, a single
+  transfer, and a wallet credited ``n`` times in one group commit), and a refusal's record as
+  :func:`wallet.write_requests.declined_record_put` builds it, sized by DynamoDB's item-size
+  rules and charged as transactional writes (2 units per started KB of the item; the refusal's
+  record a plain put, 1 unit per KB), an update charged on the larger of its before and after images
   (DynamoDB Developer Guide, "Item sizes and formats" and "Read/write capacity mode"). A wallet
   item carries its group's earlier entries in ``entries_before`` until its next write removes
   them, so that next write is charged on the big before-image too.
@@ -33,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from contracts.wallets_table import ENTITY_WALLET, Attr, wallet_key
 from wallet.commands import Deposit, Movement, Transfer, request_hash
 from wallet.posting import post
-from wallet.write_requests import transaction_request
+from wallet.write_requests import declined_record_put, transaction_request
 
 #: A role session's token as STS issues it: its length varies (AWS says to allow for growth); an
 #: assumed role's is typically 800-1,100 characters, this is the upper end (assumed, not measured).
@@ -167,6 +169,25 @@ def transaction_units(commands: list[Movement]) -> dict[str, int]:
         "total_units": wallet_units + transaction + records,
         "largest_wallet_item_bytes": largest,
     }
+
+
+def decline_units(command: Movement) -> dict[str, int]:
+    """Write units of a refusal's record: one plain conditional PutItem (not transactional: 1 unit a KB).
+
+    The cancelled TransactWriteItems before it is charged as DynamoDB charges a cancelled
+    transaction; this is what remembering the refusal adds.
+    """
+    put = declined_record_put(
+        "walletlake-idempotency",
+        command,
+        request_hash=request_hash(command),
+        code="insufficient_funds",
+        refused_wallet_id=command.wallet_id,
+        now_ms=1_795_000_000_000,
+        window_seconds=172_800,
+    )
+    size = item_bytes(put["Item"])
+    return {"record_bytes": size, "record_units": -(-size // 1024)}
 
 
 def grouped_wallet(n: int) -> dict[str, int]:

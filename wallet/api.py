@@ -6,29 +6,36 @@ Routes
   again → 200 with the same id (one wallet per user).
 - ``PUT /api/v1/wallets/{wallet_id}/deposit/`` ``{"amount", "nonce"}`` → 204.
 - ``PUT /api/v1/wallets/{wallet_id}/transfer/{target_wallet_id}/`` ``{"amount", "nonce"}`` → 204.
-- ``GET /api/v1/wallets/{wallet_id}/transactions/{nonce}`` → 200, the outcome of the wallet's
-  request with that nonce (transaction id, type, amount, counterparty, created_at) within the
-  idempotency window; 404 ``transaction_not_found`` otherwise.
+- ``GET /api/v1/wallets/{wallet_id}/transactions/{nonce}`` → 200, your request with that nonce
+  committed (transaction id, type, amount, counterparty, created_at); 404 ``transaction_not_found``:
+  it did not and never will (decided for good: with no record the lookup voids the nonce first);
+  409 ``outcome_pending``: a transaction with it is still committing, ask again.
 - ``GET /api/v1/wallets/{wallet_id}/balance`` → 200 ``{"balance": "<int micro-USD>"}`` (strongly
   consistent).
 - ``GET /api/v1/wallets/me/`` → 501 (no authentication in this system).
 - ``GET /healthz`` → 200; ``GET /metrics`` → the process's counters (:mod:`wallet.telemetry`).
 
-Idempotency: the nonce window
------------------------------
-Every deposit and transfer carries a client-chosen ``nonce``, unique per addressed wallet (deposits
-and transfers share the wallet's nonces). Sending the *same request* again (same operation, wallet,
-target, amount as an integer, nonce) answers 204 again and changes nothing: clients retry 5xx, 429
-and lost answers with the same nonce. The same nonce with different parameters is 409
-``idempotency_key_reused``. A refused request (any 4xx) stores nothing, so repeating it is judged
-afresh. Nonces are remembered for the idempotency window (``WALLETLAKE_IDEMPOTENCY_WINDOW_SECONDS``,
-2 days by default), to the second, whatever became of the 8-hour hot transaction item; after it
-the nonce is forgotten and the same nonce is a new request.
+The client's contract
+---------------------
+Every deposit and transfer carries a client-chosen ``nonce`` (use a fresh UUID, v4 or v7), unique
+per addressed wallet and owned by the caller that first used it. The first record put under a
+nonce decides it, and every answer follows from it:
 
-Every 204 of a deposit or transfer names its transaction in a ``Transaction-Id`` header; a replay
-also carries ``Idempotent-Replayed: true`` (and the first execution's transaction id). A 503
-``outcome_unknown`` means DynamoDB may have committed the request but its answer was lost: repeat
-it with the same nonce and body, or ask ``GET .../transactions/{nonce}``.
+- 204: done (``Idempotent-Replayed: true``: applied earlier; ``Transaction-Id`` names it);
+- 404 ``wallet_not_found``, 409 ``insufficient_funds`` / ``balance_limit_exceeded``: refused,
+  nothing moved; kept under the nonce, so a repeat gets the same refusal (replayed). New nonce;
+- 409 ``idempotency_key_reused`` (another body or another caller), ``nonce_expired`` (past the
+  window, its record still exists: never executed again), ``nonce_voided`` (a lookup decided it
+  did not commit): nothing moved. New nonce;
+- 429 ``throttled``, 503 ``unavailable``, 500 ``dynamodb_refused``: nothing was written. Same
+  request, same nonce, after ``Retry-After`` (500: once the deployment is fixed);
+- 503 ``outcome_unknown``: an attempt went unanswered and may have committed. Decide it first:
+  repeat with the same nonce, or ask the lookup (200 / 404 / 409 ``outcome_pending``); never a new
+  nonce before that.
+
+The idempotency window is ``WALLETLAKE_IDEMPOTENCY_WINDOW_SECONDS`` (2 days by default); a record
+lives a day longer (its TTL), and while it exists the nonce is never executed again, whatever a
+server's clock says.
 
 Errors are JSON ``{"error": "<code>", "detail": "..."}`` with precedence 422 > 404 > 409
 ``idempotency_key_reused`` > 409 ``insufficient_funds``; 429 and 503 carry ``Retry-After``. A body

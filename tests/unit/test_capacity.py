@@ -49,7 +49,13 @@ def test_the_seed_load_gives_the_issue_figures() -> None:
         2,
     )
     # AND the idempotency table holds 2 days of records: 20,000 tx/s * 172,800 s * 360 bytes
-    assert load["idempotency_records_gb_held"] == pytest.approx(20_000 * 172_800 * 360 / 1e9, abs=0.1)
+    # a record lives its window and TTL's margin of a day (never executed over while it exists)
+    assert load["idempotency_records_gb_held"] == pytest.approx(
+        20_000 * (172_800 + 86_400) * 360 / 1e9, abs=0.1
+    )
+    # a refusal's record is one plain PutItem of one write unit; at 1 % of requests refused
+    assert load["decline_record_write_units"] == 1
+    assert load["decline_write_units_per_day"] == 20_000 * 86_400 // 100
     # AND the wallets table (8 h of transaction items and the wallets) is all the snapshot scans:
     # 261 GB at 60,000 read units/s (eventually consistent, 8 KB each) is 9 minutes, in one Lambda run
     wallets_bytes = 20_000 * 28_800 * 450 + 10_000_000 * 200
@@ -57,7 +63,7 @@ def test_the_seed_load_gives_the_issue_figures() -> None:
     assert load["snapshot_minutes"] == pytest.approx(wallets_bytes / 8_192 / 60_000 / 60, abs=0.1)
     assert load["snapshot_fits_lambda"] is True
     # AND storage and point-in-time recovery are billed on both tables
-    held_gb = (wallets_bytes + 20_000 * 172_800 * 360) / 1e9
+    held_gb = (wallets_bytes + 20_000 * (172_800 + 86_400) * 360) / 1e9
     assert load["monthly_micro_usd"]["dynamodb_storage"] == math.ceil(held_gb * 250_000)
     assert load["monthly_micro_usd"]["dynamodb_point_in_time_recovery"] == math.ceil(held_gb * 200_000)
     # AND batches close on the 6 MB payload (6,000 records), before the 30 s window, with one batch
@@ -95,8 +101,9 @@ def test_costs_are_integer_micro_usd_and_add_up() -> None:
         assert load["monthly_total_micro_usd"] == sum(load["monthly_micro_usd"].values())
         # AND Athena bills $5 per TB scanned, rounded up to the micro-USD
         assert load["athena_micro_usd_per_night"] == math.ceil(load["athena_bytes_per_night"] * 5 / 1e6)
-    # AND writes scale with the load: $0.625 per million write units
-    assert loads[2]["daily_micro_usd"]["dynamodb_writes"] == math.ceil(12_787_200_000 * 0.625)
+    # AND writes scale with the load: $0.625 per million write units, the movements' and the 1 %
+    # refused requests' records (one unit each)
+    assert loads[2]["daily_micro_usd"]["dynamodb_writes"] == math.ceil((12_787_200_000 + 17_280_000) * 0.625)
     assert (
         loads[2]["daily_micro_usd"]["dynamodb_writes"] == 100 * loads[0]["daily_micro_usd"]["dynamodb_writes"]
     )
