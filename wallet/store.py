@@ -45,6 +45,7 @@ millisecond later). Grouping (:mod:`wallet.group_commit`) and the memory of rece
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import logging
 import time
@@ -317,7 +318,11 @@ class WalletStore:
             if job.state.unanswered:  # an earlier attempt may have committed: never "nothing written"
                 self.telemetry.count(metrics.OUTCOMES_UNKNOWN_KEPT)
                 raise job.unknown(retry_after_seconds()) from error
-            raise
+            # every attempt was answered, none committed: the answer names the transaction that did
+            # not happen (a copy: a group's failure is one exception shared by its requests)
+            answered = copy.copy(error)
+            answered.transaction_id = job.txn_id
+            raise answered from error
 
     async def _attempts(self, job: Job, fingerprint: Fingerprint) -> Receipt:
         command = job.command

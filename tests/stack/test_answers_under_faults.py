@@ -10,6 +10,7 @@ then holds every final answer against the tables, with faults off and every late
 
 - 204 (applied or replayed) => the nonce's record is applied, with the transaction id told;
 - a refusal or a definite "did not commit" => no applied record for the nonce;
+- 429, 500 and 503 ``unavailable`` ("nothing was written") never name the transaction that committed;
 - no answer any rule forbids here (``idempotency_key_reused``, ``nonce_expired``);
 - every wallet's balance and version are exactly its applied records' legs; money is conserved;
   no balance is below zero.
@@ -122,6 +123,8 @@ def check(settings: Settings, wallets: list[str], tolds: list[Told]) -> int:
     for told in tolds:
         record = records[idempotency_key(told.wallet_id, told.nonce)]
         committed = bool(record) and record.get(OUTCOME, {"S": "applied"})["S"] == "applied"
+        if committed:  # an answer that said "nothing was written" never names what was
+            assert record[Attr.TXN_ID]["S"] not in told.not_written_txn_ids, (told, record)
         if told.verdict == "applied":
             assert committed, (told, record)
             assert record[Attr.TXN_ID]["S"] == told.txn_id, (told, record)

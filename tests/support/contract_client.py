@@ -42,6 +42,8 @@ class Told:
     refusal: str | None = None
     answers: list[tuple[int, str]] = dataclasses.field(default_factory=list)
     unknown_txn_ids: list[str] = dataclasses.field(default_factory=list)
+    #: transactions an answer said were not written (429, 500, 503 ``unavailable``)
+    not_written_txn_ids: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def path(self) -> str:
@@ -86,6 +88,8 @@ async def send(apis: list[httpx.AsyncClient], rng: random.Random, told: Told, *,
                 return
             continue  # or decide it by repeating the same request
         if response.status_code in _REPEAT:
+            if txn_id := response.headers.get("Transaction-Id"):
+                told.not_written_txn_ids.append(txn_id)
             await asyncio.sleep(_PAUSE)
             continue
         told.verdict = f"wrong:{code}"  # idempotency_key_reused, nonce_expired: never right here
@@ -132,7 +136,9 @@ async def pay(
             break
     last = tolds[-1]
     if redeliver and last.verdict == "refused":
-        again = dataclasses.replace(last, verdict="undecided", answers=[], unknown_txn_ids=[])
+        again = dataclasses.replace(
+            last, verdict="undecided", answers=[], unknown_txn_ids=[], not_written_txn_ids=[]
+        )
         await asyncio.sleep(_PAUSE)
         await send(apis, rng, again)
         tolds.append(again)

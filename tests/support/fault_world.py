@@ -12,7 +12,8 @@ generator:
   other write of its idempotency record meets it as the service would, a transaction's
   ``TransactionConflict`` reason or a single write's ``TransactionConflictException``;
 - ``throttle``: ``ProvisionedThroughputExceededException`` before anything is written;
-- ``expired``: ``ExpiredTokenException`` (credentials that expired) before anything is written.
+- ``expired``: ``ExpiredTokenException`` (credentials that expired) before anything is written;
+  both in bursts of up to five calls.
 
 Every injection is counted in :attr:`FaultWorld.injected`.
 """
@@ -57,15 +58,23 @@ class FaultWorld:
     #: Operation -> the faults its next calls meet, in order (None: none), before any drawn one
     plan: dict[str, list[str | None]] = dataclasses.field(default_factory=dict)
 
+    #: A throttle or an expired credential comes in bursts (a hot partition, a fleet's token
+    #: refresh): the calls right after one meet it too.
+    _burst: list[str] = dataclasses.field(default_factory=list)
+
     def draw(self, operation: str) -> str | None:
         if planned := self.plan.get(operation):
             return planned.pop(0)
         if not self.enabled:
             return None
+        if self._burst:
+            return self._burst.pop()
         for kind in KINDS:
             if kind == "late" and operation != "TransactWriteItems":
                 continue
             if self.rng.random() < self.rates.get(kind, 0.0):
+                if kind in ("throttle", "expired"):
+                    self._burst = [kind] * self.rng.randint(0, 4)
                 return kind
         return None
 
