@@ -89,21 +89,25 @@ def decline_of(error: WalletError) -> Decline | None:
 class Fingerprint:
     """What a record must match to be "the same request" of this caller."""
 
+    command: Movement
     current: str
-    legacy: str
-    principal: str | None
 
     @classmethod
     def of(cls, command: Movement) -> Fingerprint:
-        return cls(request_hash(command), legacy_request_hash(command), command.initiated_by)
+        return cls(command, request_hash(command))
 
     def matches(self, record: Mapping[str, Any]) -> bool:
         """The record is this request's: its hash, or the caller-less hash of a record written
-        before nonces had owners when the record's caller is this one."""
+        before nonces had owners when the record's caller is this one (computed only then)."""
         stored = _text(record, Attr.REQUEST_HASH)
         if stored == self.current:
             return True
-        return stored == self.legacy and _text(record, Attr.INITIATED_BY) == self.principal
+        principal = self.command.initiated_by
+        return (
+            principal is not None
+            and _text(record, Attr.INITIATED_BY) == principal
+            and stored == legacy_request_hash(self.command)
+        )
 
 
 def outcome_of(record: Mapping[str, Any]) -> str:
