@@ -6,11 +6,13 @@ same file, transpiled by sqlglot, over the same Parquet in S3. The nightly recon
 :mod:`queries.reconciliation`.
 """
 
+from queries._athena_dialect import AthenaDialectError
 from queries._catalog import QueryInfo, QueryParameter, get_query, list_queries
 from queries._engine import QueryEngine, engine_for, run_query
 from queries._parameters import ParameterError, QueryValue
 
 __all__ = [
+    "AthenaDialectError",
     "ParameterError",
     "QueryEngine",
     "QueryInfo",
