@@ -48,8 +48,12 @@ _TEXT: Final = frozenset(exp.DataType.TEXT_TYPES)
 _TEMPORAL: Final = frozenset(exp.DataType.TEMPORAL_TYPES)
 _INTEGERS: Final = frozenset(exp.DataType.INTEGER_TYPES)
 _DECIMAL: Final = exp.DataType.Type.DECIMAL
-#: The mark a division carries from the statement to its typed copy.
-_DIVISION: Final = "walletlake_division"
+#: The mark a node whose rewrite depends on its types carries from the statement to its typed copy.
+_MARK: Final = "walletlake_typed"
+#: Those nodes: a division (integer in Trino), date arithmetic (a date in Trino, a timestamp in DuckDB).
+_TYPED_REWRITES: Final = (exp.Div, exp.Add, exp.Sub, exp.DateAdd, exp.DateSub, exp.DateTrunc, exp.ArraySize)
+_DATE_ARITHMETIC: Final = (exp.Add, exp.Sub, exp.DateAdd, exp.DateSub, exp.DateTrunc)
+_DATE: Final = exp.DataType.Type.DATE
 
 
 def lake_schema(iceberg_tables: frozenset[str]) -> dict[str, dict[str, str]]:
@@ -76,18 +80,18 @@ def to_duckdb(sql: str, schema: Mapping[str, Mapping[str, str]]) -> str:
     if len(trees) != 1:
         raise ValueError(f"expected one SQL statement, found {len(trees)}")
     tree = trees[0]
-    for number, division in enumerate(tree.find_all(exp.Div)):
-        division.meta[_DIVISION] = number
+    for number, node in enumerate(tree.find_all(*_TYPED_REWRITES)):
+        node.meta[_MARK] = number
     # Types are inferred on a qualified copy (qualifying renames outputs); the statement itself is
-    # rewritten, its integer divisions found by their mark.
+    # rewritten, the nodes whose rewrite depends on a type found by their mark.
     typed = _typed(tree, schema)
     check(typed)
-    integer = {
-        division.meta[_DIVISION]
-        for division in typed.find_all(exp.Div)
-        if _DIVISION in division.meta and {_kind(division.left), _kind(division.right)} <= _INTEGERS
+    kinds = {
+        node.meta[_MARK]: (_kind(node), _kind(node.this), _kind(node.expression))
+        for node in typed.find_all(*_TYPED_REWRITES)
+        if _MARK in node.meta
     }
-    return _name_outputs(_rewrite(tree, integer)).sql(dialect="duckdb")
+    return _name_outputs(_rewrite(tree, kinds)).sql(dialect="duckdb")
 
 
 def _name_outputs(tree: exp.Expression) -> exp.Expression:
@@ -142,8 +146,11 @@ def _operands(node: exp.Expression) -> list[exp.Expression]:
     return [node.left, node.right]
 
 
-def _kind(node: exp.Expression) -> exp.DataType.Type | None:
-    kind = node.type
+_Kind = exp.DataType.Type | None
+
+
+def _kind(node: exp.Expression | None) -> _Kind:
+    kind = node.type if isinstance(node, exp.Expression) else None
     return kind.this if isinstance(kind, exp.DataType) else None
 
 
@@ -227,13 +234,34 @@ def joda_to_strftime(pattern: str) -> str:
     return "".join(parts)
 
 
-def _rewrite(tree: exp.Expression, integer_divisions: set[int]) -> exp.Expression:
-    """Trino's functions and operators whose DuckDB transpilation would answer differently, rewritten."""
+def _rewrite(tree: exp.Expression, kinds: Mapping[int, tuple[_Kind, _Kind, _Kind]]) -> exp.Expression:
+    """Trino's functions and operators whose DuckDB transpilation would answer differently, rewritten.
+
+    ``kinds`` holds the Trino types (the node's, its left and right operand's) of the marked nodes.
+    """
 
     def visit(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.Div) and node.meta.get(_DIVISION) in integer_divisions:
+        own, left, right = kinds.get(node.meta.get(_MARK, -1), (None, None, None))
+        if isinstance(node, exp.Div) and {left, right} <= _INTEGERS:
             # Trino's integer division truncates; DuckDB's / is a double, its // truncates as Trino does.
             return exp.IntDiv(this=node.left, expression=node.right)
+        if isinstance(node, exp.ArraySize):
+            # cardinality(): DuckDB's array_length takes no map.
+            function = "CARDINALITY" if left == exp.DataType.Type.MAP else "LEN"
+            return exp.Anonymous(this=function, expressions=[node.this])
+        if isinstance(node, exp.ArraySlice):
+            # Trino's slice(array, start, length); DuckDB's list_slice takes the last position.
+            start, length = node.args["start"], node.args["end"]
+            last = exp.Sub(this=exp.Add(this=start.copy(), expression=length), expression=exp.Literal.number(1))
+            return exp.Anonymous(this="LIST_SLICE", expressions=[node.this, start, last])
+        if isinstance(node, exp.DataType) and node.this == exp.DataType.Type.TIMESTAMP and node.expressions:
+            # A Trino literal's precision (TIMESTAMP '… .000' is timestamp(3)) would make DuckDB's
+            # TIMESTAMP_MS, which it refuses to compare with a zoned column; microseconds hold every value.
+            return exp.DataType.build("TIMESTAMP")
+        if own == _DATE and isinstance(node, _DATE_ARITHMETIC):
+            # A date plus days or months, or truncated, stays a date in Trino; DuckDB makes a timestamp.
+            node.meta.pop(_MARK, None)
+            return exp.cast(node, exp.DataType.build("DATE"))
         if isinstance(node, exp.DateDiff):
             # Trino counts whole units elapsed; DuckDB's date_diff counts boundaries crossed, date_sub units.
             unit = node.args.get("unit")

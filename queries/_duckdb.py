@@ -316,8 +316,10 @@ class DuckDBEngine:
         """The snapshot of ``table`` current at a Trino timestamp expression, evaluated by DuckDB."""
         if not is_iceberg_view(self.settings, table):
             raise ValueError(f"{table} is not an Iceberg table: it has no history to read at a timestamp")
-        expression = self.translate(f"SELECT {moment}", {}).removeprefix("SELECT ")
-        row = self._connection.execute(f"SELECT epoch_ms(CAST({expression} AS TIMESTAMPTZ))").fetchone()
+        instant = self.translate(f"SELECT {moment} AS instant", {})
+        row = self._connection.execute(
+            f"SELECT epoch_ms(CAST(instant AS TIMESTAMPTZ)) FROM ({instant}) AS moment"
+        ).fetchone()
         if row is None or row[0] is None:
             raise ValueError(f"FOR TIMESTAMP AS OF {moment}: not an instant")
         snapshot = load_table(self.settings, table, self._catalog).snapshot_as_of_timestamp(int(row[0]))
