@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, TypeAlias
 
 import sqlglot
 from sqlglot import exp
@@ -94,7 +94,7 @@ def to_duckdb(sql: str, schema: Mapping[str, Mapping[str, str]]) -> str:
     return _name_outputs(_rewrite(tree, kinds)).sql(dialect="duckdb")
 
 
-def _name_outputs(tree: exp.Expression) -> exp.Expression:
+def _name_outputs(tree: exp.Expr) -> exp.Expr:
     """Unnamed result columns named as Athena names them (``_col0``, ``_col1``… by position)."""
     if isinstance(tree, exp.Select):
         for position, projection in enumerate(tree.expressions):
@@ -103,9 +103,9 @@ def _name_outputs(tree: exp.Expression) -> exp.Expression:
     return tree
 
 
-def _typed(tree: exp.Expression, schema: Mapping[str, Mapping[str, str]]) -> exp.Expression:
+def _typed(tree: exp.Expr, schema: Mapping[str, Mapping[str, str]]) -> exp.Expr:
     """The tree with its expressions' Trino types inferred (columns qualified where they can be)."""
-    known = {name: dict(columns) for name, columns in schema.items()}
+    known: dict[str, object] = {name: dict(columns) for name, columns in schema.items()}
     try:
         qualified = qualify(
             tree.copy(),
@@ -120,7 +120,7 @@ def _typed(tree: exp.Expression, schema: Mapping[str, Mapping[str, str]]) -> exp
     return annotate_types(qualified, schema=known, dialect="trino")
 
 
-def check(tree: exp.Expression) -> None:
+def check(tree: exp.Expr) -> None:
     """Raise :class:`AthenaDialectError` for what Athena's analyzer refuses and the local engine would not."""
     for node in tree.find_all(exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between, exp.In):
         operands = _operands(node)
@@ -138,19 +138,19 @@ def check(tree: exp.Expression) -> None:
             )
 
 
-def _operands(node: exp.Expression) -> list[exp.Expression]:
+def _operands(node: exp.Expr) -> list[exp.Expr]:
     if isinstance(node, exp.Between):
         return [node.this, node.args["low"], node.args["high"]]
     if isinstance(node, exp.In):
         return [node.this, *node.expressions]
-    return [node.left, node.right]
+    return [node.this, node.expression]
 
 
-_Kind = exp.DataType.Type | None
+_Kind: TypeAlias = exp.DType | None
 
 
-def _kind(node: exp.Expression | None) -> _Kind:
-    kind = node.type if isinstance(node, exp.Expression) else None
+def _kind(node: exp.Expr | None) -> _Kind:
+    kind = node.type if isinstance(node, exp.Expr) else None
     return kind.this if isinstance(kind, exp.DataType) else None
 
 
@@ -158,7 +158,7 @@ def _floating(division: exp.Div) -> bool:
     return bool({_kind(division.left), _kind(division.right)} & set(exp.DataType.REAL_TYPES) - {_DECIMAL})
 
 
-def _mismatch(node: exp.Expression, text: exp.Expression, other: exp.Expression) -> str:
+def _mismatch(node: exp.Expr, text: exp.Expr, other: exp.Expr) -> str:
     """Athena's refusal, with the fix an analyst needs (the ``dt`` partition is a string)."""
     shown = node.sql(dialect="trino")
     kind = "date" if _kind(other) == exp.DataType.Type.DATE else "timestamp"
@@ -234,13 +234,13 @@ def joda_to_strftime(pattern: str) -> str:
     return "".join(parts)
 
 
-def _rewrite(tree: exp.Expression, kinds: Mapping[int, tuple[_Kind, _Kind, _Kind]]) -> exp.Expression:
+def _rewrite(tree: exp.Expr, kinds: Mapping[int, tuple[_Kind, _Kind, _Kind]]) -> exp.Expr:
     """Trino's functions and operators whose DuckDB transpilation would answer differently, rewritten.
 
     ``kinds`` holds the Trino types (the node's, its left and right operand's) of the marked nodes.
     """
 
-    def visit(node: exp.Expression) -> exp.Expression:
+    def visit(node: exp.Expr) -> exp.Expr:
         own, left, right = kinds.get(node.meta.get(_MARK, -1), (None, None, None))
         if isinstance(node, exp.Div) and {left, right} <= _INTEGERS:
             # Trino's integer division truncates; DuckDB's / is a double, its // truncates as Trino does.
@@ -252,7 +252,9 @@ def _rewrite(tree: exp.Expression, kinds: Mapping[int, tuple[_Kind, _Kind, _Kind
         if isinstance(node, exp.ArraySlice):
             # Trino's slice(array, start, length); DuckDB's list_slice takes the last position.
             start, length = node.args["start"], node.args["end"]
-            last = exp.Sub(this=exp.Add(this=start.copy(), expression=length), expression=exp.Literal.number(1))
+            last = exp.Sub(
+                this=exp.Add(this=start.copy(), expression=length), expression=exp.Literal.number(1)
+            )
             return exp.Anonymous(this="LIST_SLICE", expressions=[node.this, start, last])
         if isinstance(node, exp.DataType) and node.this == exp.DataType.Type.TIMESTAMP and node.expressions:
             # A Trino literal's precision (TIMESTAMP '… .000' is timestamp(3)) would make DuckDB's

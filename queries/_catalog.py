@@ -19,6 +19,7 @@ every user of a query (DuckDB, Athena, the CDK's named queries) sees it expanded
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import functools
 import re
 from collections.abc import Mapping
@@ -70,11 +71,30 @@ class QueryInfo:
                 values[name] = parse_value(parameter.type, params[name])
             except ParameterError as error:
                 raise ParameterError(f"{self.name}: {name}: {error}") from None
+        check_ranges(self.name, values)
         return values
 
     def signature(self) -> str:
         """``name type, …`` as ``query --list`` prints it."""
         return ", ".join(f"{p.name} {p.type}" for p in self.parameters) or "no parameters"
+
+
+#: Parameters that bound a range, first and last: a range that ends before it starts is refused.
+RANGES: Final = (("start_date", "end_date"), ("start", "end"))
+
+
+def check_ranges(name: str, values: Mapping[str, QueryValue]) -> None:
+    """Refuse a range whose start is after its end: it holds nothing, and an empty answer would say
+    "no data" where the parameters were swapped."""
+    for first, last in RANGES:
+        start, end = values.get(first), values.get(last)
+        if start is not None and end is not None and type(start) is type(end) and start > end:  # type: ignore[operator]
+            raise ParameterError(f"{name}: {first} {params_text(start)} is after {last} {params_text(end)}")
+
+
+def params_text(value: QueryValue) -> str:
+    """A parameter as the user wrote it, near enough (ISO-8601)."""
+    return value.isoformat() if isinstance(value, dt.datetime) else str(value)
 
 
 def parse_query(name: str, text: str) -> QueryInfo:
