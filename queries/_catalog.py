@@ -53,6 +53,13 @@ class QueryInfo:
     description: str
     parameters: tuple[QueryParameter, ...]
     sql: str
+    #: What an empty answer means, when it means the question was about nothing (``-- @empty`` line;
+    #: ``:name`` stands for a parameter): ``walletlake query`` refuses with it instead of printing no rows.
+    empty_note: str = ""
+
+    def empty_answer(self, params: Mapping[str, str]) -> str:
+        """The one line an empty answer gets, parameters filled in ("" when an empty answer is an answer)."""
+        return PLACEHOLDER.sub(lambda match: params.get(match.group(1), match.group(0)), self.empty_note)
 
     def bind(self, params: Mapping[str, str]) -> dict[str, QueryValue]:
         """Parse textual parameters into typed values; refuses missing and unknown names."""
@@ -101,6 +108,7 @@ def parse_query(name: str, text: str) -> QueryInfo:
     """Read a ``.sql`` file's header and check its placeholders against its declarations."""
     description: list[str] = []
     parameters: list[QueryParameter] = []
+    empty_note = ""
     for line in text.splitlines():
         stripped = line.strip()
         if not stripped:
@@ -109,7 +117,9 @@ def parse_query(name: str, text: str) -> QueryInfo:
             break
         comment = stripped[2:].strip()
         match = _PARAM_LINE.match(comment)
-        if match:
+        if comment.startswith("@empty "):
+            empty_note = comment.removeprefix("@empty ").strip()
+        elif match:
             parameter_name, parameter_type, meaning = match.groups()
             if parameter_type not in PARSERS:
                 raise ValueError(f"{name}.sql: parameter {parameter_name} has unknown type {parameter_type}")
@@ -123,7 +133,7 @@ def parse_query(name: str, text: str) -> QueryInfo:
         raise ValueError(
             f"{name}.sql: placeholders {sorted(used)} do not match its @param lines {sorted(declared)}"
         )
-    return QueryInfo(name, " ".join(description), tuple(parameters), text)
+    return QueryInfo(name, " ".join(description), tuple(parameters), text, empty_note)
 
 
 def expand_includes(name: str, text: str, fragments: Mapping[str, str]) -> str:

@@ -20,7 +20,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from contracts.settings import Settings
-from queries import AthenaDialectError, engine_for
+from queries import engine_for
 from queries.as_of import lake_versions_at, parse_point
 from walletlake.refusals import RefusalError
 from walletlake.result_formats import FORMATS, render
@@ -76,7 +76,7 @@ def _run(args: argparse.Namespace) -> int:
     engine = engine_for(settings, versions=pins)
     try:
         frame = engine.run(statement, {})
-    except (duckdb.Error, SqlglotError, AthenaDialectError) as error:
+    except (duckdb.Error, SqlglotError, ValueError) as error:  # AthenaDialectError is a ValueError
         raise RefusalError(_first_line(error)) from None
     finally:
         engine.close()
