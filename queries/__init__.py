@@ -10,6 +10,7 @@ from queries._athena_dialect import AthenaDialectError
 from queries._catalog import QueryInfo, QueryParameter, get_query, list_queries
 from queries._engine import QueryEngine, engine_for, run_query
 from queries._parameters import ParameterError, QueryValue
+from queries._reachability import StackNotAnsweringError
 
 __all__ = [
     "AthenaDialectError",
@@ -18,6 +19,7 @@ __all__ = [
     "QueryInfo",
     "QueryParameter",
     "QueryValue",
+    "StackNotAnsweringError",
     "engine_for",
     "get_query",
     "list_queries",

@@ -288,13 +288,14 @@ def test_tables_without_a_snapshot_are_empty_views_with_the_parquet_columns(
 
 
 def _utc_wall_clock(table: pa.Table) -> pa.Table:
-    """The table with its zoned (UTC) timestamps as the UTC wall clock, as the plain lake's views read them."""
+    """The table with its zoned (UTC) timestamps as the UTC wall clock, as the plain lake reads them."""
     fields = []
     for field in table.schema:
         if pa.types.is_timestamp(field.type) and field.type.tz is not None:
             assert field.type.tz == "UTC"
-            field = pa.field(field.name, pa.timestamp(field.type.unit), field.nullable)
-        fields.append(field)
+            fields.append(pa.field(field.name, pa.timestamp(field.type.unit), field.nullable))
+        else:
+            fields.append(field)
     return table.cast(pa.schema(fields))
 
 

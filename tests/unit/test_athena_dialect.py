@@ -59,7 +59,8 @@ def _run(connection: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]
 
 def _scalar(connection: duckdb.DuckDBPyConnection, sql: str) -> Any:
     rows = _run(connection, sql)
-    assert len(rows) == 1 and len(rows[0]) == 1, rows
+    assert len(rows) == 1, rows
+    assert len(rows[0]) == 1, rows
     return next(iter(rows[0].values()))
 
 
@@ -72,11 +73,13 @@ SCALARS: list[tuple[str, Any]] = [
         "2026-11-26 20:00:00.250",
     ),
     (
-        "SELECT count(*) FROM ledger WHERE date(created_at AT TIME ZONE 'America/New_York') = DATE '2026-11-26'",
+        "SELECT count(*) FROM ledger "
+        "WHERE date(created_at AT TIME ZONE 'America/New_York') = DATE '2026-11-26'",
         3,
     ),
     (
-        "SELECT count(*) FROM ledger WHERE date(created_at AT TIME ZONE 'America/New_York') = DATE '2026-11-25'",
+        "SELECT count(*) FROM ledger "
+        "WHERE date(created_at AT TIME ZONE 'America/New_York') = DATE '2026-11-25'",
         1,
     ),
     ("SELECT max(created_at) FROM ledger", dt.datetime(2026, 11, 27, 1, 0, 0, 250000, tzinfo=UTC)),
@@ -131,7 +134,8 @@ SCALARS: list[tuple[str, Any]] = [
         True,
     ),
     (
-        "SELECT format_datetime(at_timezone(TIMESTAMP '2026-07-01 16:00:00 UTC', 'America/New_York'), 'HH:mm')",
+        "SELECT format_datetime("
+        "at_timezone(TIMESTAMP '2026-07-01 16:00:00 UTC', 'America/New_York'), 'HH:mm')",
         "12:00",
     ),
     ("SELECT day_of_week(DATE '2026-11-26')", 4),
@@ -154,7 +158,8 @@ SCALARS: list[tuple[str, Any]] = [
         Decimal("1.500000"),
     ),
     (
-        "SELECT sum(CAST(CAST(amount AS DECIMAL(38, 0)) * CAST('0.000001' AS DECIMAL(7, 6)) AS DECIMAL(38, 6))) "
+        "SELECT sum("
+        "CAST(CAST(amount AS DECIMAL(38, 0)) * CAST('0.000001' AS DECIMAL(7, 6)) AS DECIMAL(38, 6))) "
         "FROM ledger",
         Decimal("4.500000"),
     ),
@@ -299,5 +304,6 @@ def test_a_trino_function_duckdb_lacks_is_one_line_naming_athena(
         _run(connection, "SELECT human_readable_seconds(90)")
     # THEN the engine's line says it is a local gap, not an error in the statement
     assert local_gap(missing.value) == (
-        "function human_readable_seconds: not available locally; runs on Athena (walletlake sql --engine athena)"
+        "function human_readable_seconds: not available locally; "
+        "runs on Athena (walletlake sql --engine athena)"
     )
