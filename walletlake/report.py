@@ -9,7 +9,9 @@ Money in query results is integer micro-USD. Tables show it in USD, the unit of 
 them, converted exactly (a decimal, never a float: ``1,000,000,000.000001``) and labelled in the
 column's header; the exact USD columns a query adds (``*_usd``) are then not shown twice. Ids are
 shortened to their first characters (the full id in the cell's tooltip), a one-row result is shown
-as a two-column table, and null cells are empty, so every table fits its card at a laptop's width.
+as a two-column table, and null cells are empty, so every table fits its card at a laptop's width;
+a number is never broken across lines (:mod:`walletlake.report_tables`). A result may carry a
+caption (``captions``: the statement says whose it is).
 """
 
 from __future__ import annotations
@@ -122,6 +124,7 @@ def render_report(
     frames: Mapping[str, pd.DataFrame],
     reconciliation: Mapping[str, Any],
     plots: Mapping[str, PlotSpec] | None = None,
+    captions: Mapping[str, str] | None = None,
 ) -> Path:
     """Write a self-contained ``report.html`` and return its path.
 
@@ -158,6 +161,9 @@ def render_report(
     plots:
         Plot choices by frame name, overriding :data:`DEFAULT_PLOTS` (the demo knows its frames
         best; the defaults cover the project's named queries).
+    captions:
+        A line under a frame's title, by frame name: what the result is of (the statement's wallet
+        and window), which the frame's rows do not say.
 
     Returns
     -------
@@ -173,7 +179,7 @@ def render_report(
     target = path / "report.html" if path.is_dir() or path.suffix == "" else path
     target.parent.mkdir(parents=True, exist_ok=True)
     specs = {**DEFAULT_PLOTS, **(plots or {})}
-    document = _document(summary, frames, reconciliation, specs)
+    document = _document(summary, frames, reconciliation, specs, captions or {})
     target.write_text(document, encoding="utf-8")
     _logger.info("report written to %s (%d bytes)", target, len(document))
     return target
@@ -330,6 +336,8 @@ table { border-collapse: collapse; font-size: 13px; margin: 6px 0; max-width: 10
 th, td { border-bottom: 1px solid #e3e7ef; padding: 4px 10px; text-align: left; vertical-align: top;
          overflow-wrap: anywhere; }
 td.id { white-space: nowrap; font-family: ui-monospace, monospace; font-size: 12px; }
+td.num, td.time { white-space: nowrap; overflow-wrap: normal; }
+.scroll { overflow-x: auto; max-width: 100%; }
 th { background: #f0f3f8; font-weight: 600; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .verdict { display: inline-block; padding: 6px 14px; border-radius: 6px; font-weight: 700; font-size: 16px; }
@@ -341,6 +349,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .card { min-width: 0; max-width: 100%; }
 .card h3 { margin-top: 4px; }
 .note { color: #5b6475; font-size: 12px; }
+.caption { margin: -4px 0 8px; color: #3a4254; }
 img { max-width: 100%; height: auto; display: block; margin: 8px 0; }
 """
 
@@ -350,6 +359,7 @@ def _document(
     frames: Mapping[str, pd.DataFrame],
     reconciliation: Mapping[str, Any],
     specs: Mapping[str, PlotSpec],
+    captions: Mapping[str, str],
 ) -> str:
     title = str(summary.get("title") or "walletlake report")
     generated = format_value(summary.get("generated_at") or dt.datetime.now(dt.UTC).replace(microsecond=0))
@@ -362,7 +372,10 @@ def _document(
         _stages_section(stage_rows(summary.get("stages"))),
         _timings_section(summary.get("timings") or {}),
         _facts_section("Run", flatten(facts)),
-        *(_frame_section(name, frame, specs.get(name)) for name, frame in frames.items()),
+        *(
+            _frame_section(name, frame, specs.get(name), captions.get(name, ""))
+            for name, frame in frames.items()
+        ),
     ]
     body = "\n".join(section for section in sections if section)
     return (
@@ -476,9 +489,11 @@ def _facts_section(title: str, pairs: list[tuple[str, Any]]) -> str:
     return f'<section id="run"><h2>{escape(title)}</h2>{key_value_table(pairs)}</section>'
 
 
-def _frame_section(name: str, frame: pd.DataFrame, spec: PlotSpec | None) -> str:
+def _frame_section(name: str, frame: pd.DataFrame, spec: PlotSpec | None, caption: str = "") -> str:
     chosen = spec if spec is not None and spec.fits(frame) else guess_plot(name, frame)
     parts = [f'<section id="query-{escape(name)}"><h2>{escape(name)}</h2>']
+    if caption:
+        parts.append(f'<p class="caption">{escape(caption)}</p>')
     if frame.empty:
         parts.append('<p class="note">no rows</p>')
     else:

@@ -15,6 +15,7 @@ import datetime as dt
 import decimal
 import html
 import math
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
@@ -46,6 +47,21 @@ MONEY_COLUMNS: Final = frozenset(
 _ID_SUFFIXES: Final = ("_id",)
 _ID_SHOWN: Final = 8
 _MICRO: Final = decimal.Decimal(1).scaleb(-6)
+#: A name that says its value is an identifier (``snapshot_id``, "ledger snapshot id"): digits alone.
+_IDENTIFIER: Final = re.compile(r"(?:^|[\s_])id(?:$|[\s_])", re.IGNORECASE)
+
+
+def is_identifier(name: str) -> bool:
+    """Whether a column or fact named so holds an identifier, shown without thousands separators.
+
+    Examples
+    --------
+    >>> is_identifier("snapshot_id"), is_identifier("ledger snapshot id after the last commit")
+    (True, True)
+    >>> is_identifier("wallets"), is_identifier("valid")
+    (False, False)
+    """
+    return bool(_IDENTIFIER.search(name))
 
 
 def usd_text(micro_usd: Any) -> str:
@@ -131,8 +147,9 @@ def result_table(frame: pd.DataFrame) -> str:
 
 
 def key_value_table(pairs: Iterable[tuple[str, Any]]) -> str:
+    """Facts as a two-column table: names (which wrap) and values (numbers never broken)."""
     rows = "".join(
-        f"<tr><th>{escape(key)}</th><td{_num_class(value)}>{escape(format_value(value))}</td></tr>"
+        f"<tr><th>{escape(key)}</th><td{_num_class(value)}>{escape(_text(key, value))}</td></tr>"
         for key, value in pairs
     )
     # A key/value table's keys may be long sentences ("expired from DynamoDB by TTL while watched"):
@@ -162,14 +179,29 @@ def html_table(
         if len(frame) > MAX_TABLE_ROWS
         else ""
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{note}"
+    # In a box of its own that scrolls sideways when the page is narrower than the table: figures
+    # stay whole (numeric cells never wrap) and the page itself never scrolls sideways.
+    return (
+        f'<div class="scroll"><table><thead><tr>{head}</tr></thead>'
+        f'<tbody>{"".join(body)}</tbody></table></div>{note}'
+    )
 
 
 def _cell(column: str, value: Any, numeric: bool) -> str:
-    text = format_value(value)
+    text = _text(column, value)
     if column.endswith(_ID_SUFFIXES) and len(text) > _ID_SHOWN + 1:
         return f'<td class=id title="{escape(text)}">{escape(text[:_ID_SHOWN])}…</td>'
-    return f"<td{' class=num' if numeric else ''}>{escape(text)}</td>"
+    kind = " class=num" if numeric and not is_identifier(column) else ""
+    if isinstance(value, dt.date | pd.Timestamp):
+        kind = " class=time"
+    return f"<td{kind}>{escape(text)}</td>"
+
+
+def _text(name: str, value: Any) -> str:
+    """A value's text; an identifier's digits without separators."""
+    if is_identifier(name) and isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return format_value(value)
 
 
 def _num_class(value: Any) -> str:
