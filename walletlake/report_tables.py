@@ -183,7 +183,7 @@ def html_table(
     # stay whole (numeric cells never wrap) and the page itself never scrolls sideways.
     return (
         f'<div class="scroll"><table><thead><tr>{head}</tr></thead>'
-        f'<tbody>{"".join(body)}</tbody></table></div>{note}'
+        f"<tbody>{''.join(body)}</tbody></table></div>{note}"
     )
 
 
