@@ -10,16 +10,22 @@ printed: a value moved to a zone (``AT TIME ZONE``) is checked through its text 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Iterator
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
 
 from contracts.lake_tables import STREAM_TABLES
+from queries import list_queries
 from queries._athena_dialect import AthenaDialectError, lake_schema, local_gap, to_duckdb
 from queries._duckdb import connect
+from queries._lake_views import with_views
+from queries._parameters import render
+from queries._table_clauses import split_table_clauses
 
 UTC = dt.UTC
 SCHEMA = lake_schema(frozenset(STREAM_TABLES))
@@ -307,3 +313,61 @@ def test_a_trino_function_duckdb_lacks_is_one_line_naming_athena(
         "function human_readable_seconds: not available locally; "
         "runs on Athena (walletlake sql --engine athena)"
     )
+
+
+# --------------------------------------------------------------------------- the docs' and the named queries'
+
+_DOC_BLOCK = re.compile(r"^```sql\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def _doc_blocks(project_root: Path) -> list[str]:
+    text = (project_root / "docs" / "analysts.md").read_text(encoding="utf-8")
+    return [match.group(1) for match in _DOC_BLOCK.finditer(text)]
+
+
+def test_every_named_query_and_doc_block_passes_athenas_checks(project_root: Path) -> None:
+    # GIVEN the project's own SQL: every named query with parameters of its types, every doc block
+    samples = {"string": "w1", "date": "2026-11-22", "timestamp": "2026-11-22T09:00:00Z", "count": "3"}
+    statements = [
+        render(query.sql, query.bind({p.name: samples[p.type] for p in query.parameters}))
+        for query in list_queries()
+    ]
+    statements += [
+        with_views(split_table_clauses(block, "walletlake").sql) for block in _doc_blocks(project_root)
+    ]
+    assert len(statements) >= len(list_queries()) + 4
+    # THEN each is Athena SQL the checks let through (none is refused as Athena would refuse it)
+    for statement in statements:
+        assert to_duckdb(statement, SCHEMA)
+
+
+@pytest.fixture(scope="module")
+def november() -> Iterator[duckdb.DuckDBPyConnection]:
+    """The days the docs' examples read: two deposits on 1 November (05:00 and 07:00 UTC, either side
+    of New York's return to standard time at 06:00 UTC) and a transfer at 03:30 UTC on the 2nd."""
+    con = connect()
+    con.execute(
+        "CREATE TABLE ledger AS SELECT * FROM (VALUES "
+        "('a1', 'w1', 1000000, TIMESTAMPTZ '2026-11-01 05:00:00+00', '2026-11-01'),"
+        "('a2', 'w1', 2000000, TIMESTAMPTZ '2026-11-01 07:00:00+00', '2026-11-01'),"
+        "('b1', 'w1', -500000, TIMESTAMPTZ '2026-11-02 03:30:00+00', '2026-11-02'),"
+        "('b1', 'w2',  500000, TIMESTAMPTZ '2026-11-02 03:30:00+00', '2026-11-02')"
+        ") AS rows(txn_id, wallet_id, delta, created_at, dt)"
+    )
+    yield con
+    con.close()
+
+
+def test_the_docs_examples_answer_as_trino_documents(
+    november: duckdb.DuckDBPyConnection, project_root: Path
+) -> None:
+    blocks = {block.split("\n", 1)[0]: block for block in _doc_blocks(project_root)}
+    pruning = next(block for block in blocks.values() if "prunes to 7 partitions" in block)
+    new_york = next(block for block in blocks.values() if "per New York day" in block)
+    # THEN the pruning example counts only what committed from 06:00 UTC on the 1st
+    rows = november.sql(to_duckdb(pruning, SCHEMA)).to_arrow_table().to_pylist()
+    assert sorted((row["wallet_id"], row["net"]) for row in rows) == [("w1", 1500000), ("w2", 500000)]
+    # AND the New York example puts all three transactions on New York's 1 November (the last at
+    # 22:30 EST: 03:30 UTC, after the clocks went back)
+    rows = november.sql(to_duckdb(new_york, SCHEMA)).to_arrow_table().to_pylist()
+    assert rows == [{"new_york_day": dt.date(2026, 11, 1), "transactions": 3, "last_at": "22:30:00"}]
