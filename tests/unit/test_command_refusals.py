@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import socket
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -132,3 +134,23 @@ def test_as_of_a_number_is_a_snapshot_id_however_short() -> None:
     from queries.as_of import parse_point
 
     assert parse_point("123") == 123
+
+
+def test_what_the_docs_make_in_a_checkout_is_ignored_by_git(project_root: Path) -> None:
+    # GIVEN the files the README and docs/analysts.md have a user write into the checkout
+    made = [
+        ".walletlake.env",
+        "reconciliation.json",
+        ".tools",
+        ".walletlake/exports.env",
+        "demo-output/report.html",
+    ]
+    # THEN git ignores every one
+    done = subprocess.run(
+        ["git", "check-ignore", "--no-index", *made],
+        cwd=project_root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.stdout.split() == made
