@@ -15,6 +15,7 @@ import pandas as pd
 import pyarrow as pa
 
 from contracts.settings import Settings
+from queries._lake_views import lake_views, with_views
 from queries._parameters import QueryValue, render
 from queries.time_travel import LakeVersions, pin_versions
 
@@ -41,6 +42,9 @@ class AthenaEngine:
         ``FOR VERSION AS OF`` their recorded snapshot (:mod:`queries.time_travel`)."""
         import awswrangler as wr  # imported on use: it is slow to import and only AWS runs need it
 
+        if any(view in sql for view in lake_views()):
+            # A view every engine offers by name (balance_snapshots_latest) joins as a WITH entry.
+            sql, params = with_views(render(sql, params)), {}
         if self.versions:
             sql, params = pin_versions(render(sql, params), self.versions), {}
         frame = wr.athena.read_sql_query(

@@ -19,6 +19,7 @@ every user of a query (DuckDB, Athena, the CDK's named queries) sees it expanded
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import functools
 import re
 from collections.abc import Mapping
@@ -52,6 +53,13 @@ class QueryInfo:
     description: str
     parameters: tuple[QueryParameter, ...]
     sql: str
+    #: What an empty answer means, when it means the question was about nothing (``-- @empty`` line;
+    #: ``:name`` stands for a parameter): ``walletlake query`` refuses with it instead of printing no rows.
+    empty_note: str = ""
+
+    def empty_answer(self, params: Mapping[str, str]) -> str:
+        """The one line an empty answer gets, parameters filled in ("" when an empty answer is an answer)."""
+        return PLACEHOLDER.sub(lambda match: params.get(match.group(1), match.group(0)), self.empty_note)
 
     def bind(self, params: Mapping[str, str]) -> dict[str, QueryValue]:
         """Parse textual parameters into typed values; refuses missing and unknown names."""
@@ -70,6 +78,7 @@ class QueryInfo:
                 values[name] = parse_value(parameter.type, params[name])
             except ParameterError as error:
                 raise ParameterError(f"{self.name}: {name}: {error}") from None
+        check_ranges(self.name, values)
         return values
 
     def signature(self) -> str:
@@ -77,10 +86,29 @@ class QueryInfo:
         return ", ".join(f"{p.name} {p.type}" for p in self.parameters) or "no parameters"
 
 
+#: Parameters that bound a range, first and last: a range that ends before it starts is refused.
+RANGES: Final = (("start_date", "end_date"), ("start", "end"))
+
+
+def check_ranges(name: str, values: Mapping[str, QueryValue]) -> None:
+    """Refuse a range whose start is after its end: it holds nothing, and an empty answer would say
+    "no data" where the parameters were swapped."""
+    for first, last in RANGES:
+        start, end = values.get(first), values.get(last)
+        if start is not None and end is not None and type(start) is type(end) and start > end:  # type: ignore[operator]
+            raise ParameterError(f"{name}: {first} {params_text(start)} is after {last} {params_text(end)}")
+
+
+def params_text(value: QueryValue) -> str:
+    """A parameter as the user wrote it, near enough (ISO-8601)."""
+    return value.isoformat() if isinstance(value, dt.datetime) else str(value)
+
+
 def parse_query(name: str, text: str) -> QueryInfo:
     """Read a ``.sql`` file's header and check its placeholders against its declarations."""
     description: list[str] = []
     parameters: list[QueryParameter] = []
+    empty_note = ""
     for line in text.splitlines():
         stripped = line.strip()
         if not stripped:
@@ -89,7 +117,9 @@ def parse_query(name: str, text: str) -> QueryInfo:
             break
         comment = stripped[2:].strip()
         match = _PARAM_LINE.match(comment)
-        if match:
+        if comment.startswith("@empty "):
+            empty_note = comment.removeprefix("@empty ").strip()
+        elif match:
             parameter_name, parameter_type, meaning = match.groups()
             if parameter_type not in PARSERS:
                 raise ValueError(f"{name}.sql: parameter {parameter_name} has unknown type {parameter_type}")
@@ -103,7 +133,7 @@ def parse_query(name: str, text: str) -> QueryInfo:
         raise ValueError(
             f"{name}.sql: placeholders {sorted(used)} do not match its @param lines {sorted(declared)}"
         )
-    return QueryInfo(name, " ".join(description), tuple(parameters), text)
+    return QueryInfo(name, " ".join(description), tuple(parameters), text, empty_note)
 
 
 def expand_includes(name: str, text: str, fragments: Mapping[str, str]) -> str:

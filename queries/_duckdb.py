@@ -5,18 +5,24 @@ How it stays faithful to Athena:
 - **Same files, same names.** Each lake table is a view named as in Glue over
   ``read_parquet('s3://{bucket}/{prefix}/{table}/*/*.parquet', hive_partitioning)``, so ``dt`` is a
   string column exactly as Glue's projected partition key, and a ``dt`` predicate prunes files.
-  Columns are cast to the Glue types (``timestamp`` is UTC wall-clock without a zone, as Athena
-  reads the lake's UTC-adjusted Parquet timestamps). A table with no object yet is an empty view
+  Columns are cast to the Glue types (a nightly Parquet table's ``timestamp`` is UTC wall-clock
+  without a zone, as Athena reads a Hive ``timestamp``). A table with no object yet is an empty view
   with the same columns, where Athena would return no rows.
 - **Same SQL.** The ``.sql`` file is rendered with the parameters exactly as awswrangler renders
-  them for Athena (:mod:`queries._parameters`), then transpiled by sqlglot from Trino to DuckDB.
+  them for Athena (:mod:`queries._parameters`), then parsed as Trino, refused where Athena refuses
+  and transpiled to DuckDB with Trino's function results (:mod:`queries._athena_dialect`). Views
+  every engine offers (``balance_snapshots_latest``) join the statement as ``WITH`` entries
+  (:mod:`queries._lake_views`); Athena's Iceberg metadata tables (``"ledger$snapshots"``…) are
+  built from the table's metadata (:mod:`queries._metadata_tables`).
 - **Same types out.** Trino's ``sum(bigint)`` is a ``bigint`` (and fails on overflow); DuckDB's is a
   ``HUGEINT``, so 128-bit results are cast back to ``BIGINT`` (failing on overflow too). Frames
   use pandas' nullable dtypes, as awswrangler's ``numpy_nullable`` backend does.
 - **Iceberg, when the lake is.** With ``lake_format = "iceberg"`` the stream's tables (ledger,
   wallets, quarantine) are views over ``iceberg_scan`` of the table's current metadata file, asked
   of the catalog on each run, with the same casts and columns (the Iceberg ``dt`` column is the
-  same string); a table without a snapshot is the same empty view. Snapshots can be pinned for a
+  same string); a table without a snapshot is the same empty view. Their timestamps stay zoned
+  (``TIMESTAMP WITH TIME ZONE``, UTC, microseconds), as Athena reads an Iceberg ``timestamptz``:
+  ``AT TIME ZONE``, ``date(…)`` and comparisons give Athena's answers. Snapshots can be pinned for a
   rerun of a past night (:mod:`queries._iceberg_views`).
 - **Same endpoint and credentials as the SDK.** httpfs (and, for Iceberg, avro and iceberg) is
   loaded from the PyPI packages ``duckdb-extension-{name}`` (pinned with DuckDB; never downloaded,
@@ -47,7 +53,10 @@ from sqlglot import exp
 from contracts.lake_tables import PARTITION_COLUMN, TABLES, glue_type
 from contracts.settings import Settings
 from lake.iceberg_catalog import load_table
+from queries._athena_dialect import MACROS, AthenaDialectError, lake_schema, local_gap, to_duckdb
 from queries._iceberg_views import Snapshots, check_pins, is_iceberg_view, resolve
+from queries._lake_views import with_views
+from queries._metadata_tables import METADATA_TABLES, metadata_table, split_name
 from queries._parameters import QueryValue, render
 from queries._table_clauses import split_table_clauses
 
@@ -65,7 +74,10 @@ _CASTS: Final = {
     "VARCHAR": "CAST({} AS VARCHAR)",
     "BIGINT": "CAST({} AS BIGINT)",
     "TIMESTAMP": "make_timestamp(epoch_us({}))",
+    "TIMESTAMPTZ": "CAST({} AS TIMESTAMPTZ)",
 }
+#: An Iceberg ``timestamptz`` stays zoned (iceberg_scan reads it as TIMESTAMPTZ: the cast is free).
+_ICEBERG_TYPES: Final = {**_DUCKDB_TYPES, "timestamp": "TIMESTAMPTZ"}
 #: Result types that Trino would have returned as ``bigint``.
 _WIDE_INTEGERS: Final = frozenset({"HUGEINT", "UHUGEINT", "DECIMAL(38,0)"})
 _PANDAS_TYPES: Final[dict[pa.DataType, Any]] = {
@@ -146,6 +158,8 @@ def connect(
         }
     )
     connection.execute("SET TimeZone = 'UTC'")
+    for macro in MACROS:
+        connection.execute(macro)
     for name in (*BASE_EXTENSIONS, *(ICEBERG_EXTENSIONS if iceberg else ())):
         connection.execute(f"LOAD {_quote(str(extension_path(name)))}")
     if session is not None:
@@ -255,11 +269,9 @@ class DuckDBEngine:
         return f"{self.location}/{table}/*/*.parquet"
 
     def translate(self, sql: str, params: Mapping[str, QueryValue]) -> str:
-        """The DuckDB SQL a Trino query with parameters becomes."""
-        statements = sqlglot.transpile(render(sql, params), read="trino", write="duckdb")
-        if len(statements) != 1:
-            raise ValueError(f"expected one SQL statement, found {len(statements)}")
-        return statements[0]
+        """The DuckDB SQL a Trino query with parameters becomes (``AthenaDialectError``: refused)."""
+        iceberg = frozenset(table for table in TABLES if is_iceberg_view(self.settings, table))
+        return to_duckdb(render(sql, params), lake_schema(iceberg))
 
     def arrow(self, sql: str, params: Mapping[str, QueryValue]) -> pa.Table:
         """Run a Trino query and return its result as Arrow, integers as ``int64``.
@@ -269,14 +281,22 @@ class DuckDBEngine:
         instant, at the snapshot that was current then (an empty table before its first commit).
         Tables may be named as Athena names them (``walletlake.ledger``).
         """
-        clauses = split_table_clauses(render(sql, params), self.settings.glue_database)
+        clauses = split_table_clauses(with_views(render(sql, params)), self.settings.glue_database)
         query = self.translate(clauses.sql, {})
         with self._lock:
             named: dict[str, int | None] = {**clauses.versions}
             for table, moment in clauses.timestamps.items():
                 named[table] = self._snapshot_at(table, moment)
-            self._refresh_views(_referenced_tables(query), check_pins(named) if named else None)
-            relation = self._connection.sql(query)
+            tables = _referenced_tables(query)
+            self._refresh_views(tables - METADATA_TABLES, check_pins(named) if named else None)
+            self._register_metadata(tables & METADATA_TABLES)
+            try:
+                relation = self._connection.sql(query)
+            except duckdb.CatalogException as error:
+                gap = local_gap(error)
+                if gap is None:
+                    raise
+                raise AthenaDialectError(gap) from None
             wide = [
                 name
                 for name, kind in zip(relation.columns, relation.types, strict=True)
@@ -296,8 +316,10 @@ class DuckDBEngine:
         """The snapshot of ``table`` current at a Trino timestamp expression, evaluated by DuckDB."""
         if not is_iceberg_view(self.settings, table):
             raise ValueError(f"{table} is not an Iceberg table: it has no history to read at a timestamp")
-        expression = self.translate(f"SELECT {moment}", {}).removeprefix("SELECT ")
-        row = self._connection.execute(f"SELECT epoch_ms(CAST({expression} AS TIMESTAMPTZ))").fetchone()
+        instant = self.translate(f"SELECT {moment} AS instant", {})
+        row = self._connection.execute(
+            f"SELECT epoch_ms(CAST(instant AS TIMESTAMPTZ)) FROM ({instant}) AS moment"
+        ).fetchone()
         if row is None or row[0] is None:
             raise ValueError(f"FOR TIMESTAMP AS OF {moment}: not an instant")
         snapshot = load_table(self.settings, table, self._catalog).snapshot_as_of_timestamp(int(row[0]))
@@ -316,8 +338,18 @@ class DuckDBEngine:
                 f"CREATE OR REPLACE TEMP VIEW {_identifier(table)} AS {self._view(table, versions)}"
             )
 
+    def _register_metadata(self, names: Iterable[str]) -> None:
+        """Athena's ``"{table}$…"`` metadata tables the statement reads, as of the table's metadata now."""
+        for name in sorted(names):
+            split = split_name(name)
+            if split is None or not is_iceberg_view(self.settings, split[0]):
+                raise AthenaDialectError(f"{name}: only the lake's Iceberg tables have metadata tables")
+            rows = metadata_table(load_table(self.settings, split[0], self._catalog), split[1])
+            self._connection.register(name, rows)
+
     def _view(self, table: str, versions: Mapping[str, int | None]) -> str:
-        columns = [(field.name, _DUCKDB_TYPES[glue_type(field.type)]) for field in TABLES[table]]
+        types = _ICEBERG_TYPES if is_iceberg_view(self.settings, table) else _DUCKDB_TYPES
+        columns = [(field.name, types[glue_type(field.type)]) for field in TABLES[table]]
         source = self._source(table, versions)
         if source is None:
             empty = ", ".join(f"CAST(NULL AS {kind}) AS {_identifier(name)}" for name, kind in columns)
@@ -354,11 +386,13 @@ class DuckDBEngine:
 
 
 def _referenced_tables(query: str) -> set[str]:
-    """Lake tables a query reads (CTE names are not tables)."""
+    """Lake tables (and metadata tables) a query reads (CTE names are not tables)."""
     tree = sqlglot.parse_one(query, read="duckdb")
     ctes = {cte.alias_or_name for cte in tree.find_all(exp.CTE)}
     return {
-        table.name for table in tree.find_all(exp.Table) if table.name in TABLES and table.name not in ctes
+        table.name
+        for table in tree.find_all(exp.Table)
+        if (table.name in TABLES or table.name in METADATA_TABLES) and table.name not in ctes
     }
 
 

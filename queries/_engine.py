@@ -11,6 +11,7 @@ import pyarrow as pa
 from contracts.settings import Settings
 from queries._catalog import get_query
 from queries._parameters import QueryValue
+from queries._reachability import check_answering
 
 
 class QueryEngine(Protocol):
@@ -40,10 +41,13 @@ def engine_for(settings: Settings, *, versions: Mapping[str, int | None] | None 
     """The engine ``settings.query_engine`` names: DuckDB on the embedded stack, Athena on AWS.
 
     ``versions`` pins Iceberg tables to snapshots (:mod:`queries.time_travel`): every query of the
-    engine reads them as of those snapshots.
+    engine reads them as of those snapshots. Raises :class:`queries.StackNotAnsweringError` (one
+    line) when the embedded stack the SDK points at is not answering.
     """
     if settings.query_engine == "duckdb":
         from queries._duckdb import DuckDBEngine
+
+        check_answering(settings)  # one line for a stopped stack, not the SDK's retries and traceback
 
         return DuckDBEngine(settings, versions=dict(versions) if versions else None)
     from queries._athena import AthenaEngine

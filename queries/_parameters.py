@@ -12,7 +12,8 @@ Types, as the ``@param`` lines of a ``.sql`` header declare them:
 ``string``
     a Trino ``varchar`` literal, quotes doubled.
 ``timestamp``
-    ISO-8601; an offset or ``Z`` is converted to UTC, a naive value is taken as UTC. Rendered as
+    ISO-8601; an offset or ``Z`` is converted to UTC, a naive value is taken as UTC; a bare date is
+    refused (an instant is asked for, and its midnight is a guess). Rendered as
     ``TIMESTAMP 'yyyy-MM-dd HH:mm:ss.SSS'`` (milliseconds: the lake's precision), comparable with
     the lake's ``timestamp`` columns, which hold UTC.
 ``date``
@@ -40,6 +41,7 @@ QueryValue = str | int | dt.datetime
 #: another colon (``::`` casts stay intact) and not followed by a word character.
 PLACEHOLDER: Final = re.compile(r"(?<!:):([A-Za-z0-9_]+)(?![A-Za-z0-9_])")
 _INTEGER: Final = re.compile(r"[+-]?\d+")
+_DATE_ONLY: Final = re.compile(r"\d{4}-?\d{2}-?\d{2}")
 
 
 class ParameterError(ValueError):
@@ -51,6 +53,12 @@ def _parse_string(text: str) -> str:
 
 
 def _parse_timestamp(text: str) -> dt.datetime:
+    if _DATE_ONLY.fullmatch(text.strip()):
+        # fromisoformat would read a bare day as its midnight without a word: an instant is asked for.
+        raise ParameterError(
+            f"{text.strip()} is a date, not an instant: give the time too "
+            f"({text.strip()}T00:00:00Z for its start)"
+        )
     try:
         value = dt.datetime.fromisoformat(text.strip())
     except ValueError:

@@ -17,6 +17,7 @@ import sqlglot
 from sqlglot import exp
 
 from contracts.lake_tables import TABLES
+from queries._metadata_tables import METADATA_TABLES
 
 #: The catalog Athena names Glue's databases under.
 ATHENA_CATALOG = "awsdatacatalog"
@@ -59,7 +60,11 @@ def split_table_clauses(sql: str, database: str) -> TableClauses:
     timestamps: dict[str, str] = {}
     changed = False
     for table in tree.find_all(exp.Table):
-        if table.name not in TABLES or table.name in ctes:
+        if table.db == database and table.name not in TABLES and table.name not in METADATA_TABLES:
+            raise ValueError(
+                f"{database}.{table.name}: no such table in {database} (its tables: {', '.join(TABLES)})"
+            )
+        if (table.name not in TABLES and table.name not in METADATA_TABLES) or table.name in ctes:
             continue
         if table.db:
             if table.db != database or (table.catalog and table.catalog.lower() != ATHENA_CATALOG):

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
     from contracts.settings import Settings
 
-_SNAPSHOT_ID: Final = re.compile(r"-?\d{6,}")
+#: Any whole number is a snapshot id (``--as-of 123`` is then "no such snapshot", not "wrong form").
+_SNAPSHOT_ID: Final = re.compile(r"-?\d+")
 
 
 def parse_point(text: str) -> int | dt.datetime:

@@ -1,13 +1,15 @@
 """What a reconciliation run leaves in S3, and what the next run reads back from it.
 
-A day's run writes ``daily_balances`` and ``reconciliation`` (fixed object names: a rerun replaces
-them, never adds to them) and then, last, its JSON summary under
-``{lake_prefix}/_reports/reconciliation/``. The summary is the record that the day is done: a run
-that crashes before writing it leaves a day with no summary, which :func:`days_to_catch_up` hands
-to the next run to reconcile again (replacing whatever half was written), and so does a day whose
-run found lagging wallets (its close may change when the late entries land). Those days run before
-the day itself, oldest first, so each day opens (from ``daily_balances``) on the close its
-predecessor's recorded run wrote.
+A day's run writes ``daily_balances`` (a fixed object name: the day's close is the latest run's,
+which a rerun replaces), then its ``reconciliation`` rows in an object of its own, named for its
+``run_at`` (every run is kept, never overwritten, as docs/analysts.md says: a day reconciled four
+times has four runs, and the queries take the latest), and then, last, its JSON summary under
+``{lake_prefix}/_reports/reconciliation/`` (the latest run's; each run's own copy beside it, named
+for its ``run_at``). The summary is the record that the day is done: a run that crashes before
+writing it leaves a day with no summary, which :func:`days_to_catch_up` hands to the next run to
+reconcile again, and so does a day whose run found lagging wallets (its close may change when the
+late entries land). Those days run before the day itself, oldest first, so each day opens (from
+``daily_balances``) on the close its predecessor's recorded run wrote.
 """
 
 from __future__ import annotations
@@ -167,12 +169,10 @@ def record_day(
     if lake_snapshots:
         # Kept through snapshot expiry for audits: what a replay reads again.
         tag_versions(settings, lake_snapshots, f"reconciled-{day.isoformat()}")
-    s3.put_object(
-        Bucket=settings.bucket,
-        Key=summary_key(settings.lake_prefix, day),
-        Body=json.dumps({**report.to_dict(), "earlier": [r.day.isoformat() for r in earlier]}).encode(),
-        ContentType="application/json",
-    )
+    body = json.dumps({**report.to_dict(), "earlier": [r.day.isoformat() for r in earlier]}).encode()
+    # This run's own record first, then the day's latest: a crash between them leaves the day to redo.
+    for key in (run_summary_key(settings.lake_prefix, day, run_at), summary_key(settings.lake_prefix, day)):
+        s3.put_object(Bucket=settings.bucket, Key=key, Body=body, ContentType="application/json")
     _logger.info("reconciled %s: %s", day, {k: v for k, v in report.counts.items() if v})
     return report
 
@@ -220,6 +220,17 @@ def summary_key(lake_prefix: str, day: dt.date) -> str:
     return f"{root + '/' if root else ''}{_REPORTS_FOLDER}/dt={day.isoformat()}/summary.json"
 
 
+def run_summary_key(lake_prefix: str, day: dt.date, run_at: dt.datetime) -> str:
+    """Where one run's own summary lives, kept whatever runs after it."""
+    return summary_key(lake_prefix, day).replace("/summary.json", f"/runs/{run_name(run_at)}.json")
+
+
+def run_name(run_at: dt.datetime) -> str:
+    """A run's name in object keys: its ``run_at`` to the millisecond, sortable (``20261121T010203.456Z``)."""
+    moment = run_at.astimezone(dt.UTC)
+    return moment.strftime("%Y%m%dT%H%M%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
 def findings_table(findings: Iterable[Finding], checks: dict[str, str], run_at: dt.datetime) -> pa.Table:
     """The ``reconciliation`` rows of a run: one per finding, and one per passing global check."""
     rows: list[dict[str, Any]] = [
@@ -248,7 +259,11 @@ def _store(
     written = []
     for table, name, rows in (
         ("daily_balances", "daily_balances", outcome.daily_balances),
-        ("reconciliation", "reconciliation", findings_table(outcome.findings, outcome.checks, run_at)),
+        (
+            "reconciliation",
+            f"reconciliation-{run_name(run_at)}",
+            findings_table(outcome.findings, outcome.checks, run_at),
+        ),
     ):
         key = partition_prefix(settings.lake_prefix, table, day) + name + PARQUET_SUFFIX
         objects.put_table(s3, settings.bucket, key, rows)

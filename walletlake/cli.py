@@ -9,13 +9,16 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+
+from botocore.exceptions import NoCredentialsError
 
 from contracts.settings import ENVIRONMENT_VARIABLES
 from queries import ParameterError
 from walletlake.refusals import BAD_INPUT, STACK_NOT_ANSWERING, RefusalError
-from walletlake.stack_probe import not_answering_message, silent_endpoint
+from walletlake.stack_probe import ENDPOINT_VARIABLES, not_answering_message, silent_endpoint
 
 #: Commands that run without the stack (``local`` starts it).
 _STACKLESS = frozenset({"local"})
@@ -43,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     epilog = "environment:\n" + "\n".join(f"  {k:<30} {v}" for k, v in ENVIRONMENT_VARIABLES.items())
     parser = argparse.ArgumentParser(
         prog="walletlake",
-        description="A wallet ledger on DynamoDB and its exact Parquet lake on S3.",
+        description="A wallet ledger on DynamoDB and its exact Apache Iceberg lake on S3.",
         epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -76,11 +79,29 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"walletlake {args.command}: error: {_one_line(error)}", file=sys.stderr)
         return error.exit_code if isinstance(error, RefusalError) else BAD_INPUT
+    except NoCredentialsError:
+        if args.debug:
+            raise
+        print(f"walletlake {args.command}: error: {credentials_hint(os.environ)}", file=sys.stderr)
+        return 1
     except Exception as error:
         if args.debug:
             raise
         print(f"walletlake {args.command}: error: {_one_line(error)}", file=sys.stderr)
         return 1
+
+
+def credentials_hint(environ: Mapping[str, str]) -> str:
+    """The line for "Unable to locate credentials": usually a shell that never sourced the stack's exports,
+    so the command went to AWS. Names the endpoint variables that are missing."""
+    missing = [name for name in ENDPOINT_VARIABLES if not environ.get(name)]
+    if not missing:
+        return "Unable to locate credentials: set AWS credentials (the stack's exports set test ones)"
+    return (
+        f"Unable to locate credentials, and {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not "
+        "set, so this went to AWS: for the embedded stack, `source .walletlake.env` (or "
+        '`eval "$(walletlake local env)"`); for AWS, configure credentials'
+    )
 
 
 def _needs_stack(args: argparse.Namespace) -> bool:

@@ -70,6 +70,27 @@ class DemoResult:
         return all(self.checks.values())
 
 
+def stage_line(name: str, done: int | None, total: int | None, seconds: float) -> str:
+    """A stage's closing line: what it counted, of what it expected when the two differ.
+
+    The TTL stage expects every transaction item to expire and counts those that did while it
+    watched; saying "1,339 done" for 1,200 expired would disagree with the summary's table.
+
+    Examples
+    --------
+    >>> stage_line("TTL expiry of hot items", 1_200, 1_339, 15.04)
+    'TTL expiry of hot items: 1,200 of 1,339 done in 15.0 s'
+    >>> stage_line("stream → lake (consume)", 4_400, 4_400, 6.25)
+    'stream → lake (consume): 4,400 done in 6.2 s'
+    >>> stage_line("snapshot balances", None, 1, 0.5)
+    'snapshot balances: 1 done in 0.5 s'
+    """
+    if done is not None and total and done != total:
+        return f"{name}: {done:,} of {total:,} done in {seconds:.1f} s"
+    shown = total or done or 1
+    return f"{name}: {shown:,} done in {seconds:.1f} s"
+
+
 class _Stages:
     """Each stage's progress and timing: a rich bar on a terminal; off one (a log, a CI job, a pipe)
     one plain line per finished stage with its count and seconds, which no terminal width cuts."""
@@ -83,18 +104,21 @@ class _Stages:
     def stage(self, name: str, total: int | None = 1) -> Iterator[Callable[[int, int | None], None]]:
         started = time.perf_counter()
         if self.progress is None:
-            counted = {"done": 0, "total": total}
+            counted: dict[str, Any] = {"done": 0, "total": total, "counted": False}
 
             def count(done: int, new_total: int | None = None) -> None:
                 counted["done"] = done
+                counted["counted"] = True
                 if new_total is not None:
                     counted["total"] = new_total
 
             yield count
             seconds = time.perf_counter() - started
             self.result.timings[name] = seconds
-            shown = counted["total"] or counted["done"] or 1
-            self.console.print(f"{name}: {shown:,} done in {seconds:.1f} s", soft_wrap=True, highlight=False)
+            line = stage_line(
+                name, counted["done"] if counted["counted"] else None, counted["total"], seconds
+            )
+            self.console.print(line, soft_wrap=True, highlight=False)
             return
         task: TaskID = self.progress.add_task(name, total=total)
         progress = self.progress
@@ -104,10 +128,17 @@ class _Stages:
                 progress.update(task, total=new_total)
             progress.update(task, completed=done)
 
-        yield advance
+        advanced = False
+
+        def advance_seen(done: int, new_total: int | None = None) -> None:
+            nonlocal advanced
+            advanced = True
+            advance(done, new_total)
+
+        yield advance_seen
         self.result.timings[name] = time.perf_counter() - started
-        task_total = progress.tasks[task].total or 1
-        progress.update(task, completed=task_total)
+        if not advanced:  # a stage that counts nothing along the way is whole when it ends
+            progress.update(task, completed=progress.tasks[task].total or 1)
 
 
 def run_demo(config: DemoConfig, console: Console | None = None) -> DemoResult:
@@ -205,8 +236,9 @@ def _pipeline(
             "batches committed (ledger)": sum(table["batches"] for table in ledger_commits),
             "rows committed (ledger)": sum(table["rows"] for table in ledger_commits),
             "redelivered batches skipped": sum(table["skipped_batches"] for table in ledger_commits),
-            "ledger snapshot after the last commit": next(
-                (table["snapshot_id"] for table in reversed(ledger_commits) if table["snapshot_id"]), None
+            # An id, not a quantity: text, so no summary or report shows it with thousands separators.
+            "ledger snapshot id after the last commit": str(
+                next((table["snapshot_id"] for table in reversed(ledger_commits) if table["snapshot_id"]), "")
             ),
         }
     expiries_seen = first.as_dict()["ttl_expired"] + second.as_dict()["ttl_expired"]
@@ -284,6 +316,7 @@ def _pipeline(
             },
             frames=result.frames,
             reconciliation=result.reconciliation,
+            captions={"wallet_statement": f"wallet {top} (the day's busiest), {day_start} to {day_end}"},
         )
 
 

@@ -9,7 +9,9 @@ Money in query results is integer micro-USD. Tables show it in USD, the unit of 
 them, converted exactly (a decimal, never a float: ``1,000,000,000.000001``) and labelled in the
 column's header; the exact USD columns a query adds (``*_usd``) are then not shown twice. Ids are
 shortened to their first characters (the full id in the cell's tooltip), a one-row result is shown
-as a two-column table, and null cells are empty, so every table fits its card at a laptop's width.
+as a two-column table, and null cells are empty, so every table fits its card at a laptop's width;
+a number is never broken across lines (:mod:`walletlake.report_tables`). A result may carry a
+caption (``captions``: the statement says whose it is).
 """
 
 from __future__ import annotations
@@ -17,12 +19,10 @@ from __future__ import annotations
 import base64
 import dataclasses
 import datetime as dt
-import decimal
-import html
 import io
 import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -30,40 +30,39 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from contracts.money import MICRO_USD_PER_USD
+from walletlake.report_tables import (
+    MAX_TABLE_ROWS,
+    display_frame,
+    escape,
+    format_value,
+    html_table,
+    key_value_table,
+    result_table,
+    usd_text,
+)
+
+__all__ = [
+    "DEFAULT_PLOTS",
+    "MAX_TABLE_ROWS",
+    "PASSING_STATUSES",
+    "PlotSpec",
+    "display_frame",
+    "flatten",
+    "format_value",
+    "guess_plot",
+    "plot_png",
+    "render_report",
+    "stage_rows",
+    "usd_text",
+    "verdict",
+]
 
 _logger = logging.getLogger(__name__)
 
-#: micro-USD per USD (docs/architecture.md, "Money").
-#: Rows shown per table; the rest is counted, not shown, so a large result cannot bloat the file.
-MAX_TABLE_ROWS: Final = 50
 #: Statuses reconciliation accepts; anything else fails the nightly job (docs/architecture.md, invariant 4).
 PASSING_STATUSES: Final = frozenset({"ok", "lagging"})
 
 PlotKind = Literal["bar", "barh", "line", "pie"]
-
-#: Columns of the named queries that hold micro-USD: shown in USD, labelled so.
-MONEY_COLUMNS: Final = frozenset(
-    {
-        "amount",
-        "delta",
-        "balance",
-        "balance_after",
-        "running_balance",
-        "closing_balance",
-        "net_delta",
-        "net_change",
-        "deposit_amount",
-        "transfer_amount",
-        "total_amount",
-        "credit_amount",
-        "debit_amount",
-        "net_amount",
-    }
-)
-#: Id columns (UUIDs): shown by their first characters, the whole id in the tooltip.
-_ID_SUFFIXES: Final = ("_id",)
-_ID_SHOWN: Final = 8
-_MICRO: Final = decimal.Decimal(1).scaleb(-6)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -125,6 +124,7 @@ def render_report(
     frames: Mapping[str, pd.DataFrame],
     reconciliation: Mapping[str, Any],
     plots: Mapping[str, PlotSpec] | None = None,
+    captions: Mapping[str, str] | None = None,
 ) -> Path:
     """Write a self-contained ``report.html`` and return its path.
 
@@ -161,6 +161,9 @@ def render_report(
     plots:
         Plot choices by frame name, overriding :data:`DEFAULT_PLOTS` (the demo knows its frames
         best; the defaults cover the project's named queries).
+    captions:
+        A line under a frame's title, by frame name: what the result is of (the statement's wallet
+        and window), which the frame's rows do not say.
 
     Returns
     -------
@@ -176,7 +179,7 @@ def render_report(
     target = path / "report.html" if path.is_dir() or path.suffix == "" else path
     target.parent.mkdir(parents=True, exist_ok=True)
     specs = {**DEFAULT_PLOTS, **(plots or {})}
-    document = _document(summary, frames, reconciliation, specs)
+    document = _document(summary, frames, reconciliation, specs, captions or {})
     target.write_text(document, encoding="utf-8")
     _logger.info("report written to %s (%d bytes)", target, len(document))
     return target
@@ -217,73 +220,6 @@ def verdict(reconciliation: Mapping[str, Any]) -> bool:
         return bool(reconciliation["ok"])
     counts = reconciliation.get("counts") or {}
     return all(status in PASSING_STATUSES or not number for status, number in counts.items())
-
-
-def usd_text(micro_usd: Any) -> str:
-    """Integer micro-USD as exact USD text: cents when the amount is whole cents, else micro-dollars.
-
-    Examples
-    --------
-    >>> usd_text(1_000_000_000_000_001), usd_text(12_340_000), usd_text(-5)
-    ('1,000,000,000.000001', '12.34', '-0.000005')
-    """
-    if _is_null(micro_usd):
-        return ""
-    amount = decimal.Decimal(int(micro_usd)) * _MICRO
-    places = 2 if int(micro_usd) % 10_000 == 0 else 6
-    return f"{amount:,.{places}f}"
-
-
-def format_value(value: Any) -> str:
-    """Text of one cell: integers exact with thousands separators, floats to 4 significant digits."""
-    if _is_null(value):
-        return ""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int) or (hasattr(value, "dtype") and getattr(value.dtype, "kind", "") in "iu"):
-        return f"{int(value):,}"
-    if isinstance(value, float):
-        return f"{value:,.4g}" if abs(value) < 1e15 else f"{value:.4e}"
-    if isinstance(value, dt.datetime):
-        return value.isoformat(sep=" ", timespec="milliseconds" if value.microsecond else "seconds")
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    return str(value)
-
-
-def _is_null(value: Any) -> bool:
-    return (
-        value is None or value is pd.NA or value is pd.NaT or (isinstance(value, float) and math.isnan(value))
-    )
-
-
-def display_frame(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
-    """The frame as a table shows it, and each shown column's header.
-
-    Micro-USD columns become exact USD text with ``(USD)`` in the header; a query's own ``*_usd``
-    column is dropped when its micro-USD twin is shown (the same figure twice). Other cells are
-    left to :func:`format_value`.
-    """
-    shown = frame.copy()
-    headers: dict[str, str] = {}
-    money = {str(column) for column in frame.columns if str(column) in MONEY_COLUMNS}
-    twins = {
-        str(column)
-        for column in frame.columns
-        if str(column).endswith("_usd")
-        and any(str(column).removesuffix("_usd") in (m, m.removesuffix("_amount")) for m in money)
-    }
-    shown = shown.drop(columns=sorted(twins))
-    for column in shown.columns:
-        name = str(column)
-        if name in money:
-            shown[column] = [usd_text(value) for value in shown[column]]
-            headers[name] = f"{name} (USD)"
-        elif name.endswith("_usd"):
-            headers[name] = f"{name.removesuffix('_usd')} (USD)"
-        else:
-            headers[name] = name
-    return shown, headers
 
 
 def guess_plot(name: str, frame: pd.DataFrame) -> PlotSpec | None:
@@ -400,6 +336,8 @@ table { border-collapse: collapse; font-size: 13px; margin: 6px 0; max-width: 10
 th, td { border-bottom: 1px solid #e3e7ef; padding: 4px 10px; text-align: left; vertical-align: top;
          overflow-wrap: anywhere; }
 td.id { white-space: nowrap; font-family: ui-monospace, monospace; font-size: 12px; }
+td.num, td.time { white-space: nowrap; overflow-wrap: normal; }
+.scroll { overflow-x: auto; max-width: 100%; }
 th { background: #f0f3f8; font-weight: 600; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .verdict { display: inline-block; padding: 6px 14px; border-radius: 6px; font-weight: 700; font-size: 16px; }
@@ -411,6 +349,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .card { min-width: 0; max-width: 100%; }
 .card h3 { margin-top: 4px; }
 .note { color: #5b6475; font-size: 12px; }
+.caption { margin: -4px 0 8px; color: #3a4254; }
 img { max-width: 100%; height: auto; display: block; margin: 8px 0; }
 """
 
@@ -420,6 +359,7 @@ def _document(
     frames: Mapping[str, pd.DataFrame],
     reconciliation: Mapping[str, Any],
     specs: Mapping[str, PlotSpec],
+    captions: Mapping[str, str],
 ) -> str:
     title = str(summary.get("title") or "walletlake report")
     generated = format_value(summary.get("generated_at") or dt.datetime.now(dt.UTC).replace(microsecond=0))
@@ -432,15 +372,18 @@ def _document(
         _stages_section(stage_rows(summary.get("stages"))),
         _timings_section(summary.get("timings") or {}),
         _facts_section("Run", flatten(facts)),
-        *(_frame_section(name, frame, specs.get(name)) for name, frame in frames.items()),
+        *(
+            _frame_section(name, frame, specs.get(name), captions.get(name, ""))
+            for name, frame in frames.items()
+        ),
     ]
     body = "\n".join(section for section in sections if section)
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{_e(title)}</title><style>{_STYLE}</style></head>\n<body>\n"
-        f"<header><h1>{_e(title)}</h1><p>generated {_e(generated)}</p></header>\n"
+        f"<title>{escape(title)}</title><style>{_STYLE}</style></head>\n<body>\n"
+        f"<header><h1>{escape(title)}</h1><p>generated {escape(generated)}</p></header>\n"
         f"<main>\n{body}\n</main>\n</body></html>\n"
     )
 
@@ -458,12 +401,12 @@ def _reconciliation_section(reconciliation: Mapping[str, Any]) -> str:
         if key not in ("ok", "counts", "findings") and not isinstance(value, Mapping | list | tuple)
     ]
     if facts:
-        parts.append(_key_value_table(facts))
+        parts.append(key_value_table(facts))
     counts = reconciliation.get("counts") or {}
     if counts:
         count_frame = pd.DataFrame({"status": list(counts), "findings": list(counts.values())})
         parts.append("<h3>Findings by class</h3>")
-        parts.append(_table(count_frame, numeric_columns={"findings"}))
+        parts.append(html_table(count_frame, numeric_columns={"findings"}))
         if len(count_frame) > 1 or not passed:
             spec = PlotSpec(x="status", y=("findings",), kind="bar", title="Findings by class")
             parts.append(_image(plot_png(count_frame, spec), "findings by class"))
@@ -472,7 +415,7 @@ def _reconciliation_section(reconciliation: Mapping[str, Any]) -> str:
     shown = failing or [finding for finding in findings if finding.get("status") != "ok"]
     if shown:
         parts.append("<h3>Findings to look at</h3>")
-        parts.append(_table(pd.DataFrame(shown)))
+        parts.append(html_table(pd.DataFrame(shown)))
     elif findings:
         parts.append(f'<p class="note">all {len(findings):,} findings are ok</p>')
     parts.append("</section>")
@@ -485,7 +428,7 @@ def _checks_section(checks: Mapping[str, Any]) -> str:
     passed = all(bool(value) for value in checks.values())
     rows = "".join(
         f'<tr><td><span class="mark {"pass" if value else "fail"}">{"ok" if value else "FAILED"}</span></td>'
-        f"<td>{_e(str(name))}</td></tr>"
+        f"<td>{escape(str(name))}</td></tr>"
         for name, value in checks.items()
     )
     label = "every check held" if passed else "a check FAILED"
@@ -501,7 +444,7 @@ def _counts_section(counts: Mapping[str, Any]) -> str:
     cards = []
     for stage, values in counts.items():
         pairs = flatten(values) if isinstance(values, Mapping) else [("", values)]
-        cards.append(f'<div class="card"><h3>{_e(str(stage))}</h3>{_key_value_table(pairs)}</div>')
+        cards.append(f'<div class="card"><h3>{escape(str(stage))}</h3>{key_value_table(pairs)}</div>')
     return (
         '<section id="counts"><h2>Counts at each stage</h2>'
         f'<div class="cards">{"".join(cards)}</div></section>'
@@ -517,7 +460,7 @@ def _timings_section(timings: Mapping[str, Any]) -> str:
         [
             '<section id="timings"><h2>Timings</h2>',
             _image(plot_png(frame, spec), "seconds per stage"),
-            _table(frame, numeric_columns={"seconds"}),
+            html_table(frame, numeric_columns={"seconds"}),
             "</section>",
         ]
     )
@@ -533,7 +476,7 @@ def _stages_section(rows: list[dict[str, Any]]) -> str:
     return "\n".join(
         [
             '<section id="stages"><h2>Pipeline stages</h2>',
-            _table(frame, numeric_columns={"count", "seconds"}),
+            html_table(frame, numeric_columns={"count", "seconds"}),
             _image(plot_png(frame, spec), "counts per stage"),
             "</section>",
         ]
@@ -543,12 +486,14 @@ def _stages_section(rows: list[dict[str, Any]]) -> str:
 def _facts_section(title: str, pairs: list[tuple[str, Any]]) -> str:
     if not pairs:
         return ""
-    return f'<section id="run"><h2>{_e(title)}</h2>{_key_value_table(pairs)}</section>'
+    return f'<section id="run"><h2>{escape(title)}</h2>{key_value_table(pairs)}</section>'
 
 
-def _frame_section(name: str, frame: pd.DataFrame, spec: PlotSpec | None) -> str:
+def _frame_section(name: str, frame: pd.DataFrame, spec: PlotSpec | None, caption: str = "") -> str:
     chosen = spec if spec is not None and spec.fits(frame) else guess_plot(name, frame)
-    parts = [f'<section id="query-{_e(name)}"><h2>{_e(name)}</h2>']
+    parts = [f'<section id="query-{escape(name)}"><h2>{escape(name)}</h2>']
+    if caption:
+        parts.append(f'<p class="caption">{escape(caption)}</p>')
     if frame.empty:
         parts.append('<p class="note">no rows</p>')
     else:
@@ -557,76 +502,11 @@ def _frame_section(name: str, frame: pd.DataFrame, spec: PlotSpec | None) -> str
                 parts.append(_image(plot_png(frame, chosen), name))
             except (TypeError, ValueError) as error:  # a column that cannot be drawn: keep the table
                 _logger.warning("no plot for %s: %s", name, error)
-        parts.append(_result_table(frame))
+        parts.append(result_table(frame))
     parts.append("</section>")
     return "\n".join(parts)
 
 
-def _result_table(frame: pd.DataFrame) -> str:
-    """A query result as a table: amounts in USD, ids short, one row turned into key/value pairs."""
-    shown, headers = display_frame(frame)
-    if len(shown) == 1 and len(shown.columns) > 4:
-        row = shown.iloc[0]
-        return _key_value_table((headers[str(column)], row[column]) for column in shown.columns)
-    money = {name for name, header in headers.items() if header.endswith("(USD)")}
-    numeric = money | {
-        str(column)
-        for column in shown.columns
-        if pd.api.types.is_numeric_dtype(shown[column]) and not pd.api.types.is_bool_dtype(shown[column])
-    }
-    return _table(shown, numeric_columns=numeric, headers=headers)
-
-
-def _key_value_table(pairs: Iterable[tuple[str, Any]]) -> str:
-    rows = "".join(
-        f"<tr><th>{_e(key)}</th><td{_num_class(value)}>{_e(format_value(value))}</td></tr>"
-        for key, value in pairs
-    )
-    # A key/value table's keys may be long sentences ("expired from DynamoDB by TTL while watched"):
-    # they wrap inside the card, which CSS keeps from growing wider than its box.
-    return f"<table>{rows}</table>"
-
-
-def _table(
-    frame: pd.DataFrame, numeric_columns: set[str] | None = None, headers: Mapping[str, str] | None = None
-) -> str:
-    numeric = numeric_columns or {
-        str(column)
-        for column in frame.columns
-        if pd.api.types.is_numeric_dtype(frame[column]) and not pd.api.types.is_bool_dtype(frame[column])
-    }
-    names = headers or {}
-    head = "".join(f"<th>{_e(names.get(str(column), str(column)))}</th>" for column in frame.columns)
-    body = []
-    for row in frame.head(MAX_TABLE_ROWS).itertuples(index=False, name=None):
-        cells = "".join(
-            _cell(str(column), value, str(column) in numeric)
-            for column, value in zip(frame.columns, row, strict=True)
-        )
-        body.append(f"<tr>{cells}</tr>")
-    note = (
-        f'<p class="note">showing {MAX_TABLE_ROWS:,} of {len(frame):,} rows</p>'
-        if len(frame) > MAX_TABLE_ROWS
-        else ""
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{note}"
-
-
-def _cell(column: str, value: Any, numeric: bool) -> str:
-    text = format_value(value)
-    if column.endswith(_ID_SUFFIXES) and len(text) > _ID_SHOWN + 1:
-        return f'<td class=id title="{_e(text)}">{_e(text[:_ID_SHOWN])}…</td>'
-    return f"<td{' class=num' if numeric else ''}>{_e(text)}</td>"
-
-
 def _image(png: bytes, alt: str) -> str:
     encoded = base64.b64encode(png).decode("ascii")
-    return f'<img alt="{_e(alt)}" src="data:image/png;base64,{encoded}">'
-
-
-def _num_class(value: Any) -> str:
-    return " class=num" if isinstance(value, int | float) and not isinstance(value, bool) else ""
-
-
-def _e(text: str) -> str:
-    return html.escape(text, quote=True)
+    return f'<img alt="{escape(alt)}" src="data:image/png;base64,{encoded}">'

@@ -9,12 +9,13 @@ endpoints are probed (the embedded stack's); an endpoint elsewhere is the SDK's 
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Mapping
 from typing import Final
-from urllib.parse import urlsplit
 
 from contracts.settings import ICEBERG_CATALOG_URI_VARIABLE
+from queries._reachability import not_answering_message, silent_url
+
+__all__ = ["ENDPOINT_VARIABLES", "not_answering_message", "silent_endpoint"]
 
 #: The variables ``local up`` exports that name a listener.
 ENDPOINT_VARIABLES: Final = (
@@ -24,27 +25,9 @@ ENDPOINT_VARIABLES: Final = (
     "AWS_ENDPOINT_URL_GLUE",
     ICEBERG_CATALOG_URI_VARIABLE,
 )
-_LOOPBACK: Final = ("localhost", "::1")
 
 
 def silent_endpoint(environ: Mapping[str, str] | None = None, timeout: float = 0.5) -> str | None:
     """The first loopback endpoint of the exports that refuses a connection, or None if all answer."""
     environ = os.environ if environ is None else environ
-    for variable in ENDPOINT_VARIABLES:
-        url = environ.get(variable, "")
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        if not (host.startswith("127.") or host in _LOOPBACK):
-            continue
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        try:
-            with socket.create_connection((host, port), timeout=timeout):
-                pass
-        except OSError:
-            return url
-    return None
-
-
-def not_answering_message(url: str) -> str:
-    """The one line a stale shell gets."""
-    return f"the embedded stack at {url} is not answering: start `walletlake local up` and source its exports"
+    return silent_url((environ.get(variable, "") for variable in ENDPOINT_VARIABLES), timeout)

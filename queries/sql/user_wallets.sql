@@ -2,6 +2,7 @@
 -- its balance now, from its latest ledger entry (0 before its first). The wallets table is one
 -- small row per wallet, so it is read whole (every dt); the ledger only for these wallets.
 -- balance is micro-USD, balance_usd the same amount in USD (exact decimal).
+-- @empty no wallet of user :user_id in the lake (wallets): check the id
 -- @param user_id  string  the user (the user_id the API was given)
 WITH owned AS (
     SELECT wallet_id, user_id, created_at, dt AS created_day

@@ -100,7 +100,7 @@ def test_local_up_prints_sdk_exports_and_stops_on_sigterm(
     local_up: tuple[subprocess.Popen[str], dict[str, str], Path],
 ) -> None:
     # GIVEN a running `walletlake local up`
-    process, exports, _ = local_up
+    process, exports, data_dir = local_up
     # THEN it printed the SDK's endpoint variables, and the stack answers at them
     for key in (
         "AWS_ENDPOINT_URL_DYNAMODB",
@@ -117,12 +117,35 @@ def test_local_up_prints_sdk_exports_and_stops_on_sigterm(
         aws_secret_access_key=exports["AWS_SECRET_ACCESS_KEY"],
     )
     assert "wallets" in dynamodb.list_tables()["TableNames"]
+    # AND `walletlake local env` prints the same exports again (a .walletlake.env emptied by a second
+    # `local up > .walletlake.env &` is written again with it)
+    again = _local_env(data_dir)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines() == [f"export {key}={value}" for key, value in exports.items()]
     # WHEN it gets SIGTERM
     process.send_signal(signal.SIGTERM)
     # THEN it exits 0 and both servers are gone
     assert process.wait(30) == 0
     assert _port_is_free(exports["AWS_ENDPOINT_URL_DYNAMODB"])
     assert _port_is_free(exports["AWS_ENDPOINT_URL_S3"])
+    # AND `local env` then says in one line that no stack runs there (exit 4)
+    gone = _local_env(data_dir)
+    assert gone.returncode == 4
+    assert gone.stdout == ""
+    assert gone.stderr.strip() == (
+        f"walletlake local: error: no embedded stack is running from {data_dir}: "
+        "start it with `walletlake local up`"
+    )
+
+
+def _local_env(data_dir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*WALLETLAKE, "local", "env", "--data-dir", str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_restart_keeps_the_wallets_on_disk_and_the_exports_right(tmp_path: Path) -> None:

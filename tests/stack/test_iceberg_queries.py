@@ -123,11 +123,13 @@ def test_every_ledger_query_answers_the_same_on_iceberg_as_on_parquet(
 
     compared: dict[str, int] = {}
     with DuckDBEngine(parquet) as on_parquet, DuckDBEngine(iceberg) as on_iceberg:
-        # THEN the views have the same columns and types, and the same rows
+        # THEN the views have the same columns and types (the Iceberg timestamps zoned, as Athena reads
+        # a timestamptz; the plain lake's a Hive timestamp), and the same rows
         for table in STREAM_TABLES:
             sql = f"SELECT * FROM {table} WHERE dt BETWEEN :a AND :b"
             window = {"a": lake.days[0].isoformat(), "b": lake.days[-1].isoformat()}
-            expected, actual = on_parquet.arrow(sql, window), on_iceberg.arrow(sql, window)
+            expected, zoned = on_parquet.arrow(sql, window), on_iceberg.arrow(sql, window)
+            actual = _utc_wall_clock(zoned)
             assert actual.schema == expected.schema
             assert actual.num_rows == expected.num_rows > 0
             assert _sorted(actual.to_pandas()).equals(_sorted(expected.to_pandas()))
@@ -140,7 +142,7 @@ def test_every_ledger_query_answers_the_same_on_iceberg_as_on_parquet(
             if not reads & {"ledger", "wallets"}:
                 continue
             expected_frame = run_query(query.name, params, parquet, on_parquet)
-            actual_frame = run_query(query.name, params, iceberg, on_iceberg)
+            actual_frame = _utc_wall_clock_frame(run_query(query.name, params, iceberg, on_iceberg))
             assert list(actual_frame.columns) == list(expected_frame.columns), query.name
             assert list(actual_frame.dtypes) == list(expected_frame.dtypes), query.name
             pd.testing.assert_frame_equal(_sorted(actual_frame), _sorted(expected_frame), obj=query.name)
@@ -274,11 +276,33 @@ def test_tables_without_a_snapshot_are_empty_views_with_the_parquet_columns(
             # WHEN each table is read
             sql = f"SELECT * FROM {table} WHERE dt = :d"
             result = on_iceberg.arrow(sql, {"d": "2026-11-20"})
-            # THEN no row, the lake's columns with dt last, typed as the Parquet lake's views
+            # THEN no row, the lake's columns with dt last, typed as the Parquet lake's views (timestamps
+            # zoned)
             assert result.num_rows == 0
             assert result.schema.names == [*TABLES[table].names, "dt"]
-            assert result.schema == on_parquet.arrow(sql, {"d": "2026-11-20"}).schema
+            assert _utc_wall_clock(result).schema == on_parquet.arrow(sql, {"d": "2026-11-20"}).schema
         # AND a query over them is an answer without rows, not an error
         assert run_query(
             "daily_volume", {"start_date": "2026-11-20", "end_date": "2026-11-21"}, iceberg, on_iceberg
         ).empty
+
+
+def _utc_wall_clock(table: pa.Table) -> pa.Table:
+    """The table with its zoned (UTC) timestamps as the UTC wall clock, as the plain lake reads them."""
+    fields = []
+    for field in table.schema:
+        if pa.types.is_timestamp(field.type) and field.type.tz is not None:
+            assert field.type.tz == "UTC"
+            fields.append(pa.field(field.name, pa.timestamp(field.type.unit), field.nullable))
+        else:
+            fields.append(field)
+    return table.cast(pa.schema(fields))
+
+
+def _utc_wall_clock_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with its zoned (UTC) timestamp columns as the UTC wall clock."""
+    for name in frame.columns:
+        if isinstance(frame[name].dtype, pd.DatetimeTZDtype):
+            assert str(frame[name].dtype.tz) == "UTC"
+            frame[name] = frame[name].dt.tz_localize(None)
+    return frame

@@ -20,6 +20,8 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import socket
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -265,3 +267,113 @@ def test_reconciliation_on_a_lake_never_reconciled_says_so_and_goes_on(
     assert "chain breaks: 0, repeated versions: 0, gaps: 0" in text
     assert "worst p99 in window" in text
     assert _images_of(notebook) >= 3
+
+
+#: The README's command that runs a notebook and keeps what it shows.
+_KEEP_OUTPUTS = (
+    ".venv/bin/jupyter execute --output ../demo-output/ledger_analytics notebooks/ledger_analytics.ipynb"
+)
+
+
+def test_the_documented_command_keeps_the_outputs_in_demo_output(
+    stack: EmbeddedStack,
+    settings: Settings,
+    sample: SampleLake,
+    jupyter_env: dict[str, str],
+    project_root: Path,
+    tmp_path: Path,
+) -> None:
+    # GIVEN a checkout's notebooks folder (copied, so the run writes beside it, not in the project)
+    (tmp_path / "notebooks").mkdir()
+    source = project_root / "notebooks" / "ledger_analytics.ipynb"
+    (tmp_path / "notebooks" / source.name).write_bytes(source.read_bytes())
+    # WHEN the README's commands run as typed (its .venv is this interpreter's)
+    readme = (project_root / "README.md").read_text(encoding="utf-8")
+    commands = [
+        line.replace(".venv/bin/", f"{Path(sys.executable).parent}/")
+        for line in readme.splitlines()
+        if line in ("mkdir -p demo-output", _KEEP_OUTPUTS)
+    ]
+    assert len(commands) == 2, "the README no longer shows how to keep a notebook's outputs"
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", "\n".join(commands)],
+        env={
+            **_kernel_env(stack, settings, jupyter_env),
+            "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        },
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    # THEN the executed copy in demo-output holds what the notebook found, and its plots
+    executed = nbformat.read(tmp_path / "demo-output" / "ledger_analytics.ipynb", as_version=4)
+    first, last = sample.days[0].isoformat(), sample.days[-1].isoformat()
+    assert f"ledger days in window: {first} .. {last}" in _text_of(executed)
+    assert _images_of(executed) >= 5
+    # AND the notebook itself stays without outputs
+    assert all(not cell.get("outputs") for cell in nbformat.read(source, as_version=4).cells)
+
+
+def _stopped_stack_env(
+    stack: EmbeddedStack, settings: Settings, jupyter_env: dict[str, str]
+) -> dict[str, str]:
+    """An analyst's environment whose stack has stopped: every endpoint a closed loopback port."""
+    with socket.socket() as gone:
+        gone.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{gone.getsockname()[1]}"
+    env = _kernel_env(stack, settings, jupyter_env)
+    for name in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_GLUE", "AWS_ENDPOINT_URL_DYNAMODB"):
+        env[name] = closed
+    env["WALLETLAKE_ICEBERG_CATALOG_URI"] = closed
+    return env
+
+
+def test_a_stopped_stack_is_one_line_in_a_notebook_and_in_the_python_api(
+    stack: EmbeddedStack,
+    settings: Settings,
+    jupyter_env: dict[str, str],
+    jupyter_environ: None,
+    project_root: Path,
+    tmp_path: Path,
+) -> None:
+    env = _stopped_stack_env(stack, settings, jupyter_env)
+    closed = env["AWS_ENDPOINT_URL_S3"]
+    line = (
+        f"StackNotAnsweringError: the embedded stack at {closed} is not answering: "
+        "start `walletlake local up` and source its exports"
+    )
+    # WHEN the notebook runs with the stack gone
+    notebook = nbformat.read(project_root / "notebooks" / "ledger_analytics.ipynb", as_version=4)
+    client = NotebookClient(notebook, timeout=CELL_TIMEOUT_SECONDS, kernel_name="python3", allow_errors=True)
+    client.execute(env=env)
+    errors = [
+        output
+        for cell in notebook.cells
+        for output in cell.get("outputs", [])
+        if output.output_type == "error"
+    ]
+    # THEN its first query's cell shows one line, not the SDK's retries and traceback
+    assert errors, "no cell failed"
+    assert errors[0].traceback == [line]
+    # AND the Python API of docs/analysts.md says the same in its last line, after a short traceback
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from contracts.settings import Settings\nfrom queries import run_query\n"
+            "run_query('daily_volume', {'start_date': '2026-11-15', 'end_date': '2026-11-21'},\n"
+            "          Settings.from_env())",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert lines[-1] == f"queries._reachability.{line}"
+    assert len(lines) < 15

@@ -305,8 +305,13 @@ def test_balance_at_reads_the_ledger_when_no_close_covers_the_instant(
     assert balance("b", "2026-11-21T08:00:00Z") == (75 * USD, decimal.Decimal("75.000000"), 3)
     assert balance("a", "2026-11-21T23:00:00Z") == (72 * USD, decimal.Decimal("72.000000"), 3)
     assert balance("b", "2026-11-20T09:01:59.999Z") == (50 * USD, decimal.Decimal("50.000000"), 1)
-    # AND before any entry the wallet held nothing
-    assert balance("c", "2026-11-19T00:00:00Z") == (0, decimal.Decimal("0.000000"), 0)
+    # AND a wallet the lake has no record of by the instant (no creation, no entry) is no row, not a
+    # balance of 0 (walletlake query refuses it in one line)
+    assert run_query("balance_at", {"wallet_id": "c", "at": "2026-11-19T00:00:00Z"}, settings, engine).empty
+    # AND once created, before any entry, the wallet held nothing
+    idle = {"wallet_id": "d", "user_id": "user-d", "created_at": T0}
+    write_table(settings, "wallets", DAY, "w.parquet", [idle])
+    assert balance("d", "2026-11-20T23:00:00Z") == (0, decimal.Decimal("0.000000"), 0)
     # AND balance_as_of says it has no source, with its USD column null too
     as_of = run_query("balance_as_of", {"wallet_id": "b", "at": "2026-11-21T08:00:00Z"}, settings, engine)
     assert as_of.iloc[0]["balance_usd"] is None or pd.isna(as_of.iloc[0]["balance_usd"])

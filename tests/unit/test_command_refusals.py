@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import socket
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -74,3 +76,81 @@ def test_athena_names_and_clauses_become_views_and_pins() -> None:
     assert "other.ledger" in clauses.sql
     with pytest.raises(ValueError, match="ledger is read at two points"):
         split_table_clauses("SELECT 1 FROM ledger FOR VERSION AS OF 1, ledger FOR VERSION AS OF 2", "lakedb")
+
+
+def test_the_credentials_line_names_the_endpoint_variables_a_shell_lacks() -> None:
+    from walletlake.cli import credentials_hint
+
+    # GIVEN a shell with only the S3 endpoint exported
+    line = credentials_hint({"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:8333"})
+    # THEN the others are named, with what to type
+    assert line == (
+        "Unable to locate credentials, and AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_DYNAMODB_STREAMS, "
+        "AWS_ENDPOINT_URL_GLUE, WALLETLAKE_ICEBERG_CATALOG_URI are not set, so this went to AWS: for the "
+        'embedded stack, `source .walletlake.env` (or `eval "$(walletlake local env)"`); for AWS, '
+        "configure credentials"
+    )
+
+
+def test_help_calls_the_lake_iceberg(capsys: pytest.CaptureFixture[str]) -> None:
+    from walletlake.cli import build_parser
+
+    build_parser().print_help()
+    first = capsys.readouterr().out.splitlines()[2]
+    assert first == "A wallet ledger on DynamoDB and its exact Apache Iceberg lake on S3."
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "says"),
+    [
+        (
+            "balance_at",
+            {"wallet_id": "w", "at": "2026-11-22"},
+            "balance_at: at: 2026-11-22 is a date, not an instant: give the time too (2026-11-22T00:00:00Z",
+        ),
+        (
+            "daily_volume",
+            {"start_date": "2026-11-22", "end_date": "2026-11-21"},
+            "daily_volume: start_date 2026-11-22 is after end_date 2026-11-21",
+        ),
+        (
+            "wallet_statement",
+            {"wallet_id": "w", "start": "2026-11-22T10:00:00Z", "end": "2026-11-22T09:00:00Z"},
+            "wallet_statement: start 2026-11-22T10:00:00 is after end 2026-11-22T09:00:00",
+        ),
+    ],
+)
+def test_parameters_about_nothing_are_refused_before_any_sql(
+    name: str, params: dict[str, str], says: str
+) -> None:
+    from queries import ParameterError, get_query
+
+    with pytest.raises(ParameterError) as refused:
+        get_query(name).bind(params)
+    assert says in str(refused.value)
+
+
+def test_as_of_a_number_is_a_snapshot_id_however_short() -> None:
+    from queries.as_of import parse_point
+
+    assert parse_point("123") == 123
+
+
+def test_what_the_docs_make_in_a_checkout_is_ignored_by_git(project_root: Path) -> None:
+    # GIVEN the files the README and docs/analysts.md have a user write into the checkout
+    made = [
+        ".walletlake.env",
+        "reconciliation.json",
+        ".tools",
+        ".walletlake/exports.env",
+        "demo-output/report.html",
+    ]
+    # THEN git ignores every one
+    done = subprocess.run(
+        ["git", "check-ignore", "--no-index", *made],
+        cwd=project_root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.stdout.split() == made

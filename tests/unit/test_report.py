@@ -383,3 +383,98 @@ def test_no_table_is_wider_than_its_card_at_1400_px(tmp_path: Path, project_root
     assert found is not None, dumped.stderr[-2000:]
     assert int(found.group(1)) >= 8
     assert found.group(2) == ""
+
+
+def _big_statement() -> pd.DataFrame:
+    """A statement of large amounts: the widest figures a wallet's table holds (10^15 micro-USD)."""
+    frame = _statement()
+    for column in ("amount", "delta", "running_balance", "balance_after"):
+        frame[column] = pd.array(
+            [999_999_999_999_999, -999_999_999_999_999, 999_999_999_999_991], dtype="Int64"
+        )
+    return frame
+
+
+#: Injected into a copy of the report: every table cell whose text the layout split over lines,
+#: and whether the page scrolls sideways.
+_MEASURE_BROKEN = """<script>
+window.addEventListener("load", () => {
+  const broken = [];
+  for (const cell of document.querySelectorAll("td")) {
+    const range = document.createRange();
+    range.selectNodeContents(cell);
+    const lines = new Set(Array.from(range.getClientRects(), (rect) => Math.round(rect.top)));
+    if (lines.size > 1 && /[0-9]/.test(cell.textContent)) broken.push(cell.textContent);
+  }
+  const mark = document.createElement("pre");
+  mark.id = "measured";
+  const wide = document.documentElement.scrollWidth > window.innerWidth + 1;
+  mark.textContent = "CELLS " + document.querySelectorAll("td").length + " BROKEN [" + broken.join(" | ")
+    + "] PAGE_WIDE " + wide;
+  document.body.appendChild(mark);
+});
+</script>"""
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_no_number_is_broken_and_the_statement_says_whose_it_is(
+    tmp_path: Path, project_root: Path, width: int
+) -> None:
+    script = project_root / "scripts" / "check_report_renders.py"
+    spec = importlib.util.spec_from_file_location("check_report_renders", script)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    browser = module.find_chromium()
+    if browser is None:
+        pytest.skip("no chromium on PATH (Debian: apt-get install chromium); render check not run")
+    # GIVEN the demo's report: a statement of large amounts (named by its wallet), the counts with a
+    # snapshot id, the other results
+    wallet = "5b0c8f3a-7c1e-4a59-9d2e-00000000beef"
+    summary = {
+        "counts": {
+            "commit": {"ledger snapshot id after the last commit": 6_844_087_072_380_450_424, "rows": 12_345},
+        },
+    }
+    frames = {"wallet_statement": _big_statement(), **_frames()}
+    captions = {"wallet_statement": f"wallet {wallet}, 2026-03-01 00:00 to 2026-03-02 00:00 UTC"}
+    target = render_report(
+        tmp_path / "out", summary=summary, frames=frames, reconciliation=_reconciliation(), captions=captions
+    )
+    text = target.read_text(encoding="utf-8")
+    # THEN the statement says whose it is, and the snapshot id is digits, not a number with separators
+    assert f'<p class="caption">wallet {wallet}, 2026-03-01 00:00 to 2026-03-02 00:00 UTC</p>' in text
+    assert "<td class=num>6844087072380450424</td>" in text
+    assert "6,844,087" not in text
+    assert "<td class=num>12,345</td>" in text
+    page = tmp_path / "measured.html"
+    page.write_text(text.replace("</body>", _MEASURE_BROKEN + "</body>"), encoding="utf-8")
+    # WHEN Chromium lays it out at the window's width
+    with tempfile.TemporaryDirectory(prefix="walletlake-chromium-") as profile:
+        dumped = subprocess.run(
+            [
+                browser,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                f"--user-data-dir={profile}",
+                f"--window-size={width},3000",
+                "--virtual-time-budget=5000",
+                "--dump-dom",
+                page.resolve().as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+    # THEN no cell holding a figure is split over two lines, and the page does not scroll sideways
+    found = re.search(r"CELLS (\d+) BROKEN \[(.*?)\] PAGE_WIDE (\w+)", dumped.stdout)
+    assert found is not None, dumped.stderr[-2000:]
+    assert int(found.group(1)) >= 30
+    assert found.group(2) == ""
+    assert found.group(3) == "false"

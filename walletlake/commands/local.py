@@ -1,4 +1,9 @@
-"""``walletlake local up``: the embedded stack in the foreground until Ctrl-C or SIGTERM."""
+"""``walletlake local up``: the embedded stack in the foreground; ``walletlake local env``: its exports again.
+
+``local up > .walletlake.env &`` typed twice empties the file (the second start fails on its busy ports
+after the shell truncated it), so a running stack also keeps its exports in its data folder
+(``exports.env``, removed when it stops) and ``walletlake local env`` prints them again.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +17,15 @@ from typing import Any, Final
 
 from contracts.settings import Settings
 from walletlake.local import EmbeddedStack
+from walletlake.refusals import STACK_NOT_ANSWERING, RefusalError
+from walletlake.stack_probe import not_answering_message, silent_endpoint
 
 #: Every listener `local up` exports has a fixed default port, so that a restart leaves a shell's
 #: exports right; the Iceberg REST catalog's is the one its clients conventionally use.
 DEFAULT_ICEBERG_PORT: Final = 8181
+#: The running stack's exports, in its data folder.
+EXPORTS_FILE: Final = "exports.env"
+_DATA_DIR_HELP: Final = "where DynamoDB Local and SeaweedFS keep their data (default .walletlake)"
 
 
 def register(subparsers: Any) -> None:
@@ -55,13 +65,41 @@ def register(subparsers: Any) -> None:
             "and gRPC), never exported to clients; default: free ports chosen at start"
         ),
     )
-    up.add_argument(
-        "--data-dir",
-        type=Path,
-        default=Path(".walletlake"),
-        help="where DynamoDB Local and SeaweedFS keep their data (default .walletlake)",
-    )
+    up.add_argument("--data-dir", type=Path, default=Path(".walletlake"), help=_DATA_DIR_HELP)
     up.set_defaults(func=_up)
+    env = actions.add_parser(
+        "env",
+        help="print again the exports of the stack running from --data-dir (local env > .walletlake.env)",
+        description=(
+            "Prints the export lines `walletlake local up` printed when it started, for the stack running "
+            "from --data-dir, so a shell (or a .walletlake.env file) can get them again: "
+            "walletlake local env > .walletlake.env. One line and exit 4 when no stack runs from there."
+        ),
+    )
+    env.add_argument("--data-dir", type=Path, default=Path(".walletlake"), help=_DATA_DIR_HELP)
+    env.set_defaults(func=_env)
+
+
+def export_lines(environment: dict[str, str]) -> list[str]:
+    """The shell lines that point the AWS SDK and walletlake at the stack."""
+    return [f"export {key}={value}" for key, value in environment.items()]
+
+
+def _env(args: argparse.Namespace) -> int:
+    path = args.data_dir / EXPORTS_FILE
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise RefusalError(
+            f"no embedded stack is running from {args.data_dir}: start it with `walletlake local up`",
+            STACK_NOT_ANSWERING,
+        ) from None
+    exports = dict(line.removeprefix("export ").split("=", 1) for line in lines if line.startswith("export "))
+    silent = silent_endpoint(exports)
+    if silent is not None:
+        raise RefusalError(not_answering_message(silent), STACK_NOT_ANSWERING)
+    print("\n".join(lines))
+    return 0
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -93,14 +131,19 @@ def _up(args: argparse.Namespace) -> int:
         if stack.footprint is not None:
             print(f"  {stack.footprint.describe()}", file=sys.stderr)
         print("# point the AWS SDK and walletlake at the embedded stack:")
-        for key, value in stack.environment().items():
-            print(f"export {key}={value}")
+        lines = export_lines(stack.environment())
+        print("\n".join(lines))
+        exports = args.data_dir / EXPORTS_FILE
+        exports.write_text("\n".join(lines) + "\n", encoding="utf-8")
         # Last line on stdout, after the exports, so a reader of stdout knows the stack is ready.
         print("# running; Ctrl-C or SIGTERM stops every server", flush=True)
         # And on the terminal, which stays with the user when standard output goes to a file.
         print(
             "running: source the exports (Ctrl-C or SIGTERM stops every server)", file=sys.stderr, flush=True
         )
-        stop.wait()
+        try:
+            stop.wait()
+        finally:
+            exports.unlink(missing_ok=True)
     print("stopped", file=sys.stderr)
     return 0

@@ -8,6 +8,7 @@ from typing import Any
 
 from contracts.settings import Settings
 from queries import engine_for, get_query, list_queries, run_query
+from walletlake.refusals import RefusalError
 from walletlake.result_formats import FORMATS, render
 
 
@@ -48,6 +49,9 @@ def _run(args: argparse.Namespace) -> int:
         frame = run_query(args.name, params, settings, engine)
     finally:
         engine.close()
+    note = get_query(args.name).empty_answer(params)
+    if frame.empty and note:
+        raise RefusalError(note)
     print(render(frame, args.format), end="")
     return 0
 

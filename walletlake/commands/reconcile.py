@@ -13,7 +13,7 @@ from contracts.settings import Settings
 from queries.reconciliation import ReconciliationError, reconcile, replay
 from queries.reconciliation_rules import DEFAULT_MAX_LAG_SECONDS, OK
 from queries.reconciliation_runs import ReconciliationReport
-from walletlake.days import day_argument, last_closed_day, unreconcilable_reason
+from walletlake.days import last_closed_day, parse_day, unreconcilable_reason
 from walletlake.refusals import DAY_NOT_RECONCILABLE, RefusalError
 
 _SHOWN_FINDINGS = 20
@@ -33,7 +33,8 @@ def register(subparsers: Any) -> None:
             "day. Exits 0 when every wallet is ok or lagging, 1 otherwise."
         ),
     )
-    parser.add_argument("--date", type=day_argument, default=None, help="the UTC day (default: yesterday)")
+    # Parsed in the command, not by argparse: a bad date is one line, without the usage before it.
+    parser.add_argument("--date", default=None, metavar="YYYY-MM-DD", help="the UTC day (default: yesterday)")
     parser.add_argument(
         "--max-lag-seconds",
         type=int,
@@ -59,7 +60,10 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    day = args.date or last_closed_day()
+    try:
+        day = parse_day(args.date) if args.date is not None else last_closed_day()
+    except ValueError as error:
+        raise RefusalError(f"--date: {error}") from None
     if args.replay:
         return _replay(day, as_json=args.json)
     settings = Settings.from_env()

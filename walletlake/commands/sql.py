@@ -76,7 +76,7 @@ def _run(args: argparse.Namespace) -> int:
     engine = engine_for(settings, versions=pins)
     try:
         frame = engine.run(statement, {})
-    except (duckdb.Error, SqlglotError) as error:
+    except (duckdb.Error, SqlglotError, ValueError) as error:  # AthenaDialectError is a ValueError
         raise RefusalError(_first_line(error)) from None
     finally:
         engine.close()
