@@ -31,40 +31,55 @@ import argparse
 import dataclasses
 import datetime as dt
 import json
-import math
-import shutil
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any, Final
 
-import pyarrow.parquet as pq
-import sqlglot
-from sqlglot import exp
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from reconcile import DAY, SNAPSHOT_AT, build_lake, timed_reconciliation
+from capacity_api import (
+    API_BYTES_PER_REQUEST,
+    API_TARGET_CPU_PERCENT,
+    api_tier,
+)
+from capacity_measure import API_CPU_BASIS, Measured, measure
+from capacity_prices import (
+    ATHENA_DML_TIMEOUT_SECONDS,
+    ATHENA_MICRO_USD_PER_TB,
+    ATHENA_MIN_BYTES_PER_QUERY,
+    DAYS_PER_MONTH,
+    DYNAMODB_MICRO_USD_PER_GB_MONTH,
+    DYNAMODB_MICRO_USD_PER_MILLION_RRU,
+    DYNAMODB_MICRO_USD_PER_MILLION_WRU,
+    DYNAMODB_PITR_MICRO_USD_PER_GB_MONTH,
+    GLUE_MICRO_USD_PER_DPU_HOUR,
+    GLUE_MICRO_USD_PER_MILLION_REQUESTS,
+    LAMBDA_MICRO_USD_PER_MILLION_GB_SECONDS,
+    LAMBDA_MICRO_USD_PER_MILLION_REQUESTS,
+    LAMBDA_PAYLOAD_BYTES,
+    LAMBDA_TIMEOUT_SECONDS,
+    READ_UNIT_BYTES,
+    S3_MICRO_USD_PER_GB_MONTH,
+    S3_MICRO_USD_PER_THOUSAND_GET,
+    S3_MICRO_USD_PER_THOUSAND_LIST,
+    S3_MICRO_USD_PER_THOUSAND_PUT,
+    SECONDS_PER_DAY,
+    SFN_MICRO_USD_PER_THOUSAND_TRANSITIONS,
+    STREAMS_MICRO_USD_PER_LAMBDA_READ,
+    WRITE_UNITS_PER_PARTITION,
+    ceil_div,
+    cost,
+)
 from request_sizes import (
     PAYEE,
     PRINCIPAL,
-    RESPONSE_BYTES,
     WALLET,
     decline_units,
     grouped_wallet,
-    signed_request_bytes,
     transaction_units,
 )
-from stream_to_parquet import StreamGenerator
 
 from contracts.idempotency_table import TTL_MARGIN_SECONDS
-from contracts.settings import Settings
-from lake.compaction import compact_files
-from lake.compaction_kernel import generation
-from lake.snapshots import SnapshotRef
-from queries.reconciliation import TRANSFERS_QUERY, WALLETS_QUERY, day_parameters, rendered_sql
-from stream_processor.batch import process_batch
 from wallet.commands import Deposit, Transfer
 
 # --- the seed's load -------------------------------------------------------------------------
@@ -74,8 +89,6 @@ FRACTIONS_PERCENT: Final = (1, 10, 100)
 #: Stream records per transaction: the transaction item's INSERT, one wallet MODIFY per wallet it
 #: touches (2 for a transfer, 1 for a deposit), and its TTL REMOVE 8 hours later. The idempotency
 #: record makes none: it lives in a table of its own with no stream (contracts.idempotency_table).
-SECONDS_PER_DAY: Final = 86_400
-DAYS_PER_MONTH: Final = 30
 HOT_TTL_SECONDS: Final = 28_800
 #: WALLETLAKE_IDEMPOTENCY_WINDOW_SECONDS's default: nonces remembered 2 days (seed 000's).
 IDEMPOTENCY_WINDOW_SECONDS: Final = 172_800
@@ -132,125 +145,6 @@ SPARK_OVERHEAD: Final = 2
 OPTIMIZER_COMPACTION_RUNS_PER_DAY: Final = 24
 OPTIMIZER_MAINTENANCE_DPU_HOURS_PER_TABLE_DAY: Final = 2 * 5 / 60
 
-# --- AWS limits -------------------------------------------------------------------------------
-# https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html : 15-minute timeout,
-# 10,240 MB memory, 10,240 MB /tmp, 6 MB synchronous invocation payload (an event source
-# mapping's batch is cut at it).
-LAMBDA_TIMEOUT_SECONDS: Final = 900
-LAMBDA_MAX_MEMORY_MB: Final = 10_240
-LAMBDA_MAX_TMP_MB: Final = 10_240
-LAMBDA_PAYLOAD_BYTES: Final = 6 * 1024 * 1024
-# https://docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html : CPU grows with memory,
-# one vCPU at 1,769 MB.
-LAMBDA_MB_PER_VCPU: Final = 1_769
-# https://docs.aws.amazon.com/lambda/latest/dg/services-ddb-params.html : BatchSize up to 10,000,
-# ParallelizationFactor up to 10 concurrent batches per shard.
-STREAM_MAX_BATCH: Final = 10_000
-STREAM_MAX_PARALLELIZATION: Final = 10
-# https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html : a partition
-# serves up to 1,000 write units/s;
-# https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Streams.html : stream shards
-# follow the table's partitions (one shard per partition, as a lower bound here).
-WRITE_UNITS_PER_PARTITION: Final = 1_000
-# https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html : a
-# transactional write costs 2 write units per item (up to 1 KB).
-TRANSACTIONAL_WRU_PER_ITEM: Final = 2
-# https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/read-write-operations.html :
-# an eventually consistent read is half a read unit per 4 KB (a Scan sums the items it reads).
-READ_UNIT_BYTES: Final = 4_096
-# https://docs.aws.amazon.com/athena/latest/ug/service-limits.html : DML queries time out after
-# 30 minutes by default (raisable to 240); active DML queries default to 25 in most regions.
-ATHENA_DML_TIMEOUT_SECONDS: Final = 1_800
-ATHENA_ACTIVE_DML_QUERIES: Final = 25
-# https://docs.aws.amazon.com/step-functions/latest/dg/limits-overview.html : a Distributed Map
-# runs up to 10,000 child executions at once; an inline Map keeps its iterations in the parent's
-# 25,000-event history.
-DISTRIBUTED_MAP_MAX_CONCURRENCY: Final = 10_000
-
-# --- prices, us-east-1, integer micro-USD per quantity -----------------------------------------
-# https://aws.amazon.com/athena/pricing/ : $5.00 per TB scanned (10 MB minimum per query).
-ATHENA_MICRO_USD_PER_TB: Final = 5_000_000
-ATHENA_MIN_BYTES_PER_QUERY: Final = 10 * 1_000_000
-# https://aws.amazon.com/lambda/pricing/ : $0.0000166667 per GB-second (x86), $0.20 per 1M requests.
-LAMBDA_MICRO_USD_PER_MILLION_GB_SECONDS: Final = 16_666_700
-LAMBDA_MICRO_USD_PER_MILLION_REQUESTS: Final = 200_000
-# https://aws.amazon.com/dynamodb/pricing/on-demand/ : $0.625 per million write request units,
-# $0.125 per million read request units; GetRecords calls made by Lambda's DynamoDB trigger are
-# free (Streams read request units are billed only for other readers).
-DYNAMODB_MICRO_USD_PER_MILLION_WRU: Final = 625_000
-# https://aws.amazon.com/dynamodb/pricing/on-demand/ : $0.25 per GB-month of table storage
-# (Standard table class; the first 25 GB free, ignored here).
-DYNAMODB_MICRO_USD_PER_GB_MONTH: Final = 250_000
-# https://aws.amazon.com/dynamodb/pricing/on-demand/ : continuous backups (point-in-time recovery)
-# $0.20 per GB-month of table size; both tables have it (cdk/walletlake_cdk).
-DYNAMODB_PITR_MICRO_USD_PER_GB_MONTH: Final = 200_000
-DYNAMODB_MICRO_USD_PER_MILLION_RRU: Final = 125_000
-STREAMS_MICRO_USD_PER_LAMBDA_READ: Final = 0
-# https://aws.amazon.com/s3/pricing/ : S3 Standard $0.005 per 1,000 PUT, $0.0004 per 1,000 GET,
-# $0.023 per GB-month (first 50 TB).
-S3_MICRO_USD_PER_THOUSAND_PUT: Final = 5_000
-S3_MICRO_USD_PER_THOUSAND_GET: Final = 400
-S3_MICRO_USD_PER_GB_MONTH: Final = 23_000
-# https://aws.amazon.com/step-functions/pricing/ : Standard workflows $0.025 per 1,000 state transitions.
-SFN_MICRO_USD_PER_THOUSAND_TRANSITIONS: Final = 25_000
-# https://aws.amazon.com/s3/pricing/ : LIST requests are billed as PUT ($0.005 per 1,000).
-S3_MICRO_USD_PER_THOUSAND_LIST: Final = 5_000
-# https://aws.amazon.com/glue/pricing/ : Data Catalog requests $1.00 per million (the first million a
-# month free, ignored here: a conservative bound); Iceberg table optimization (compaction, snapshot
-# retention, orphan file deletion) $0.44 per DPU-hour, billed per second with a 1-minute minimum.
-GLUE_MICRO_USD_PER_MILLION_REQUESTS: Final = 1_000_000
-GLUE_MICRO_USD_PER_DPU_HOUR: Final = 440_000
-
-# --- the API tier (cdk/walletlake_cdk/api_service.py and write_api.py) ------------------------
-HOURS_PER_MONTH: Final = 720
-#: The fleet's tasks: 2 vCPU / 4 GB ARM64, one worker per vCPU, scaled to 50 % CPU (seed 000's
-#: rule), at least one task per Availability Zone.
-API_TASK_VCPU: Final = 2
-API_TASK_GB: Final = 4
-API_TARGET_CPU_PERCENT: Final = 50
-API_AZS: Final = 3
-#: Server CPU per request of `walletlake serve` (group commit on; bench/write_path.py and
-#: bench/hot_wallet.py print it): 500-700 µs measured on this x86 machine, its upper end taken.
-#: The tasks run on Graviton (ARM64): no ARM machine was available to measure on, so the same
-#: figure is ASSUMED there (replace it with bench/write_path.py's figure from a Graviton task).
-API_CPU_US_PER_REQUEST: Final = 700
-API_CPU_BASIS: Final = "measured on x86, assumed equal on ARM64 (Graviton): not measured on ARM"
-#: Bytes a request and its answer carry through the front: a deposit SigV4-signed by botocore for
-#: vpc-lattice-svcs with a role session's token (bench/request_sizes.py), and the 204 answer.
-API_BYTES_PER_REQUEST: Final = signed_request_bytes() + RESPONSE_BYTES
-#: The Lambda front: 30 ms at 1,024 MB per request (assumed, not measured on AWS), one access
-#: log line of about 250 bytes per request (write_api.ACCESS_LOG_FORMAT).
-API_LAMBDA_SECONDS: Final = 0.030
-API_LAMBDA_MB: Final = 1_024
-API_ACCESS_LOG_BYTES: Final = 250
-# https://aws.amazon.com/fargate/pricing/ : Linux/ARM $0.03238 per vCPU-hour, $0.00356 per GB-hour.
-FARGATE_ARM_MICRO_USD_PER_VCPU_HOUR: Final = 32_380
-FARGATE_ARM_MICRO_USD_PER_GB_HOUR: Final = 3_560
-# https://aws.amazon.com/vpc/lattice/pricing/ : $0.025 per service-hour, $0.025 per GB processed,
-# $0.10 per million requests beyond the first 300,000 of each hour.
-LATTICE_MICRO_USD_PER_SERVICE_HOUR: Final = 25_000
-LATTICE_MICRO_USD_PER_GB: Final = 25_000
-LATTICE_MICRO_USD_PER_MILLION_REQUESTS: Final = 100_000
-LATTICE_FREE_REQUESTS_PER_HOUR: Final = 300_000
-# https://aws.amazon.com/elasticloadbalancing/pricing/ : ALB $0.0225 per hour and $0.008 per LCU-hour;
-# an LCU is 1 GB processed per hour (the dimension that binds for small keep-alive requests; new
-# connections, 25/s, and rule evaluations, 1,000/s, stay below it with pooled connections).
-ALB_MICRO_USD_PER_HOUR: Final = 22_500
-ALB_MICRO_USD_PER_LCU_HOUR: Final = 8_000
-ALB_BYTES_PER_LCU_HOUR: Final = 10**9
-# https://aws.amazon.com/privatelink/pricing/ : interface endpoints $0.01 per AZ-hour (ECR api,
-# ECR dkr, CloudWatch Logs); gateway endpoints (DynamoDB, S3) are free.
-INTERFACE_ENDPOINTS: Final = 3
-INTERFACE_ENDPOINT_MICRO_USD_PER_AZ_HOUR: Final = 10_000
-# https://aws.amazon.com/api-gateway/pricing/ : HTTP APIs $1.00 per million (first 300 million a
-# month), $0.90 after.
-APIGW_MICRO_USD_PER_MILLION: Final = 1_000_000
-APIGW_MICRO_USD_PER_MILLION_AFTER: Final = 900_000
-APIGW_FIRST_TIER_REQUESTS: Final = 300_000_000
-# https://aws.amazon.com/cloudwatch/pricing/ : logs $0.50 per GB ingested.
-LOGS_MICRO_USD_PER_GB: Final = 500_000
-
-
 #: Write units of one deposit and one transfer as wallet.write_requests.transaction_request builds them.
 WRITE_UNITS: Final = {
     "deposit": transaction_units([Deposit(WALLET, 25_000_000, "n-1", initiated_by=PRINCIPAL)]),
@@ -263,90 +157,6 @@ DECLINE_UNITS: Final = decline_units(Transfer(WALLET, PAYEE, 25_000_000, "n-1", 
 DECLINE_SHARE_PERCENT: Final = 1
 #: A hot wallet credited in one group commit of the store's largest group (32 requests).
 GROUPED_WALLET: Final = grouped_wallet(32)
-
-
-def api_tier(
-    requests_per_second: float, cpu_us_per_request: float = API_CPU_US_PER_REQUEST
-) -> dict[str, Any]:
-    """Monthly cost (micro-USD) of each way to serve the write path at ``requests_per_second`` (pure).
-
-    ``fleet_lattice`` is the default (ECS Fargate ARM behind VPC Lattice with IAM auth),
-    ``fleet_alb`` the internal-ALB option, ``lambda`` API Gateway HTTP API + Lambda.
-    """
-    requests_month = requests_per_second * SECONDS_PER_DAY * DAYS_PER_MONTH
-    busy_vcpus = requests_per_second * cpu_us_per_request / 1e6
-    vcpus = busy_vcpus * 100 / API_TARGET_CPU_PERCENT
-    tasks = max(API_AZS, _ceil_div(vcpus, API_TASK_VCPU))
-    task_hour = (
-        API_TASK_VCPU * FARGATE_ARM_MICRO_USD_PER_VCPU_HOUR + API_TASK_GB * FARGATE_ARM_MICRO_USD_PER_GB_HOUR
-    )
-    fargate = cost(tasks * HOURS_PER_MONTH, task_hour, 1)
-    endpoints = cost(
-        INTERFACE_ENDPOINTS * API_AZS * HOURS_PER_MONTH, INTERFACE_ENDPOINT_MICRO_USD_PER_AZ_HOUR, 1
-    )
-    gigabytes = requests_month * API_BYTES_PER_REQUEST / 1e9
-    billable = max(0.0, requests_month - LATTICE_FREE_REQUESTS_PER_HOUR * HOURS_PER_MONTH)
-    lattice = (
-        cost(HOURS_PER_MONTH, LATTICE_MICRO_USD_PER_SERVICE_HOUR, 1)
-        + cost(gigabytes, LATTICE_MICRO_USD_PER_GB, 1)
-        + cost(billable, LATTICE_MICRO_USD_PER_MILLION_REQUESTS, 10**6)
-    )
-    lcu = max(1.0, requests_per_second * 3600 * API_BYTES_PER_REQUEST / ALB_BYTES_PER_LCU_HOUR)
-    alb = cost(HOURS_PER_MONTH, ALB_MICRO_USD_PER_HOUR, 1) + cost(
-        lcu * HOURS_PER_MONTH, ALB_MICRO_USD_PER_LCU_HOUR, 1
-    )
-    first = min(requests_month, APIGW_FIRST_TIER_REQUESTS)
-    apigw = cost(first, APIGW_MICRO_USD_PER_MILLION, 10**6) + cost(
-        requests_month - first, APIGW_MICRO_USD_PER_MILLION_AFTER, 10**6
-    )
-    function = cost(
-        requests_month * API_LAMBDA_SECONDS * API_LAMBDA_MB / 1024,
-        LAMBDA_MICRO_USD_PER_MILLION_GB_SECONDS,
-        10**6,
-    ) + cost(requests_month, LAMBDA_MICRO_USD_PER_MILLION_REQUESTS, 10**6)
-    access_logs = cost(requests_month * API_ACCESS_LOG_BYTES / 1e9, LOGS_MICRO_USD_PER_GB, 1)
-    return {
-        "requests_per_month": round(requests_month),
-        "tasks": tasks,
-        "busy_vcpus": round(busy_vcpus, 2),
-        "monthly_micro_usd": {
-            "fleet_lattice": fargate + endpoints + lattice,
-            "fleet_alb": fargate + endpoints + alb,
-            "lambda": apigw + function + access_logs,
-        },
-        "items_micro_usd": {
-            "fargate": fargate,
-            "interface_endpoints": endpoints,
-            "lattice": lattice,
-            "alb": alb,
-            "api_gateway": apigw,
-            "api_lambda": function,
-            "api_access_logs": access_logs,
-        },
-    }
-
-
-@dataclasses.dataclass(frozen=True)
-class Measured:
-    """Unit costs measured on this machine."""
-
-    consumer_cpu_us_per_record: float
-    stream_record_json_bytes: float
-    compaction_rows_per_core_second: float
-    compaction_bytes_per_core_second: float
-    reconciliation_rows_per_core_second: float
-    parquet_bytes_per_row: float
-    reconciliation_read_fraction: float
-    api_cpu_us_per_request: float = API_CPU_US_PER_REQUEST
-
-
-def _ceil_div(numerator: float, denominator: float) -> int:
-    return max(0, math.ceil(numerator / denominator))
-
-
-def cost(quantity: float, micro_usd: int, per: int) -> int:
-    """Integer micro-USD of ``quantity`` at ``micro_usd`` per ``per`` units, rounded up."""
-    return _ceil_div(quantity * micro_usd, per)
 
 
 def model(measured: Measured, percent: int) -> dict[str, Any]:
@@ -377,14 +187,14 @@ def model(measured: Measured, percent: int) -> dict[str, Any]:
     )
     wru_per_tx = wallets_wru_per_tx + records_wru_per_tx
     wru_per_second = tx_per_second * wru_per_tx
-    shards = max(1, _ceil_div(tx_per_second * wallets_wru_per_tx, WRITE_UNITS_PER_PARTITION))
+    shards = max(1, ceil_div(tx_per_second * wallets_wru_per_tx, WRITE_UNITS_PER_PARTITION))
     # a record lives its window and TTL's margin (the nonce is never executed again while it exists)
     records_bytes = (
         tx_per_second * (IDEMPOTENCY_WINDOW_SECONDS + TTL_MARGIN_SECONDS) * IDEMPOTENCY_RECORD_BYTES
     )
     decline_wru_per_second = tx_per_second * DECLINE_SHARE_PERCENT / 100 * DECLINE_UNITS["record_units"]
     table_bytes = tx_per_second * HOT_TTL_SECONDS * TRANSACTION_ITEM_BYTES + wallets * WALLET_ITEM_BYTES
-    snapshot_rru = _ceil_div(table_bytes, READ_UNIT_BYTES) / 2
+    snapshot_rru = ceil_div(table_bytes, READ_UNIT_BYTES) / 2
     snapshot_seconds = snapshot_rru / SNAPSHOT_READ_UNITS_PER_SECOND
 
     # Consumer batching: a batch closes at BatchSize, the 6 MB payload, or the window.
@@ -434,7 +244,7 @@ def model(measured: Measured, percent: int) -> dict[str, Any]:
     athena_queries = 2
     athena_billed = max(athena_bytes, athena_queries * ATHENA_MIN_BYTES_PER_QUERY)
     reconcile_core_seconds = rows_per_day / measured.reconciliation_rows_per_core_second
-    athena_cores_for_timeout = max(1, _ceil_div(reconcile_core_seconds, ATHENA_DML_TIMEOUT_SECONDS))
+    athena_cores_for_timeout = max(1, ceil_div(reconcile_core_seconds, ATHENA_DML_TIMEOUT_SECONDS))
 
     snapshot_gb_seconds = SNAPSHOT_SEGMENTS * snapshot_seconds * 1024 / 1024
     lambda_gb_seconds = consumer_gb_seconds + committer_gb_seconds + snapshot_gb_seconds
@@ -515,104 +325,6 @@ def model(measured: Measured, percent: int) -> dict[str, Any]:
         "api_tasks": api["tasks"],
         "api_monthly_micro_usd": api["monthly_micro_usd"],
     }
-
-
-# --- measurements ------------------------------------------------------------------------------
-
-
-class _CountingS3:
-    """Takes the consumer's PUTs without a network: the body is made, its length counted."""
-
-    def __init__(self) -> None:
-        self.bytes = 0
-        self.puts = 0
-
-    def put_object(self, **request: Any) -> dict[str, Any]:
-        self.bytes += len(request["Body"])
-        self.puts += 1
-        return {}
-
-
-def measure_consumer(records: int, events: int) -> tuple[float, float]:
-    """CPU microseconds per record through the handler's batch loop, and a record's JSON bytes."""
-    generator = StreamGenerator(seed=3)
-    batches = [generator.event(records)["Records"] for _ in range(events)]
-    json_bytes = sum(len(json.dumps(record)) for record in batches[0]) / records
-    # The decode → Parquet → PUT loop without a catalog: the Iceberg landing encodes the same rows
-    # (plus a landing record of a few hundred bytes), so its CPU per record is this one's.
-    settings = Settings(lake_format="parquet")
-    process_batch(batches[0], settings, s3=_CountingS3())  # type: ignore[arg-type]  # warm-up
-    started = time.process_time()
-    for batch in batches:
-        process_batch(batch, settings, s3=_CountingS3())  # type: ignore[arg-type]
-    cpu = time.process_time() - started
-    return cpu * 1e6 / (records * events), json_bytes
-
-
-def compact_landing(day_dir: Path, out_dir: Path, scratch: Path) -> tuple[int, int, int]:
-    """Compact one set of landing files (the unit of work); returns (rows, bytes in, bytes out)."""
-    inputs = sorted(day_dir.glob("*.parquet"))
-    done = compact_files(
-        "ledger",
-        [str(path) for path in inputs],
-        lambda name, body: (out_dir / name).write_bytes(body),
-        name=generation([(path.name, path.stat().st_size) for path in inputs]),
-        scratch=scratch,
-    )
-    return done.rows_out, sum(path.stat().st_size for path in inputs), done.bytes_out
-
-
-def reconciliation_read_fraction(compacted: list[Path]) -> float:
-    """The share of the compacted ledger's bytes in the columns the reconciliation queries name."""
-    snapshot = SnapshotRef(day=SNAPSHOT_AT.date(), snapshot_at=SNAPSHOT_AT, keys=())
-    parameters = day_parameters(DAY, snapshot)
-    names: set[str] = set()
-    for query in (WALLETS_QUERY, TRANSFERS_QUERY):
-        tree = sqlglot.parse_one(rendered_sql(query, parameters), read="trino")
-        names |= {column.name for column in tree.find_all(exp.Column)}
-    read = total = 0
-    for path in compacted:
-        metadata = pq.read_metadata(path)
-        for group in range(metadata.num_row_groups):
-            row_group = metadata.row_group(group)
-            for index in range(row_group.num_columns):
-                chunk = row_group.column(index)
-                total += chunk.total_compressed_size
-                if chunk.path_in_schema in names:
-                    read += chunk.total_compressed_size
-    return read / total if total else 1.0
-
-
-def measure(rows: int, wallets: int, records: int, events: int) -> Measured:
-    """Every unit cost, in one run (ratios within one run; the machine is shared)."""
-    cpu_per_record, record_bytes = measure_consumer(records, events)
-    root = Path(tempfile.mkdtemp(prefix="walletlake-capacity-"))
-    try:
-        build_lake(root, rows, wallets)
-        day_dir = root / "ledger" / f"dt={DAY.isoformat()}"
-        out_dir = root / "compacted"
-        out_dir.mkdir()
-        started = time.process_time()
-        rows_out, bytes_in, bytes_out = compact_landing(day_dir, out_dir, root / "spill")
-        compaction_cpu = time.process_time() - started
-        for path in day_dir.glob("*.parquet"):
-            path.unlink()
-        compacted = []
-        for path in out_dir.iterdir():
-            compacted.append(path.rename(day_dir / path.name))
-        fraction = reconciliation_read_fraction(compacted)
-        _, reconcile_cpu, outcome = timed_reconciliation(root)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    return Measured(
-        consumer_cpu_us_per_record=cpu_per_record,
-        stream_record_json_bytes=record_bytes,
-        compaction_rows_per_core_second=rows_out / compaction_cpu,
-        compaction_bytes_per_core_second=bytes_in / compaction_cpu,
-        reconciliation_rows_per_core_second=outcome.ledger_rows / reconcile_cpu,
-        parquet_bytes_per_row=bytes_out / rows_out,
-        reconciliation_read_fraction=fraction,
-    )
 
 
 # --- output ------------------------------------------------------------------------------------
