@@ -81,6 +81,12 @@ _BUILD_EXCLUDES: Final = (
     "notebooks",
     "docs",
     "demo-output",
+    # tools' caches: never the image's, and one written meanwhile (mypy's SQLite journal) would
+    # vanish under the asset's copy
+    ".mypy_cache",
+    ".ruff_cache",
+    ".pytest_cache",
+    ".hypothesis",
     "**/__pycache__",
     "**/*.pyc",
 )
