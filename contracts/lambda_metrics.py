@@ -45,6 +45,12 @@ CONSUMER_GRAPHED: Final = (
 COMMITTER_SERVICE: Final = "committer"
 COMMITTED_ROWS: Final = "CommittedRows"
 COMMIT_SECONDS: Final = "CommitSeconds"
+#: Landed files a table could not take, kept aside under ``_misfits/`` (any one alarms: its rows
+#: are not in the table until ``walletlake lake reland``).
+MISFIT_FILES: Final = "MisfitFiles"
+#: Tables the committer holds because the contract changed a column's type in a way Iceberg
+#: cannot promote (any one alarms: the table's batches wait).
+BLOCKED_TABLES: Final = "BlockedTables"
 
 #: Compaction of the plain-Parquet lake (``walletlake.handlers.compaction``): per unit.
 COMPACTION_SERVICE: Final = "compaction"

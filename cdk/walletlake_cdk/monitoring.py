@@ -287,7 +287,8 @@ def committer_metric(name: str) -> cloudwatch.Metric:
 
 
 def committer_alarms(committer: lambda_.Function) -> dict[str, AlarmSpec]:
-    """The committer failing, not running, or running without committing what the consumer lands.
+    """The committer failing, not running, running without committing what the consumer lands,
+    keeping a misfit file aside, or holding a table it cannot take a type change of.
 
     Landed rows wait in the landing log until a commit appends them; a committer outage loses
     nothing until it outlasts the orphan-file retention (days), so these alarms are what stands
@@ -322,6 +323,20 @@ def committer_alarms(committer: lambda_.Function) -> dict[str, AlarmSpec]:
             periods,
             f"Rows have landed for {COMMIT_LAG_MINUTES} minutes and the committer committed none: the lake "
             "is falling behind (schedule disabled, throttled, or failing).",
+        ),
+        "LakeMisfits": (
+            committer_metric(lambda_metrics.MISFIT_FILES),
+            1,
+            1,
+            "A landed file did not fit its table and was kept aside under _misfits/: its rows are not in "
+            "the table. docs/operations.md, 'Misfit files': walletlake lake reland.",
+        ),
+        "LakeTableBlocked": (
+            committer_metric(lambda_metrics.BLOCKED_TABLES),
+            1,
+            1,
+            "The committer holds a table: the contract changed a column's type in a way Iceberg cannot "
+            "promote. Its batches wait; the committer's log line names the column and both types.",
         ),
     }
 
