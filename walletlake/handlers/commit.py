@@ -62,11 +62,14 @@ _MARGIN_SECONDS: Final = 5
 @functools.cache
 def _resources(settings: Settings) -> tuple[S3Client, RestCatalog]:
     catalog = open_catalog(settings)
-    ensure_tables(
+    for line in ensure_tables(
         catalog,
         settings.glue_database,
         location_root=table_location_root(settings.bucket, settings.lake_prefix),
-    )
+    ):
+        # a refused type change is an error line at cold start; every cycle then holds the table
+        # (and publishes BlockedTables), so the other tables keep committing
+        (logger.error if "REFUSED" in line else logger.info)(line)
     return clients.s3(settings.region), catalog
 
 
