@@ -138,7 +138,7 @@ def new_commit(table: Any, data_file_path: str, progress: dict[str, list[float]]
         landed_at=at,
     )
     decision = Decision(chosen=(record,), skipped=0, progress=progress, commit=True)
-    commit_decision(table, decision, [data_file_path])
+    commit_decision(table, decision, list(record.files))
 
 
 def _size(path: str) -> int:

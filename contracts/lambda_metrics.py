@@ -48,6 +48,9 @@ COMMIT_SECONDS: Final = "CommitSeconds"
 #: Landed files a table could not take, kept aside under ``_misfits/`` (any one alarms: its rows
 #: are not in the table until ``walletlake lake reland``).
 MISFIT_FILES: Final = "MisfitFiles"
+#: Landed files gone from storage when their batch was committed (any one alarms: their rows are
+#: not in the table; only an export replay brings them back).
+MISSING_FILES: Final = "MissingFiles"
 #: Tables the committer holds because the contract changed a column's type in a way Iceberg
 #: cannot promote (any one alarms: the table's batches wait).
 BLOCKED_TABLES: Final = "BlockedTables"

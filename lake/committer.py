@@ -52,7 +52,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final
 
@@ -73,9 +73,9 @@ from lake.commit_progress import (
     prune,
     read_progress,
 )
-from lake.landing_log import LandingRecord, keys_after, list_sources, read_records
+from lake.landing_log import LandedFile, LandingRecord, keys_after, list_sources, read_records
 from lake.landing_tidy import RECORD_RETENTION_SECONDS, TIDY_KEYS_PER_RUN, iter_modified, list_page, tidy_log
-from lake.misfits import MISFITS_FOLDER, misfit_location, quarantine_misfit
+from lake.misfits import MISFITS_FOLDER, misfit_location, note_missing, quarantine_misfit
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -126,7 +126,7 @@ QUIET_AFTER_SECONDS: Final = 3600
 #: quiet shard (a retried batch) waits at most this long. Other cycles list active shards only, so
 #: a cycle's LISTs follow the shards in use, not the day's shard history.
 FULL_LISTING_EVERY_SECONDS: Final = 300
-_FOOTER_READERS: Final = 16
+_FILE_CHECKERS: Final = 16
 #: Refusals after which a table's commit gives up for this cycle, counting only refusals where the
 #: table's progress changed (another committer took batches); a refusal by a commit that left the
 #: progress alone (a compaction, an expiry) is decided again without counting, up to
@@ -142,7 +142,8 @@ class TableCommit:
     ``rows``: rows appended (a misfit's rows are not); ``skipped_batches``: listed batches the
     table had already committed (redeliveries, or batches another committer took first);
     ``deferred_batches``: batches without rows for it, left for later; ``misfit_files``: landed
-    files that did not fit the table, quarantined and left out; ``blocked``: why the table was not
+    files that did not fit the table, quarantined and left out; ``missing_files``: landed files
+    gone from storage, noted and left out; ``blocked``: why the table was not
     committed to at all (a type change it cannot take), empty when it was.
     """
 
@@ -156,6 +157,7 @@ class TableCommit:
     deferred_batches: int = 0
     attempts: int = 0
     misfit_files: int = 0
+    missing_files: int = 0
     blocked: str = ""
 
     def as_dict(self) -> dict[str, Any]:
@@ -183,6 +185,11 @@ class CommitReport:
         return sum(table.misfit_files for table in self.tables)
 
     @property
+    def missing_files(self) -> int:
+        """Landed files gone from storage in all tables (the ``MissingFiles`` metric)."""
+        return sum(table.missing_files for table in self.tables)
+
+    @property
     def blocked_tables(self) -> int:
         """Tables held by a type change they cannot take (the ``BlockedTables`` metric)."""
         return sum(1 for table in self.tables if table.blocked)
@@ -193,6 +200,7 @@ class CommitReport:
             "tables": [table.as_dict() for table in self.tables],
             "rows": self.rows,
             "misfit_files": self.misfit_files,
+            "missing_files": self.missing_files,
             "blocked_tables": self.blocked_tables,
             "records_deleted": self.records_deleted,
             "snapshots_expired": self.snapshots_expired,
@@ -363,9 +371,7 @@ def commit_table(
             )
         step("commit")
         try:
-            snapshot_id, misfits = commit_decision(
-                table, decision, [file.path for file in files], misfits_root=misfits_root
-            )
+            snapshot_id, aside = commit_decision(table, decision, files, misfits_root=misfits_root)
         except CommitStateUnknownException as error:
             landed = committed_snapshot(catalog.load_table(table_id), decision.commit_id)
             if landed is not None:
@@ -394,17 +400,18 @@ def commit_table(
                 raise
             _logger.warning("commit of %s refused (a concurrent commit); deciding again (%d)", name, attempt)
             continue
-        misfit_paths = {path for path, _ in misfits}
+        left_out = {file.path for file, _, _ in aside}
         return TableCommit(
             name,
             len(decision.chosen),
-            len(files) - len(misfits),
-            sum(file.rows for file in files if file.path not in misfit_paths),
+            len(files) - len(aside),
+            sum(file.rows for file in files if file.path not in left_out),
             skipped,
             snapshot_id,
             time.monotonic() - started,
             attempts=attempt,
-            misfit_files=len(misfits),
+            misfit_files=sum(1 for _, _, missing in aside if not missing),
+            missing_files=sum(1 for _, _, missing in aside if missing),
         )
 
 
@@ -431,29 +438,37 @@ def committed_snapshot(table: Table, commit_id: str) -> int | None:
 
 
 def commit_decision(
-    table: Table, decision: Decision, file_paths: list[str], *, misfits_root: str | None = None
-) -> tuple[int | None, list[tuple[str, str]]]:
+    table: Table, decision: Decision, files: Sequence[LandedFile], *, misfits_root: str | None = None
+) -> tuple[int | None, list[tuple[LandedFile, str, bool]]]:
     """Append the files and set the progress in one commit, valid only while ``main`` is still the
     snapshot ``table`` was loaded at; refused (never rebased) otherwise. Returns the snapshot id
-    and the files quarantined as misfits, with why.
+    and the files set aside, with why and whether the file was missing.
 
     ``table`` must be the one the decision was made from: its current snapshot is what the commit
     asserts. A decision without files sets the property alone (no snapshot is made), under the
-    same assertion. A file that does not fit the table (a column it lacks, a type it cannot read)
-    is quarantined (:func:`lake.misfits.quarantine_misfit`) and left out: the rest of the batch,
-    the later batches and the other tables commit as usual.
+    same assertion. Files are described from their landing records
+    (:mod:`lake.iceberg_data_files`: no footer read; records of an older walletlake, from their
+    footers). A file that does not fit the table (a column it lacks, a type it cannot read) is
+    quarantined (:func:`lake.misfits.quarantine_misfit`); a file gone from storage is noted
+    (:func:`lake.misfits.note_missing`); either is left out, and the rest of its batch, the later
+    batches and the other tables commit as usual.
     """
     from pyiceberg.table.update import AssertRefSnapshotId
 
     from lake.iceberg_catalog import strict_commits
 
     strict = strict_commits(table)
-    with ThreadPoolExecutor(max_workers=_FOOTER_READERS) as pool:
-        described = list(pool.map(lambda path: _describe(table, path), file_paths))
-    data_files = [data_file for data_file, _ in described if data_file is not None]
-    misfits = [(path, reason) for path, (_, reason) in zip(file_paths, described, strict=True) if reason]
-    for path, reason in misfits:
-        quarantine_misfit(table, path, reason, misfits_root)
+    with ThreadPoolExecutor(max_workers=_FILE_CHECKERS) as pool:
+        described = list(pool.map(lambda file: _describe(table, file), files))
+    data_files = [data_file for data_file, _, _ in described if data_file is not None]
+    aside = [
+        (file, reason, missing) for file, (_, reason, missing) in zip(files, described, strict=True) if reason
+    ]
+    for file, reason, missing in aside:
+        if missing:
+            note_missing(table, file.path, reason, misfits_root)
+        else:
+            quarantine_misfit(table, file.path, reason, misfits_root)
     transaction = strict.transaction()
     main = table.metadata.refs.get("main")
     expected = AssertRefSnapshotId(snapshot_id=main.snapshot_id if main else None, ref="main")  # type: ignore[call-arg]
@@ -466,17 +481,36 @@ def commit_decision(
                 append.append_data_file(data_file)
     committed = transaction.commit_transaction()
     snapshot = committed.current_snapshot()
-    return (snapshot.snapshot_id if snapshot is not None else None), misfits
+    return (snapshot.snapshot_id if snapshot is not None else None), aside
 
 
-def _describe(table: Table, path: str) -> tuple[DataFile | None, str]:
-    """A file's Iceberg description from its footer, or why it does not fit the table."""
+def _describe(table: Table, file: LandedFile) -> tuple[DataFile | None, str, bool]:
+    """A file's Iceberg description, or why it is set aside (and whether because it is missing).
+
+    One HEAD for its existence; its description from the landing record when it has one (checked
+    against the table's schema: :func:`lake.iceberg_data_files.fit_problem`), from its footer
+    otherwise.
+    """
     from pyiceberg.io.pyarrow import parquet_file_to_data_file
 
+    from lake.iceberg_data_files import data_file_of, fit_problem
+
+    gone = f"missing: {file.path} is not in storage (removed since it landed)"
+    if not table.io.new_input(file.path).exists():
+        return None, gone, True
+    if file.description is not None and all(
+        field.name in file.description.get("partition", {}) for field in table.metadata.spec().fields
+    ):
+        problem = fit_problem(table.schema(), file.description["fields"])
+        if problem:
+            return None, f"does not fit: {problem}", False
+        return data_file_of(table.metadata, file.path, file.size, file.description), "", False
     try:
-        return parquet_file_to_data_file(table.io, table.metadata, path), ""
+        return parquet_file_to_data_file(table.io, table.metadata, file.path), "", False
+    except FileNotFoundError:
+        return None, gone, True
     except (ValueError, TypeError) as error:
-        return None, f"{type(error).__name__}: {error}"
+        return None, f"{type(error).__name__}: {error}", False
 
 
 def _new_records(

@@ -47,16 +47,25 @@ class OverlapError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class LandedFile:
-    """One data file of a landed batch."""
+    """One data file of a landed batch.
+
+    ``description``: what the commit needs to append it without reading its footer (its fields,
+    partition, counts and bounds: :func:`lake.iceberg_data_files.describe_written`); None in
+    records of an older walletlake, whose files the commit describes from their footers.
+    """
 
     table: str
     path: str  # s3://bucket/key
     rows: int
     size: int
+    description: Mapping[str, Any] | None = dataclasses.field(default=None, hash=False, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values, for the record's JSON."""
-        return dataclasses.asdict(self)
+        values = {"table": self.table, "path": self.path, "rows": self.rows, "size": self.size}
+        if self.description is not None:
+            values["description"] = dict(self.description)
+        return values
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -68,6 +68,22 @@ def quarantine_misfit(table: Table, path: str, reason: str, root: str | None = N
     return target
 
 
+def note_missing(table: Table, path: str, reason: str, root: str | None = None) -> str:
+    """Note a landed file gone from storage (orphan removal after a long committer outage, a
+    deletion by hand): ``{misfit location}.reason.json`` with ``missing: true``, no copy (there
+    is nothing to copy; ``walletlake lake reland`` lands only ``.parquet`` files, so it never
+    picks a note up). Its rows come back only from a replay of their source: an export
+    (docs/operations.md, "Misfit files"). Returns the note's location. Idempotent."""
+    target = misfit_location(table, path, root)
+    note = json.dumps(
+        {"table": table.name()[-1], "landed_path": path, "reason": reason, "missing": True}
+    ).encode()
+    with table.io.new_output(f"{target}.reason.json").create(overwrite=True) as sink:
+        sink.write(note)
+    _logger.error("landed file %s of %s is missing: %s", path, table.name()[-1], reason)
+    return f"{target}.reason.json"
+
+
 def reland_source(table: str, misfit_path: str) -> str:
     """The shard a misfit is re-landed as: named by the table and the misfit file alone, so
     every run of the re-land, in any state, names the same source.

@@ -288,7 +288,8 @@ def committer_metric(name: str) -> cloudwatch.Metric:
 
 def committer_alarms(committer: lambda_.Function) -> dict[str, AlarmSpec]:
     """The committer failing, not running, running without committing what the consumer lands,
-    keeping a misfit file aside, or holding a table it cannot take a type change of.
+    keeping a misfit file aside, finding a landed file gone, or holding a table it cannot take a
+    type change of.
 
     Landed rows wait in the landing log until a commit appends them; a committer outage loses
     nothing until it outlasts the orphan-file retention (days), so these alarms are what stands
@@ -330,6 +331,13 @@ def committer_alarms(committer: lambda_.Function) -> dict[str, AlarmSpec]:
             1,
             "A landed file did not fit its table and was kept aside under _misfits/: its rows are not in "
             "the table. docs/operations.md, 'Misfit files': walletlake lake reland.",
+        ),
+        "LakeMissingFiles": (
+            committer_metric(lambda_metrics.MISSING_FILES),
+            1,
+            1,
+            "A landed file was gone from storage when its batch was committed: its rows are not in the "
+            "table. docs/operations.md, 'Misfit files' (a missing file).",
         ),
         "LakeTableBlocked": (
             committer_metric(lambda_metrics.BLOCKED_TABLES),

@@ -950,15 +950,20 @@ def test_committer_alarms_catch_errors_and_rows_landing_without_commits(synthesi
     assert alarms["CommitLag"]["EvaluationPeriods"] * 5 == COMMIT_LAG_MINUTES
 
 
-def test_committer_alarms_catch_any_misfit_and_any_blocked_table(synthesized: Synthesized) -> None:
+def test_committer_alarms_catch_any_misfit_missing_file_and_blocked_table(synthesized: Synthesized) -> None:
     # GIVEN the alarms
     alarms = {
         logical_id.split("Alarm")[0]: resource["Properties"]
         for logical_id, resource in synthesized.resources("AWS::CloudWatch::Alarm").items()
     }
-    # THEN one misfit file, or one held table, in five minutes alarms, on the metric the committer
+    # THEN one misfit file, one missing file or one held table in five minutes alarms, on the metric the committer
     # publishes (contracts.lambda_metrics), under its service
-    for name, metric in (("LakeMisfits", "MisfitFiles"), ("LakeTableBlocked", "BlockedTables")):
+    watched = (
+        ("LakeMisfits", "MisfitFiles"),
+        ("LakeMissingFiles", "MissingFiles"),
+        ("LakeTableBlocked", "BlockedTables"),
+    )
+    for name, metric in watched:
         alarm = alarms[name]
         assert alarm["MetricName"] == metric
         assert alarm["Namespace"] == lambda_metrics.NAMESPACE

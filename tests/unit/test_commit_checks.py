@@ -113,3 +113,74 @@ def test_rows_exclude_a_misfits_rows_and_a_redelivery_counts_as_skipped(tmp_path
     assert (first.rows, first.files, first.misfit_files, first.skipped_batches) == (2, 1, 1, 0)
     assert (second.rows, second.batches, second.skipped_batches) == (0, 0, 1)
     assert sorted(column(catalog, "wallets", "wallet_id")) == ["w1", "w2"]
+
+
+def test_the_commit_reads_no_footer_and_appends_what_the_footer_would_say(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pyiceberg.io.pyarrow
+
+    from lake.iceberg_data_files import data_file_of
+
+    # GIVEN a landed batch whose record describes its file, and footers that cannot be read
+    catalog = sql_catalog(tmp_path)
+    batch = record(tmp_path, wallets=["w1", "w2", "w3"])
+    (landed,) = batch.files
+    table = catalog.load_table(WALLETS)
+    footer = pyiceberg.io.pyarrow.parquet_file_to_data_file(table.io, table.metadata, landed.path)
+
+    def no_footer(*_args: Any, **_kwargs: Any) -> Any:
+        raise AssertionError("the commit read a footer")
+
+    monkeypatch.setattr(pyiceberg.io.pyarrow, "parquet_file_to_data_file", no_footer)
+
+    # WHEN it is committed
+    done = commit_table(catalog, WALLETS, [batch], live_sources={batch.source})
+
+    # THEN it is appended, described exactly as from its footer (counts, bounds, partition, size)
+    assert done.rows == 3
+    described = data_file_of(table.metadata, landed.path, landed.size, landed.description or {})
+    for name in (
+        "record_count",
+        "file_size_in_bytes",
+        "column_sizes",
+        "value_counts",
+        "null_value_counts",
+        "lower_bounds",
+        "upper_bounds",
+        "partition",
+    ):
+        assert getattr(described, name) == getattr(footer, name), name
+    (task,) = catalog.load_table(WALLETS).scan().plan_files()
+    assert (task.file.record_count, task.file.lower_bounds) == (3, footer.lower_bounds)
+
+
+def test_a_missing_file_sets_aside_only_its_own_file_with_a_reason(tmp_path: Path) -> None:
+    import json
+
+    from lake.misfits import misfit_location
+
+    # GIVEN three batches; the second's wallets file was deleted after it landed
+    catalog = sql_catalog(tmp_path)
+    first = record(tmp_path, wallets=["w1"])
+    gone = record(tmp_path, wallets=["w2"], entries=["t2:credit"])
+    third = record(tmp_path, shard="shard-2", wallets=["w3"])
+    gone_file = next(file for file in gone.files if file.table == "wallets")
+    Path(gone_file.path.removeprefix("file://")).unlink()
+    listed = [first, gone, third]
+
+    # WHEN both tables commit
+    wallets = commit_table(catalog, WALLETS, listed, live_sources={r.source for r in listed})
+    ledger = commit_table(
+        catalog, identifier(NAMESPACE, "ledger"), listed, live_sources={r.source for r in listed}
+    )
+
+    # THEN the wallets commit leaves that one file out, noted with why; every other file commits
+    assert (wallets.rows, wallets.missing_files, wallets.misfit_files, wallets.batches) == (2, 1, 0, 3)
+    assert sorted(column(catalog, "wallets", "wallet_id")) == ["w1", "w3"]
+    assert (ledger.rows, ledger.missing_files) == (1, 0)
+    assert column(catalog, "ledger", "entry_id") == ["t2:credit"]
+    note = Path(misfit_location(catalog.load_table(WALLETS), gone_file.path).removeprefix("file://"))
+    reason = json.loads(Path(f"{note}.reason.json").read_text())
+    assert reason["missing"] is True
+    assert reason["reason"].startswith("missing: ")
