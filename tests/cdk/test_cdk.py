@@ -956,8 +956,8 @@ def test_committer_alarms_catch_any_misfit_missing_file_and_blocked_table(synthe
         logical_id.split("Alarm")[0]: resource["Properties"]
         for logical_id, resource in synthesized.resources("AWS::CloudWatch::Alarm").items()
     }
-    # THEN one misfit file, one missing file or one held table in five minutes alarms, on the metric the committer
-    # publishes (contracts.lambda_metrics), under its service
+    # THEN one misfit file, one missing file or one held table in five minutes alarms, on the
+    # metric the committer publishes (contracts.lambda_metrics), under its service
     watched = (
         ("LakeMisfits", "MisfitFiles"),
         ("LakeMissingFiles", "MissingFiles"),
