@@ -74,7 +74,15 @@ from lake.commit_progress import (
     read_progress,
 )
 from lake.landing_log import LandedFile, LandingRecord, keys_after, list_sources, read_records
-from lake.landing_tidy import RECORD_RETENTION_SECONDS, TIDY_KEYS_PER_RUN, iter_modified, list_page, tidy_log
+from lake.landing_tidy import (
+    RECORD_RETENTION_SECONDS,
+    TIDY_KEYS_PER_RUN,
+    iter_modified,
+    list_page,
+    tidy_log,
+    tidy_pass,
+    tidy_pending,
+)
 from lake.misfits import MISFITS_FOLDER, misfit_location, note_missing, quarantine_misfit
 
 if TYPE_CHECKING:
@@ -173,6 +181,8 @@ class CommitReport:
     records_deleted: int
     seconds: float
     snapshots_expired: int = 0
+    #: Tidy passes in a row that stopped short of the log's end (0: caught up or not tidying).
+    tidy_behind: int = 0
 
     @property
     def rows(self) -> int:
@@ -204,6 +214,7 @@ class CommitReport:
             "blocked_tables": self.blocked_tables,
             "records_deleted": self.records_deleted,
             "snapshots_expired": self.snapshots_expired,
+            "tidy_behind": self.tidy_behind,
             "seconds": round(self.seconds, 3),
         }
 
@@ -235,7 +246,8 @@ def commit_landed(
     empty_after_seconds: float = EMPTY_COMMIT_AFTER_SECONDS,
 ) -> CommitReport:
     """One committer cycle: append every newly landed batch to every table (``tidy``: then delete
-    landing records past retention, :func:`tidy_log`, a bounded slice of the log per call). A
+    landing records past retention, :func:`lake.landing_tidy.tidy_pass`, a bounded slice of the
+    log per call; done at every cycle, ``tidy`` or not, while the last pass stopped short). A
     table's snapshots past retention are expired (:mod:`lake.snapshot_expiry`) with ``tidy`` or
     once :data:`lake.snapshot_expiry.EXPIRE_AT_LEAST` of them wait.
 
@@ -265,7 +277,12 @@ def commit_landed(
         )
         for name in names
     ]
-    deleted = tidy_log(settings, s3, catalog, tables=names, clock=clock) if tidy else 0
+    # hourly, and at every cycle after a pass that stopped short of the log's end (catching up)
+    tidied = (
+        tidy_pass(settings, s3, catalog, tables=names, clock=clock)
+        if tidy or tidy_pending(s3, settings)
+        else None
+    )
     expired = 0
     from lake.snapshot_expiry import EXPIRE_AT_LEAST, expirable, expire_snapshots
 
@@ -276,9 +293,10 @@ def commit_landed(
             expired += expire_snapshots(catalog.load_table(identifier(settings.glue_database, name)), clock())
     report = CommitReport(
         tables=tuple(results),
-        records_deleted=deleted,
+        records_deleted=tidied.deleted if tidied is not None else 0,
         seconds=time.monotonic() - started,
         snapshots_expired=expired,
+        tidy_behind=tidied.behind if tidied is not None else 0,
     )
     _logger.info("commit %s", json.dumps(report.as_dict()))
     return report

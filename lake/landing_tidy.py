@@ -8,6 +8,8 @@ cycle, a bounded slice of the log per call, resuming from a cursor object.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -34,6 +36,17 @@ RECORD_RETENTION_SECONDS: Final = 25 * 3600
 TIDY_KEYS_PER_RUN: Final = 100_000
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class TidyReport:
+    """One tidy pass: keys examined and deleted, whether it reached the end of the log, and for
+    how many passes in a row it has not (``behind``: the ``TidyBehind`` metric; 0 once caught up)."""
+
+    examined: int
+    deleted: int
+    caught_up: bool
+    behind: int
+
+
 def tidy_log(
     settings: Settings,
     s3: S3Client,
@@ -43,13 +56,30 @@ def tidy_log(
     clock: Callable[[], float] = time.time,
     max_keys: int = TIDY_KEYS_PER_RUN,
 ) -> int:
-    """Delete landing records past retention that every table has committed past; returns how many.
+    """:func:`tidy_pass`; returns how many records it deleted."""
+    return tidy_pass(settings, s3, catalog, tables=tables, clock=clock, max_keys=max_keys).deleted
 
-    Bounded and resumable: one call examines at most ``max_keys`` keys, starting after the key the
-    previous call stopped at (kept in the object :func:`contracts.lake_layout.tidy_cursor_key`), and
-    starts over from the beginning once it reached the end. A record's range is committed in a
-    table when the table's position for its shard is at or past its last sequence number (a batch
-    without a file for a table moves the position too, at most :data:`EMPTY_COMMIT_AFTER_SECONDS` later).
+
+def tidy_pass(
+    settings: Settings,
+    s3: S3Client,
+    catalog: Catalog,
+    *,
+    tables: Iterable[str] = tuple(STREAM_TABLES),
+    clock: Callable[[], float] = time.time,
+    max_keys: int = TIDY_KEYS_PER_RUN,
+) -> TidyReport:
+    """Delete landing records past retention that every table has committed past.
+
+    Bounded and resumable: one call examines at most ``max_keys`` keys in all (whatever the page
+    size of the listing), starting after the key the previous call stopped at (kept in the object
+    :func:`contracts.lake_layout.tidy_cursor_key`), and starts over from the beginning once it
+    reached the end. A pass that stops short leaves the cursor set, and the committer tidies again
+    at its next cycle (:func:`tidy_pending`) until a pass reaches the end: the tidy keeps up with
+    any landing rate a cycle's budget can list, and how long it has been behind is a metric. A
+    record's range is committed in a table when the table's position for its shard is at or past
+    its last sequence number (a batch without a file for a table moves the position too, at most
+    :data:`lake.commit_progress.EMPTY_COMMIT_AFTER_SECONDS` later).
     """
     from lake.iceberg_tables import identifier
 
@@ -59,7 +89,7 @@ def tidy_log(
     ]
     prefix = log_prefix(settings.lake_prefix)
     cursor_key = tidy_cursor_key(settings.lake_prefix)
-    start_after = _read_cursor(s3, settings.bucket, cursor_key)
+    start_after, behind = _read_cursor(s3, settings.bucket, cursor_key)
     doomed: list[str] = []
     listed, next_cursor = list_page(s3, settings.bucket, prefix, start_after, max_keys)
     for key, modified in listed:
@@ -71,40 +101,51 @@ def tidy_log(
     if doomed:
         delete_keys(s3, settings.bucket, doomed)
         _logger.info("deleted %d landing records past retention", len(doomed))
-    s3.put_object(Bucket=settings.bucket, Key=cursor_key, Body=next_cursor.encode())
+    behind = behind + 1 if next_cursor else 0
+    body = json.dumps({"after": next_cursor, "behind": behind}).encode()
+    s3.put_object(Bucket=settings.bucket, Key=cursor_key, Body=body)
     _logger.info(
         "tidy examined %d keys after %r; next run starts after %r", len(listed), start_after, next_cursor
     )
-    return len(doomed)
+    return TidyReport(len(listed), len(doomed), not next_cursor, behind)
+
+
+def tidy_pending(s3: S3Client, settings: Settings) -> bool:
+    """True when the last tidy pass stopped before the end of the log (the next cycle goes on)."""
+    return bool(_read_cursor(s3, settings.bucket, tidy_cursor_key(settings.lake_prefix))[0])
 
 
 def list_page(
     s3: S3Client, bucket: str, prefix: str, start_after: str, max_keys: int
 ) -> tuple[list[tuple[str, float]], str]:
     """At most ``max_keys`` ``(record key, last modified)`` after ``start_after``, and where the next
-    page starts (``""``: the listing reached the end, start over)."""
+    page starts (``""``: the listing reached the end, start over). The limit holds exactly, not
+    per page of the listing: a page is cut where the limit is reached."""
     kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
     if start_after:
         kwargs["StartAfter"] = start_after
     listed: list[tuple[str, float]] = []
-    last_key = ""
     for page in s3.get_paginator("list_objects_v2").paginate(**kwargs):
         for item in page.get("Contents", []):
-            last_key = item["Key"]
-            if last_key.endswith(".json"):
-                listed.append((last_key, item["LastModified"].timestamp()))
-        if len(listed) >= max_keys:
-            return listed, last_key
+            if len(listed) >= max_keys:
+                return listed, listed[-1][0]
+            if item["Key"].endswith(".json"):
+                listed.append((item["Key"], item["LastModified"].timestamp()))
         if not page.get("IsTruncated"):
             break
     return listed, ""
 
 
-def _read_cursor(s3: S3Client, bucket: str, key: str) -> str:
+def _read_cursor(s3: S3Client, bucket: str, key: str) -> tuple[str, int]:
+    """``(key to start after, passes behind)``; the plain-key cursor of an older walletlake too."""
     try:
-        return s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
     except s3.exceptions.NoSuchKey:
-        return ""
+        return "", 0
+    if not body.startswith("{"):
+        return body, 0
+    state = json.loads(body)
+    return str(state.get("after", "")), int(state.get("behind", 0))
 
 
 def iter_modified(s3: S3Client, bucket: str, prefix: str) -> Iterable[tuple[str, float]]:

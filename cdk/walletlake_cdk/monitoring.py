@@ -275,6 +275,10 @@ def build_alarms(
     return alarms
 
 
+#: Tidy passes in a row short of the log's end that alarm: two hours of 30-second cycles.
+TIDY_BEHIND_PASSES: Final = 240
+
+
 def committer_metric(name: str) -> cloudwatch.Metric:
     """One of the committer's own metrics (``CommittedRows``, ``CommitSeconds``), five-minute sums."""
     return cloudwatch.Metric(
@@ -338,6 +342,20 @@ def committer_alarms(committer: lambda_.Function) -> dict[str, AlarmSpec]:
             1,
             "A landed file was gone from storage when its batch was committed: its rows are not in the "
             "table. docs/operations.md, 'Misfit files' (a missing file).",
+        ),
+        "LakeTidyBehind": (
+            cloudwatch.Metric(
+                namespace=lambda_metrics.NAMESPACE,
+                metric_name=lambda_metrics.TIDY_BEHIND,
+                dimensions_map={lambda_metrics.SERVICE_DIMENSION: lambda_metrics.COMMITTER_SERVICE},
+                statistic="Maximum",
+                period=FIVE_MINUTES,
+            ),
+            TIDY_BEHIND_PASSES,
+            1,
+            f"The landing log's tidy has stopped short of the log's end {TIDY_BEHIND_PASSES} passes in a "
+            "row (a pass every cycle while behind): records land faster than they are deleted, and every "
+            "commit cycle lists more of them.",
         ),
         "LakeTableBlocked": (
             committer_metric(lambda_metrics.BLOCKED_TABLES),

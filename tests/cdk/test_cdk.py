@@ -971,6 +971,9 @@ def test_committer_alarms_catch_any_misfit_missing_file_and_blocked_table(synthe
         assert (alarm["Statistic"], alarm["Period"], alarm["Threshold"]) == ("Sum", 300, 1)
         assert alarm["EvaluationPeriods"] == 1
         assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    # AND the tidy falling behind alarms on its streak of passes short of the log's end
+    behind = alarms["LakeTidyBehind"]
+    assert (behind["MetricName"], behind["Statistic"], behind["Threshold"]) == ("TidyBehind", "Maximum", 240)
 
 
 def test_cdk_app_py_synthesizes_as_the_cdk_cli_runs_it(tmp_path: Path) -> None:

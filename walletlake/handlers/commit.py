@@ -95,6 +95,7 @@ def handler(event: dict[str, Any] | None, context: LambdaContext) -> dict[str, A
         metrics.add_metric(name=names.COMMIT_SECONDS, unit=MetricUnit.Seconds, value=report.seconds)
         metrics.add_metric(name=names.MISFIT_FILES, unit=MetricUnit.Count, value=report.misfit_files)
         metrics.add_metric(name=names.MISSING_FILES, unit=MetricUnit.Count, value=report.missing_files)
+        metrics.add_metric(name=names.TIDY_BEHIND, unit=MetricUnit.Count, value=report.tidy_behind)
         metrics.add_metric(name=names.BLOCKED_TABLES, unit=MetricUnit.Count, value=report.blocked_tables)
         logger.info("commit cycle", extra=report.as_dict())
         elapsed = time.monotonic() - started
