@@ -77,7 +77,13 @@ def expired_tags(metadata: TableMetadata, now: float) -> list[str]:
     return sorted(doomed)
 
 
-def expire_snapshots(table: Table, now: float, *, retention_hours: float = SNAPSHOT_RETENTION_HOURS) -> int:
+def expire_snapshots(
+    table: Table,
+    now: float,
+    *,
+    retention_hours: float = SNAPSHOT_RETENTION_HOURS,
+    keep: int = SNAPSHOTS_TO_KEEP,
+) -> int:
     """Remove the table's tags past their max-ref-age (:func:`expired_tags`), then its
     :func:`expirable` snapshots; returns how many snapshots were removed.
 
@@ -97,7 +103,7 @@ def expire_snapshots(table: Table, now: float, *, retention_hours: float = SNAPS
                     manage.remove_tag(tag)
             _logger.info("removed tags of %s past their max-ref-age: %s", table.name()[-1], ", ".join(tags))
             table = table.refresh()
-        doomed = expirable(table.metadata, now, retention_hours=retention_hours)
+        doomed = expirable(table.metadata, now, retention_hours=retention_hours, keep=keep)
         if not doomed:
             return 0
         table.maintenance.expire_snapshots().by_ids(doomed).commit()
