@@ -5,8 +5,9 @@ A schedule (hypothesis: 60 of up to 20 steps, and one written out: a tag, commit
 mixes stream batches, late (dead-lettered) batches, export chunks, quarantine replays, a misfit
 and its re-land, reruns of landed batches, two committers listing the log at different moments,
 crashes before any step of a commit, expiries (also between a committer's decision and its
-commit) and nightly tags. Type promotion has its own tests (``tests/unit/test_type_changes.py``):
-it is not drawn here.
+commit), nightly tags and a type promotion (the ledger created when ``wallet_version`` was an
+``int``, promoted to ``long`` by provisioning mid-schedule; refusals have their own tests,
+``tests/unit/test_type_changes.py``).
 """
 
 from __future__ import annotations
@@ -19,19 +20,22 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from support.sql_lake import NAMESPACE, ledger_rows, sql_catalog, wallet_rows, write_file
 
+import lake.iceberg_tables
 from lake.commit_progress import read_progress
 from lake.committer import commit_table
-from lake.iceberg_tables import SNAPSHOT_RETENTION_HOURS, identifier
+from lake.iceberg_tables import SNAPSHOT_RETENTION_HOURS, ensure_tables, identifier
 from lake.landing_log import LandedFile, LandingRecord
 from lake.misfits import reland_source
 from lake.snapshot_expiry import expire_snapshots
 from lake.snapshot_log import NotRetainedError, snapshot_at
 
 TABLES = ("ledger", "wallets")
+CONTRACT = lake.iceberg_tables.iceberg_arrow_schema
 _names = itertools.count(1)
 
 
@@ -53,6 +57,7 @@ class Lake:
     relanded: set[str] = field(default_factory=set)
     positions: dict[str, int] = field(default_factory=dict)
     history: list[tuple[int, int, frozenset[str]]] = field(default_factory=list)  # (ms, id, entries)
+    promoted: bool = False
 
     def land(self, stream: str, shard: str, *, misfit: bool = False, wallet: bool = True) -> None:
         n = next(_names)
@@ -168,7 +173,17 @@ OPERATIONS = st.one_of(
     st.tuples(st.just("reland"), st.none()),
     st.tuples(st.just("rerun"), st.integers(0, 20)),
     st.tuples(st.just("tag"), st.none()),
+    st.tuples(st.just("promote"), st.none()),
 )
+
+
+def int_wallet_version(table: str) -> pa.Schema:
+    """The contract as it was: the ledger's ``wallet_version`` an ``int``."""
+    schema = CONTRACT(table)
+    if table != "ledger":
+        return schema
+    index = schema.get_field_index("wallet_version")
+    return schema.set(index, schema.field(index).with_type(pa.int32()))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -179,6 +194,7 @@ OPERATIONS = st.one_of(
         ("land-and-commit", None),
         ("land-and-commit", None),
         ("expire", None),
+        ("promote", None),
         ("land-and-commit", None),
     ]
 )
@@ -186,6 +202,17 @@ OPERATIONS = st.one_of(
 def test_any_schedule_commits_every_entry_once_and_reads_every_instant_exactly_or_refuses(
     tmp_path_factory: Any, schedule: list[tuple[str, Any]]
 ) -> None:
+    old_contract = pytest.MonkeyPatch()
+    old_contract.setattr(lake.iceberg_tables, "iceberg_arrow_schema", int_wallet_version)
+    try:
+        the_lake = run(tmp_path_factory, schedule, old_contract)
+    finally:
+        old_contract.undo()
+    check(the_lake)
+
+
+def run(tmp_path_factory: Any, schedule: list[tuple[str, Any]], old_contract: pytest.MonkeyPatch) -> Lake:
+    """Run a schedule, then the next cycle with everything listed, as the scheduled committer does."""
     lake = Lake(folder := tmp_path_factory.mktemp("lake"), sql_catalog(folder))
     late = itertools.count()
     for operation, argument in schedule:
@@ -211,12 +238,20 @@ def test_any_schedule_commits_every_entry_once_and_reads_every_instant_exactly_o
             lake.commit(max(0, len(lake.log) - left_out), crash_at, expire_between)
         elif operation == "expire":
             lake.expire()
+        elif operation == "promote":
+            old_contract.undo()  # the contract's int64 deployed: provisioning promotes the column
+            ensure_tables(lake.catalog, NAMESPACE)
+            lake.promoted = True
         else:
             lake.tag()
-    # the next cycles, as the scheduled committer runs them, with everything listed
     lake.commit(len(lake.log), None, False)
+    return lake
 
-    # THEN every entry and every wallet is in the lake once, no rerun's copy, no misfit unrelanded
+
+def check(lake: Lake) -> None:
+    """Every entry once; every instant of the ledger's history exact or refused."""
+
+    # every entry and every wallet is in the lake once, no rerun's copy, no misfit unrelanded
     ledger = lake.catalog.load_table(identifier(NAMESPACE, "ledger"))
     wallets = lake.catalog.load_table(identifier(NAMESPACE, "wallets"))
     entries = ledger.scan().to_arrow().column("entry_id").to_pylist() if ledger.current_snapshot() else []
@@ -224,7 +259,11 @@ def test_any_schedule_commits_every_entry_once_and_reads_every_instant_exactly_o
     assert sorted(entries) == sorted(lake.entries)
     assert sorted(held) == sorted(lake.wallets)
 
-    # AND every instant of the ledger's history reads what was committed then, or is refused
+    # the promotion took, whatever was landed or committed before it
+    promoted = ledger.schema().find_field("wallet_version").field_type
+    assert str(promoted) == ("long" if lake.promoted else "int")
+    event(f"promoted: {lake.promoted}")
+    # every instant of the ledger's history reads what was committed then, or is refused
     metadata = ledger.metadata
     refused = exact = 0
     for at_ms in sorted({ms + delta for ms, _, _ in lake.history for delta in (-1, 0, 1)}):
