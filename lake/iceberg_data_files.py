@@ -114,9 +114,16 @@ def data_file_of(metadata: TableMetadata, path: str, size: int, description: Map
 
     spec = metadata.spec()
     partition = Record(*(description["partition"][field.name] for field in spec.fields))
+    # A column the table promoted since the file was written (an int file in a long column) keeps
+    # no bounds: they are encoded as the file's type, and no pruning beats a wrong one.
+    current = {str(field.field_id): str(field.field_type) for field in metadata.schema().fields}
+    promoted = {k for k, kind in description["fields"].items() if current.get(k, kind) != kind}
     statistics: dict[str, Any] = {
         **{name: {int(k): v for k, v in description[name].items()} for name in _COUNTS},
-        **{name: {int(k): bytes.fromhex(v) for k, v in description[name].items()} for name in _BOUNDS},
+        **{
+            name: {int(k): bytes.fromhex(v) for k, v in description[name].items() if k not in promoted}
+            for name in _BOUNDS
+        },
     }
     return DataFile.from_args(
         content=DataFileContent.DATA,

@@ -68,6 +68,7 @@ def test_int_to_long_is_promoted_by_provisioning_and_old_rows_read_as_long(
         catalog = sql_catalog(tmp_path)
         before = [record(tmp_path, entries=["t1:credit", "t2:credit"])]
         assert commit_all(catalog, before, "ledger").rows == 2
+        pending = [record(tmp_path, entries=["t4:credit"])]  # landed before, committed after
     table_id = identifier(NAMESPACE, "ledger")
     assert str(catalog.load_table(table_id).schema().find_field("wallet_version").field_type) == "int"
 
@@ -75,7 +76,7 @@ def test_int_to_long_is_promoted_by_provisioning_and_old_rows_read_as_long(
     done = ensure_tables(catalog, NAMESPACE)
     again = ensure_tables(catalog, NAMESPACE)
     after = [record(tmp_path, entries=["t3:credit"])]
-    committed = commit_all(catalog, before + after, "ledger")
+    committed = commit_all(catalog, before + pending + after, "ledger")
 
     # THEN the column was promoted in place, said in one line, once; old and new rows read as long
     (line,) = [
@@ -87,9 +88,21 @@ def test_int_to_long_is_promoted_by_provisioning_and_old_rows_read_as_long(
     assert not any("promoted" in line for line in again)
     table = catalog.load_table(table_id)
     assert str(table.schema().find_field("wallet_version").field_type) == "long"
-    assert (committed.rows, committed.blocked, committed.skipped_batches) == (1, "", 1)
-    assert sorted(column(catalog, "ledger", "entry_id")) == ["t1:credit", "t2:credit", "t3:credit"]
+    assert (committed.rows, committed.blocked, committed.skipped_batches) == (2, "", 1)
+    assert sorted(column(catalog, "ledger", "entry_id")) == [
+        "t1:credit",
+        "t2:credit",
+        "t3:credit",
+        "t4:credit",
+    ]
     assert table.scan().to_arrow().schema.field("wallet_version").type == pa.int64()
+    # AND the file written as int and committed after the promotion carries no wallet_version
+    # bounds (encoded as int, they would be misread as long), so a filter on it reads every row
+    version_id = table.schema().find_field("wallet_version").field_id
+    (landed_before,) = pending[0].files
+    (appended,) = [t.file for t in table.scan().plan_files() if t.file.file_path == landed_before.path]
+    assert version_id not in appended.lower_bounds
+    assert table.scan(row_filter="wallet_version >= 1").to_arrow().num_rows == 4
 
 
 def test_a_change_iceberg_cannot_promote_is_refused_and_the_committer_holds_the_table(
