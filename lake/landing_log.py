@@ -140,7 +140,7 @@ def record_key(lake_prefix: str, event_source_arn: str, shard: str, first: int, 
     Examples
     --------
     >>> record_key("lake", "arn:aws:dynamodb:r:1:table/w/stream/S", "shard-1", 7, 12)[-30:]
-    '00000000000000000000000012.json'
+    '0000000000000000000000012.json'
     """
     return f"{shard_prefix(lake_prefix, event_source_arn, shard)}{first:0>{_WIDTH}}-{last:0>{_WIDTH}}.json"
 
