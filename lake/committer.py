@@ -335,7 +335,7 @@ def commit_table(
     or an expiry moved ``main``: the decision is the same, so there is nothing to give up on).
 
     A table whose schema cannot take the contract's types (a type change Iceberg refuses:
-    :func:`lake.iceberg_schema_changes.blocking_changes`) is not committed to at all: its position
+    :func:`lake.iceberg_tables.blocking_changes`) is not committed to at all: its position
     stays, the landed batches wait, and the report says why (``blocked``), which alarms.
 
     ``on_step`` is called with ``"load"``, ``"decide"`` and ``"commit"`` before each step: a seam
@@ -344,7 +344,8 @@ def commit_table(
     """
     from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
 
-    from lake.iceberg_schema_changes import blocking_changes, refused_message
+    from lake.iceberg_schema_changes import refused_message
+    from lake.iceberg_tables import blocking_changes
 
     step = on_step or (lambda _name: None)
     name = table_id[-1]

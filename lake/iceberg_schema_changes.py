@@ -87,25 +87,6 @@ def type_changes(table_schema: Schema, contract_schema: Schema) -> list[TypeChan
     return changes
 
 
-def contract_changes(table: str, table_schema: Schema) -> list[TypeChange]:
-    """:func:`type_changes` of ``table`` against the contract's schema of it."""
-    from lake.iceberg_tables import iceberg_schema
-
-    return type_changes(table_schema, iceberg_schema(table))
-
-
-def blocking_changes(table: str, table_schema: Schema) -> list[str]:
-    """One line per type change the table cannot take (empty: the table can be committed to).
-
-    Examples
-    --------
-    >>> from lake.iceberg_tables import iceberg_schema
-    >>> blocking_changes("ledger", iceberg_schema("ledger"))
-    []
-    """
-    return [change.line() for change in contract_changes(table, table_schema) if not change.promotable]
-
-
 def refused_message(table: str, lines: list[str]) -> str:
     """The one line provisioning and the committer print for a table they refuse to change.
 

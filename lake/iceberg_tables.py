@@ -54,6 +54,8 @@ if TYPE_CHECKING:
     from pyiceberg.schema import Schema
     from pyiceberg.table import Table
 
+    from lake.iceberg_schema_changes import TypeChange
+
 ICEBERG_FORMAT_VERSION: Final = 2
 #: Snapshots younger than this are kept (time travel, ``reconcile --replay`` of a recent run);
 #: older ones expire unless a tag references them.
@@ -198,7 +200,7 @@ def ensure_tables(catalog: Catalog, namespace: str, location_root: str | None = 
     from pyiceberg.table.sorting import SortField, SortOrder
     from pyiceberg.transforms import IdentityTransform
 
-    from lake.iceberg_schema_changes import contract_changes, refused_message
+    from lake.iceberg_schema_changes import refused_message
 
     with contextlib.suppress(NamespaceAlreadyExistsError):
         catalog.create_namespace(namespace)
@@ -293,15 +295,13 @@ def evolve_table(table: Table, attempts: int = 5) -> list[str]:
     :mod:`contracts.lake_tables` (always nullable: old rows read it as null) is added to the table
     by ``union_by_name``, a metadata-only change with a new field id; no data file is rewritten.
     A type change Iceberg cannot promote is left out (the table keeps its type, and the committer
-    holds the table: :func:`lake.iceberg_schema_changes.blocking_changes`), so it never fails the
+    holds the table: :func:`blocking_changes`), so it never fails the
     other changes. Idempotent and safe beside writers: a concurrent schema change refuses this
     commit, which is then decided again from the new schema. Provisioning runs it, and so does
     every landing process before its first write (:func:`lake.iceberg_landing.table_layouts`), so
     a column is in the table before any writer writes it.
     """
     from pyiceberg.exceptions import CommitFailedException
-
-    from lake.iceberg_schema_changes import contract_changes
 
     added: list[str] = []
     for attempt in range(1, attempts + 1):
@@ -342,3 +342,21 @@ def _wanted_schema(table: Table, keep: set[str]) -> Schema:
         ),
         schema_id=wanted.schema_id,
     )
+
+
+def contract_changes(table: str, table_schema: Schema) -> list[TypeChange]:
+    """:func:`type_changes` of ``table`` against the contract's schema of it."""
+    from lake.iceberg_schema_changes import type_changes
+
+    return type_changes(table_schema, iceberg_schema(table))
+
+
+def blocking_changes(table: str, table_schema: Schema) -> list[str]:
+    """One line per type change the table cannot take (empty: the table can be committed to).
+
+    Examples
+    --------
+    >>> blocking_changes("ledger", iceberg_schema("ledger"))
+    []
+    """
+    return [change.line() for change in contract_changes(table, table_schema) if not change.promotable]

@@ -143,8 +143,7 @@ def fitting_rows(table: Table, rows: pa.Table) -> pa.Table:
     """The misfit's rows as the table takes them now (columns by name, cast to the table's current
     types), or ValueError naming what still does not fit: checked before anything is landed, so a
     refused re-land writes nothing and never makes a misfit of a misfit."""
-    from lake.iceberg_schema_changes import blocking_changes
-    from lake.iceberg_tables import to_iceberg_rows
+    from lake.iceberg_tables import blocking_changes, to_iceberg_rows
 
     name = table.name()[-1]
     blocked = blocking_changes(name, table.schema())

@@ -12,8 +12,8 @@ from support.sql_lake import NAMESPACE, column, record, sql_catalog
 import lake.iceberg_tables
 from lake.commit_progress import read_progress
 from lake.committer import commit_table
-from lake.iceberg_schema_changes import blocking_changes, promotable, type_changes
-from lake.iceberg_tables import ensure_tables, iceberg_schema, identifier
+from lake.iceberg_schema_changes import promotable, type_changes
+from lake.iceberg_tables import blocking_changes, ensure_tables, iceberg_schema, identifier
 
 CONTRACT = lake.iceberg_tables.iceberg_arrow_schema
 
