@@ -33,6 +33,11 @@ proportion to memory): the Lambda figure is the cycle's CPU time (``time.process
 by that share, plus its wall time not spent on CPU (local disk here, S3 there: S3 round trips
 are not included).
 
+4. *Measured, the long view* (``--days``, 400): the table after 400 days of nightly
+   ``reconciled-`` tags (each kept by its 400-day max-ref-age, removed after it by the
+   committer's expiry) and an export replay every 30 days (one progress source per export),
+   built as in 2 and written by pyiceberg (:func:`measure_years`).
+
 Run: ``python bench/commit_metadata.py`` (about 2 minutes) or ``--quick`` (seconds).
 """
 
@@ -138,7 +143,7 @@ def new_commit(table: Any, data_file_path: str, progress: dict[str, list[float]]
         landed_at=at,
     )
     decision = Decision(chosen=(record,), skipped=0, progress=progress, commit=True)
-    commit_decision(table, decision, [data_file_path])
+    commit_decision(table, decision, list(record.files))
 
 
 def _size(path: str) -> int:
@@ -285,6 +290,9 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="a few commits and smaller tables (seconds)")
     parser.add_argument("--commits", type=int, default=None, help="real commits per protocol")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--days", type=int, default=YEAR_DAYS, help="the long view: days of nightly tags and monthly exports"
+    )
     args = parser.parse_args()
     commits = args.commits or (12 if args.quick else 60)
     report: dict[str, Any] = {"commits_measured": commits, "quick": args.quick}
@@ -292,6 +300,7 @@ def main() -> int:
         folder = Path(directory)
         report["main"] = measure_main(folder, commits, quick=args.quick)
         report["new"] = measure_new(folder, commits, quick=args.quick)
+        report["years"] = measure_years(folder, args.days)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -365,6 +374,104 @@ def measure_new(folder: Path, commits: int, *, quick: bool) -> dict[str, Any]:
     }
 
 
+#: The long view (``--days``): a tag per night (``reconciled-{day}``, kept 400 days by its
+#: max-ref-age) and an export replay a month, each export of 500 data files.
+YEAR_DAYS = 400
+EXPORTS_PER_DAYS = 30
+FILES_PER_EXPORT = 500
+
+
+def measure_years(folder: Path, days: int) -> dict[str, Any]:
+    """The new protocol's ledger table after ``days`` days, measured: the snapshots retention keeps,
+    plus one tagged snapshot per night (its tag removed past its max-ref-age by the committer's
+    expiry, :func:`lake.snapshot_expiry.expired_tags`, applied here to the table built), and the
+    progress holding the live shards and one source per export (an export of 500 data files was
+    500 sources before: that property's bytes are printed beside)."""
+    from pyiceberg.serializers import ToOutputFile
+    from pyiceberg.table.metadata import SnapshotLogEntry
+    from pyiceberg.table.refs import SnapshotRef, SnapshotRefType
+
+    from lake.committer import progress_text
+    from lake.snapshot_expiry import expired_tags
+    from queries.time_travel import AUDIT_TAG_RETENTION_MS
+
+    catalog = catalog_in(folder / "years")
+    table_id = identifier(NAMESPACE, "ledger")
+    new_commit(catalog.load_table(table_id), data_file(folder / "years", 0), new_progress(0.0), 0.0)
+    table = catalog.load_table(table_id)
+    real = table.current_snapshot()
+    assert real is not None
+    now_ms = real.timestamp_ms
+    retained = NEW_RETENTION_SECONDS // INTERVAL_SECONDS + EXPIRE_AT_LEAST
+    recent, parent = [], None
+    for index in range(retained - 1):
+        clone = real.model_copy(
+            update={
+                "snapshot_id": 10**15 + index,
+                "parent_snapshot_id": parent,
+                "timestamp_ms": now_ms - (retained - index) * INTERVAL_SECONDS * 1000,
+                "sequence_number": 10**6 + index,
+            }
+        )
+        recent.append(clone)
+        parent = clone.snapshot_id
+    recent.append(real.model_copy(update={"parent_snapshot_id": parent, "sequence_number": 10**6 + retained}))
+    nights = [
+        real.model_copy(
+            update={
+                "snapshot_id": 2 * 10**15 + night,
+                "parent_snapshot_id": None,  # expiry clears the parent of a kept snapshot
+                "timestamp_ms": now_ms - (days - night) * 86_400_000,
+                "sequence_number": 1 + night * 2_880,
+            }
+        )
+        for night in range(days)
+    ]
+    refs = {"main": SnapshotRef(snapshot_id=real.snapshot_id, snapshot_ref_type=SnapshotRefType.BRANCH)}
+    for night, snapshot in zip(range(days), nights, strict=True):
+        refs[f"reconciled-night-{night:04d}"] = SnapshotRef(
+            snapshot_id=snapshot.snapshot_id,
+            snapshot_ref_type=SnapshotRefType.TAG,
+            max_ref_age_ms=AUDIT_TAG_RETENTION_MS,
+        )
+    exports = days // EXPORTS_PER_DAYS
+    progress = new_progress(HORIZON_SECONDS)
+    old_progress = dict(progress)
+    for export in range(exports):
+        progress[f"export/0177{export:04d}-e5f6a7b8"] = [exports * 10**6, 0.0]
+        for file in range(FILES_PER_EXPORT):
+            old_progress[f"export/0177{export:04d}-e5f6a7b8-{file:032x}"] = [1, 0.0]
+    every = [*nights, *recent]
+    log = [SnapshotLogEntry(snapshot_id=s.snapshot_id, timestamp_ms=s.timestamp_ms) for s in every]
+    properties = {**table.metadata.properties, PROGRESS_PROPERTY: progress_text(progress)}
+    big = table.metadata.model_copy(
+        update={"snapshots": every, "snapshot_log": log, "refs": refs, "properties": properties}
+    )
+    # the committer's expiry: tags past their max-ref-age go, and with them their snapshots
+    doomed = set(expired_tags(big, now_ms / 1000))
+    gone = {big.refs[name].snapshot_id for name in doomed}
+    big = big.model_copy(
+        update={
+            "refs": {name: ref for name, ref in big.refs.items() if name not in doomed},
+            "snapshots": [s for s in big.snapshots if s.snapshot_id not in gone],
+            "snapshot_log": [e for e in big.snapshot_log if e.snapshot_id not in gone],
+        }
+    )
+    path = f"{table.location().rstrip('/')}/metadata/99999-years.metadata.json"
+    ToOutputFile.table_metadata(big, table.io.new_output(path), overwrite=True)
+    catalog.drop_table(table_id)
+    registered = catalog.register_table(table_id, path)
+    return {
+        "days": days,
+        "tags_kept": sum(1 for ref in big.refs.values() if ref.snapshot_ref_type == SnapshotRefType.TAG),
+        "snapshots_kept": len(big.snapshots),
+        "exports": exports,
+        "property_bytes": len(progress_text(progress)),
+        "property_bytes_source_per_export_file": len(progress_text(old_progress)),
+        "metadata_bytes": metadata_bytes(registered),
+    }
+
+
 def _print(report: dict[str, Any]) -> None:
     mb = 1024**2
     old, new = report["main"], report["new"]
@@ -415,12 +522,22 @@ def _print(report: dict[str, Any]) -> None:
         "[m] measured (pyiceberg's writer, SQL catalog, local folder); [x] main: extrapolated from its "
         f"measured per-snapshot bytes and seconds per byte; new: its table after 5 days, {how}."
     )
+    years = report["years"]
+    print(
+        f"after {years['days']} days, a tag a night and {years['exports']} exports of "
+        f"{FILES_PER_EXPORT} files [m]: metadata.json {years['metadata_bytes'] / mb:,.2f} MB, "
+        f"{years['snapshots_kept']} snapshots, "
+        f"{years['tags_kept']} tags; progress property {years['property_bytes']:,} bytes "
+        f"(a source per export file: {years['property_bytes_source_per_export_file']:,})"
+    )
     summary_constant = new["walletlake_summary_bytes_first"] == new["walletlake_summary_bytes_last"]
     small = new["metadata_bytes_5_days"] <= 10 * mb
     print(
         f"goals: metadata.json <= 10 MB after 5 days: {'met' if small else 'NOT met'}"
         f"; summary independent of shards: {'met' if summary_constant else 'NOT met'}"
         f"; cycle <= 5 s: {'met' if new['cycle']['lambda_512mb_s'] <= 5 else 'NOT met'}"
+        f"; metadata.json <= 10 MB after {years['days']} days: "
+        f"{'met' if years['metadata_bytes'] <= 10 * mb else 'NOT met'}"
     )
 
 

@@ -45,6 +45,18 @@ CONSUMER_GRAPHED: Final = (
 COMMITTER_SERVICE: Final = "committer"
 COMMITTED_ROWS: Final = "CommittedRows"
 COMMIT_SECONDS: Final = "CommitSeconds"
+#: Landed files a table could not take, kept aside under ``_misfits/`` (any one alarms: its rows
+#: are not in the table until ``walletlake lake reland``).
+MISFIT_FILES: Final = "MisfitFiles"
+#: Landed files gone from storage when their batch was committed (any one alarms: their rows are
+#: not in the table; only an export replay brings them back).
+MISSING_FILES: Final = "MissingFiles"
+#: Tidy passes in a row that stopped short of the landing log's end (0: caught up). The committer
+#: tidies every cycle while behind; a long streak means records land faster than it deletes them.
+TIDY_BEHIND: Final = "TidyBehind"
+#: Tables the committer holds because the contract changed a column's type in a way Iceberg
+#: cannot promote (any one alarms: the table's batches wait).
+BLOCKED_TABLES: Final = "BlockedTables"
 
 #: Compaction of the plain-Parquet lake (``walletlake.handlers.compaction``): per unit.
 COMPACTION_SERVICE: Final = "compaction"

@@ -49,27 +49,41 @@ it removes only files it rewrote.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final
 
-from contracts.lake_layout import misfits_location, tidy_cursor_key
+from contracts.lake_layout import misfits_location
 from contracts.lake_tables import STREAM_TABLES
-from lake.landing_log import (
-    PERMANENT_STREAMS,
-    LandingRecord,
-    OverlapError,
-    keys_after,
-    list_sources,
-    log_prefix,
-    range_of_key,
-    read_records,
+from lake.commit_progress import (
+    BATCHES_PROPERTY,
+    COMMIT_ID_PROPERTY,
+    EMPTY_COMMIT_AFTER_SECONDS,
+    PROGRESS_PROPERTY,
+    PROGRESS_RETENTION_SECONDS,
+    Decision,
+    Progress,
+    choose,
+    commit_identity,
+    decide,
+    progress_text,
+    prune,
+    read_progress,
 )
-from lake.objects import delete_keys
+from lake.landing_log import LandedFile, LandingRecord, keys_after, list_sources, read_records
+from lake.landing_tidy import (
+    RECORD_RETENTION_SECONDS,
+    TIDY_KEYS_PER_RUN,
+    iter_modified,
+    list_page,
+    tidy_log,
+    tidy_pass,
+    tidy_pending,
+)
+from lake.misfits import MISFITS_FOLDER, misfit_location, note_missing, quarantine_misfit
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -79,22 +93,40 @@ if TYPE_CHECKING:
 
     from contracts.settings import Settings
 
+__all__ = [
+    "BATCHES_PROPERTY",
+    "COMMIT_ID_PROPERTY",
+    "EMPTY_COMMIT_AFTER_SECONDS",
+    "FULL_LISTING_EVERY_SECONDS",
+    "MISFITS_FOLDER",
+    "PROGRESS_PROPERTY",
+    "PROGRESS_RETENTION_SECONDS",
+    "QUIET_AFTER_SECONDS",
+    "RECORD_RETENTION_SECONDS",
+    "TIDY_KEYS_PER_RUN",
+    "CommitReport",
+    "Decision",
+    "Progress",
+    "TableCommit",
+    "choose",
+    "commit_decision",
+    "commit_identity",
+    "commit_landed",
+    "commit_now",
+    "commit_table",
+    "decide",
+    "iter_modified",
+    "list_page",
+    "misfit_location",
+    "progress_text",
+    "prune",
+    "quarantine_misfit",
+    "read_progress",
+    "tidy_log",
+]
+
 _logger = logging.getLogger(__name__)
 
-#: Table property holding ``{"stream/shard": [last_sequence, epoch_s]}`` (live sources only).
-PROGRESS_PROPERTY: Final = "walletlake.committed-through"
-#: Snapshot summary key: the commit's identity, a digest of the landing records it committed.
-COMMIT_ID_PROPERTY: Final = "walletlake.commit-id"
-#: Snapshot summary key: how many landing records (batches) the commit took.
-BATCHES_PROPERTY: Final = "walletlake.batches"
-#: Landing records are kept this long after they landed: past DynamoDB Streams' 24-hour retention
-#: no retry can redeliver their records, so the consumer's coverage check no longer needs them.
-RECORD_RETENTION_SECONDS: Final = 25 * 3600
-#: A source's progress is forgotten once it has no record left and committed nothing this long.
-PROGRESS_RETENTION_SECONDS: Final = 48 * 3600
-#: Batches without a row for a table wait at most this long before a property-only commit moves
-#: the table's position past them (until then they are skipped, not committed).
-EMPTY_COMMIT_AFTER_SECONDS: Final = 300
 #: A shard that committed nothing for this long is *quiet* (closed, usually: DynamoDB rolls a
 #: stream's shards every few hours); its records are listed only by the full listing below.
 QUIET_AFTER_SECONDS: Final = 3600
@@ -102,18 +134,26 @@ QUIET_AFTER_SECONDS: Final = 3600
 #: quiet shard (a retried batch) waits at most this long. Other cycles list active shards only, so
 #: a cycle's LISTs follow the shards in use, not the day's shard history.
 FULL_LISTING_EVERY_SECONDS: Final = 300
-#: Landing-log keys one tidy run examines; the next run goes on from where this one stopped.
-TIDY_KEYS_PER_RUN: Final = 100_000
-#: Folder of a table's location where landed files that do not fit it are kept, with a reason.
-MISFITS_FOLDER: Final = "misfits"
-_FOOTER_READERS: Final = 16
+_FILE_CHECKERS: Final = 16
+#: Refusals after which a table's commit gives up for this cycle, counting only refusals where the
+#: table's progress changed (another committer took batches); a refusal by a commit that left the
+#: progress alone (a compaction, an expiry) is decided again without counting, up to
+#: :data:`_MAX_REFUSALS` in all.
 _ATTEMPTS: Final = 5
+_MAX_REFUSALS: Final = 50
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class TableCommit:
-    """What one table's commit did (``deferred``: batches without rows for it, left for later;
-    ``misfit_files``: landed files that did not fit the table, quarantined and left out)."""
+    """What one table's commit did.
+
+    ``rows``: rows appended (a misfit's rows are not); ``skipped_batches``: listed batches the
+    table had already committed (redeliveries, or batches another committer took first);
+    ``deferred_batches``: batches without rows for it, left for later; ``misfit_files``: landed
+    files that did not fit the table, quarantined and left out; ``missing_files``: landed files
+    gone from storage, noted and left out; ``blocked``: why the table was not
+    committed to at all (a type change it cannot take), empty when it was.
+    """
 
     table: str
     batches: int
@@ -125,6 +165,8 @@ class TableCommit:
     deferred_batches: int = 0
     attempts: int = 0
     misfit_files: int = 0
+    missing_files: int = 0
+    blocked: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values, for logs and JSON."""
@@ -139,149 +181,42 @@ class CommitReport:
     records_deleted: int
     seconds: float
     snapshots_expired: int = 0
+    #: Tidy passes in a row that stopped short of the log's end (0: caught up or not tidying).
+    tidy_behind: int = 0
 
     @property
     def rows(self) -> int:
         """Rows appended in all tables."""
         return sum(table.rows for table in self.tables)
 
+    @property
+    def misfit_files(self) -> int:
+        """Landed files quarantined as misfits in all tables (the ``MisfitFiles`` metric)."""
+        return sum(table.misfit_files for table in self.tables)
+
+    @property
+    def missing_files(self) -> int:
+        """Landed files gone from storage in all tables (the ``MissingFiles`` metric)."""
+        return sum(table.missing_files for table in self.tables)
+
+    @property
+    def blocked_tables(self) -> int:
+        """Tables held by a type change they cannot take (the ``BlockedTables`` metric)."""
+        return sum(1 for table in self.tables if table.blocked)
+
     def as_dict(self) -> dict[str, Any]:
         """Plain values, for logs and JSON."""
         return {
             "tables": [table.as_dict() for table in self.tables],
             "rows": self.rows,
+            "misfit_files": self.misfit_files,
+            "missing_files": self.missing_files,
+            "blocked_tables": self.blocked_tables,
             "records_deleted": self.records_deleted,
             "snapshots_expired": self.snapshots_expired,
+            "tidy_behind": self.tidy_behind,
             "seconds": round(self.seconds, 3),
         }
-
-
-Progress = dict[str, list[float]]  # source -> [last sequence, committed at (epoch s)]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Decision:
-    """What one table's commit will do, decided from its progress (pure: :func:`decide`)."""
-
-    chosen: tuple[LandingRecord, ...]
-    skipped: int
-    progress: Progress
-    commit: bool
-
-    @property
-    def commit_id(self) -> str:
-        """The commit's identity: a digest of its records' keys (constant size)."""
-        return commit_identity(self.chosen)
-
-
-def read_progress(table: Table) -> Progress:
-    """A table's committed positions, from its property (empty for a table never committed to)."""
-    text = table.metadata.properties.get(PROGRESS_PROPERTY)
-    return (
-        {source: [int(value[0]), float(value[1])] for source, value in json.loads(text).items()}
-        if text
-        else {}
-    )
-
-
-def progress_text(progress: Mapping[str, list[float]]) -> str:
-    """The property's value: sorted, compact."""
-    return json.dumps(
-        {source: [int(v[0]), round(v[1], 3)] for source, v in sorted(progress.items())}, separators=(",", ":")
-    )
-
-
-def commit_identity(records: Iterable[LandingRecord]) -> str:
-    """A digest naming the landing records a commit took, whatever their number.
-
-    Examples
-    --------
-    >>> len(commit_identity([]))
-    32
-    """
-    digest = hashlib.sha256()
-    for key in sorted(record.key or f"{record.source}/{record.first}-{record.last}" for record in records):
-        digest.update(key.encode())
-        digest.update(b"\n")
-    return digest.hexdigest()[:32]
-
-
-def choose(
-    records: Iterable[LandingRecord], progress: Mapping[str, list[float]]
-) -> tuple[list[LandingRecord], int, dict[str, int]]:
-    """The records to commit, how many are skipped as already committed, and the new positions.
-
-    Pure: records of each source in sequence order; a record starting past the position is taken,
-    one ending at or before it is a redelivery; one straddling it breaks the log's invariant.
-    """
-    chosen: list[LandingRecord] = []
-    skipped = 0
-    through: dict[str, int] = {}
-    for record in sorted(records, key=lambda r: (r.source, r.first, -r.last)):
-        position = through.get(record.source)
-        if position is None and record.source in progress:
-            position = int(progress[record.source][0])
-        if position is None or record.first > position:
-            chosen.append(record)
-            through[record.source] = record.last
-        elif record.last <= position:
-            skipped += 1
-        else:
-            raise OverlapError(
-                f"{record.key or record.source}: records {record.first}..{record.last} straddle the "
-                f"committed position {position}; the landing log's ranges must be disjoint"
-            )
-    return chosen, skipped, through
-
-
-def decide(
-    table: str,
-    records: Iterable[LandingRecord],
-    progress: Mapping[str, list[float]],
-    *,
-    live_sources: Collection[str],
-    now: float,
-    empty_after_seconds: float = EMPTY_COMMIT_AFTER_SECONDS,
-) -> Decision:
-    """What to commit to ``table``: pure, from the listed records and the table's progress.
-
-    The new progress holds the chosen positions, less forgotten sources (:func:`prune`). ``commit``
-    is False when nothing is chosen, and when no chosen batch has a file for the table and the
-    oldest is younger than ``empty_after_seconds`` (an empty commit, skipped).
-    """
-    chosen, skipped, through = choose(records, progress)
-    updated: Progress = {source: list(value) for source, value in progress.items()}
-    for source, last in through.items():
-        updated[source] = [last, now]
-    has_rows = any(record.files_of(table) for record in chosen)
-    due = bool(chosen) and min(record.landed_at for record in chosen) <= now - empty_after_seconds
-    return Decision(
-        chosen=tuple(chosen),
-        skipped=skipped,
-        progress=prune(updated, live_sources, now),
-        commit=bool(chosen) and (has_rows or due),
-    )
-
-
-def prune(progress: Mapping[str, list[float]], live_sources: Collection[str], now: float) -> Progress:
-    """Progress without the sources that can never send a record again.
-
-    A source is forgotten when the log holds none of its records (``live_sources``: every source
-    with one) and it committed nothing for :data:`PROGRESS_RETENTION_SECONDS`; sources of
-    :data:`lake.landing_log.PERMANENT_STREAMS` (exports, quarantine replays) are kept.
-
-    Examples
-    --------
-    >>> prune({"s/a": [5, 0.0], "s/b": [9, 0.0], "export/x": [1, 0.0]}, {"s/b"}, 3e5)
-    {'s/b': [9, 0.0], 'export/x': [1, 0.0]}
-    """
-    return {
-        source: list(value)
-        for source, value in progress.items()
-        if source in live_sources
-        or now - value[1] <= PROGRESS_RETENTION_SECONDS
-        or source.split("/", 1)[0] in PERMANENT_STREAMS
-    }
 
 
 def commit_now(settings: Settings) -> CommitReport:
@@ -311,7 +246,8 @@ def commit_landed(
     empty_after_seconds: float = EMPTY_COMMIT_AFTER_SECONDS,
 ) -> CommitReport:
     """One committer cycle: append every newly landed batch to every table (``tidy``: then delete
-    landing records past retention, :func:`tidy_log`, a bounded slice of the log per call). A
+    landing records past retention, :func:`lake.landing_tidy.tidy_pass`, a bounded slice of the
+    log per call; done at every cycle, ``tidy`` or not, while the last pass stopped short). A
     table's snapshots past retention are expired (:mod:`lake.snapshot_expiry`) with ``tidy`` or
     once :data:`lake.snapshot_expiry.EXPIRE_AT_LEAST` of them wait.
 
@@ -341,7 +277,12 @@ def commit_landed(
         )
         for name in names
     ]
-    deleted = tidy_log(settings, s3, catalog, tables=names, clock=clock) if tidy else 0
+    # hourly, and at every cycle after a pass that stopped short of the log's end (catching up)
+    tidied = (
+        tidy_pass(settings, s3, catalog, tables=names, clock=clock)
+        if tidy or tidy_pending(s3, settings)
+        else None
+    )
     expired = 0
     from lake.snapshot_expiry import EXPIRE_AT_LEAST, expirable, expire_snapshots
 
@@ -352,9 +293,10 @@ def commit_landed(
             expired += expire_snapshots(catalog.load_table(identifier(settings.glue_database, name)), clock())
     report = CommitReport(
         tables=tuple(results),
-        records_deleted=deleted,
+        records_deleted=tidied.deleted if tidied is not None else 0,
         seconds=time.monotonic() - started,
         snapshots_expired=expired,
+        tidy_behind=tidied.behind if tidied is not None else 0,
     )
     _logger.info("commit %s", json.dumps(report.as_dict()))
     return report
@@ -388,24 +330,41 @@ def commit_table(
     misfits_root: str | None = None,
 ) -> TableCommit:
     """One table's commit of the listed records: load, decide, commit; on a refusal (``main``
-    moved since the load) load and decide again, at most :data:`_ATTEMPTS` times.
+    moved since the load) load and decide again: at most :data:`_ATTEMPTS` times when the
+    progress changed meanwhile, freely (up to :data:`_MAX_REFUSALS`) when it did not (a compaction
+    or an expiry moved ``main``: the decision is the same, so there is nothing to give up on).
+
+    A table whose schema cannot take the contract's types (a type change Iceberg refuses:
+    :func:`lake.iceberg_tables.blocking_changes`) is not committed to at all: its position
+    stays, the landed batches wait, and the report says why (``blocked``), which alarms.
 
     ``on_step`` is called with ``"load"``, ``"decide"`` and ``"commit"`` before each step: a seam
     for tests that interleave committers at every step. ``misfits_root``: where files that do not
-    fit the table are kept (:func:`misfit_location`).
+    fit the table are kept (:func:`lake.misfits.misfit_location`).
     """
-    from pyiceberg.exceptions import CommitFailedException
+    from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
+
+    from lake.iceberg_schema_changes import refused_message
+    from lake.iceberg_tables import blocking_changes
 
     step = on_step or (lambda _name: None)
     name = table_id[-1]
     started = time.monotonic()
-    for attempt in range(1, _ATTEMPTS + 1):
+    attempt = refusals = conflicts = 0
+    while True:
+        attempt += 1
         step("load")
         table = catalog.load_table(table_id)
         step("decide")
+        blocked = blocking_changes(name, table.schema())
+        if blocked:
+            message = refused_message(name, blocked)
+            _logger.error("commit of %s held: %s", name, message)
+            return TableCommit(name, 0, 0, 0, 0, None, time.monotonic() - started, blocked=message)
         progress = read_progress(table)
         # What a listing past this table's own positions would have found: records starting past
-        # them (the shared listing starts at the lowest position of all tables).
+        # them (the shared listing starts at the lowest position of all tables); the others are
+        # batches this table already holds.
         records = [r for r in listed if r.source not in progress or r.first > int(progress[r.source][0])]
         decision = decide(
             name,
@@ -415,6 +374,7 @@ def commit_table(
             now=clock(),
             empty_after_seconds=empty_after_seconds,
         )
+        skipped = _already_held(listed, progress) + decision.skipped
         files = [file for record in decision.chosen for file in record.files_of(name)]
         if not decision.commit:
             return TableCommit(
@@ -422,7 +382,7 @@ def commit_table(
                 0,
                 0,
                 0,
-                decision.skipped,
+                skipped,
                 None,
                 time.monotonic() - started,
                 deferred_batches=len(decision.chosen),
@@ -430,39 +390,86 @@ def commit_table(
             )
         step("commit")
         try:
-            snapshot_id, misfits = commit_decision(
-                table, decision, [file.path for file in files], misfits_root=misfits_root
-            )
+            snapshot_id, aside = commit_decision(table, decision, files, misfits_root=misfits_root)
+        except CommitStateUnknownException as error:
+            landed = committed_snapshot(catalog.load_table(table_id), decision.commit_id)
+            if landed is not None:
+                # The catalog applied it and the answer was lost (the REST spec's "commit state
+                # unknown"): the commit-id in a snapshot summary says so; nothing to redo.
+                _logger.warning("commit of %s answered %s but landed as %d", name, error, landed)
+                return TableCommit(
+                    name,
+                    len(decision.chosen),
+                    len(files),
+                    sum(file.rows for file in files),
+                    skipped,
+                    landed,
+                    time.monotonic() - started,
+                    attempts=attempt,
+                )
+            conflicts += 1
+            if conflicts >= _ATTEMPTS:
+                raise
+            continue
         except CommitFailedException:
-            if attempt == _ATTEMPTS:
+            refusals += 1
+            if _progress_moved(catalog.load_table(table_id), progress):
+                conflicts += 1
+            if conflicts >= _ATTEMPTS or refusals >= _MAX_REFUSALS:
                 raise
             _logger.warning("commit of %s refused (a concurrent commit); deciding again (%d)", name, attempt)
             continue
+        left_out = {file.path for file, _, _ in aside}
         return TableCommit(
             name,
             len(decision.chosen),
-            len(files),
-            sum(file.rows for file in files),
-            decision.skipped,
+            len(files) - len(aside),
+            sum(file.rows for file in files if file.path not in left_out),
+            skipped,
             snapshot_id,
             time.monotonic() - started,
             attempts=attempt,
-            misfit_files=misfits,
+            misfit_files=sum(1 for _, _, missing in aside if not missing),
+            missing_files=sum(1 for _, _, missing in aside if missing),
         )
-    raise AssertionError("unreachable")
+
+
+def _already_held(listed: Iterable[LandingRecord], progress: Mapping[str, list[float]]) -> int:
+    """Listed batches this table's position is already past (redeliveries, or taken by another
+    committer): what ``skipped_batches`` counts."""
+    return sum(1 for r in listed if r.source in progress and r.last <= int(progress[r.source][0]))
+
+
+def _progress_moved(table: Table, progress: Mapping[str, list[float]]) -> bool:
+    """True when the table's progress is no longer the one a refused commit was decided from."""
+    return progress_text(read_progress(table)) != progress_text(progress)
+
+
+def committed_snapshot(table: Table, commit_id: str) -> int | None:
+    """The snapshot whose summary carries ``commit_id`` (:data:`COMMIT_ID_PROPERTY`), newest
+    first, or None: how a committer whose commit failed or went unanswered learns whether it
+    landed, as Flink's committer reads its checkpoint id back from the table."""
+    for snapshot in sorted(table.metadata.snapshots, key=lambda s: s.timestamp_ms, reverse=True):
+        summary = snapshot.summary
+        if summary is not None and summary.additional_properties.get(COMMIT_ID_PROPERTY) == commit_id:
+            return snapshot.snapshot_id
+    return None
 
 
 def commit_decision(
-    table: Table, decision: Decision, file_paths: list[str], *, misfits_root: str | None = None
-) -> tuple[int | None, int]:
+    table: Table, decision: Decision, files: Sequence[LandedFile], *, misfits_root: str | None = None
+) -> tuple[int | None, list[tuple[LandedFile, str, bool]]]:
     """Append the files and set the progress in one commit, valid only while ``main`` is still the
     snapshot ``table`` was loaded at; refused (never rebased) otherwise. Returns the snapshot id
-    and how many files were quarantined as misfits.
+    and the files set aside, with why and whether the file was missing.
 
     ``table`` must be the one the decision was made from: its current snapshot is what the commit
     asserts. A decision without files sets the property alone (no snapshot is made), under the
-    same assertion. A file that does not fit the table (a column it lacks, a type it cannot read)
-    is quarantined (:func:`quarantine_misfit`) and left out: the rest of the batch, the later
+    same assertion. Files are described from their landing records
+    (:mod:`lake.iceberg_data_files`: no footer read; records of an older walletlake, from their
+    footers). A file that does not fit the table (a column it lacks, a type it cannot read) is
+    quarantined (:func:`lake.misfits.quarantine_misfit`); a file gone from storage is noted
+    (:func:`lake.misfits.note_missing`); either is left out, and the rest of its batch, the later
     batches and the other tables commit as usual.
     """
     from pyiceberg.table.update import AssertRefSnapshotId
@@ -470,12 +477,17 @@ def commit_decision(
     from lake.iceberg_catalog import strict_commits
 
     strict = strict_commits(table)
-    with ThreadPoolExecutor(max_workers=_FOOTER_READERS) as pool:
-        described = list(pool.map(lambda path: _describe(table, path), file_paths))
-    data_files = [data_file for data_file, _ in described if data_file is not None]
-    misfits = [(path, reason) for path, (_, reason) in zip(file_paths, described, strict=True) if reason]
-    for path, reason in misfits:
-        quarantine_misfit(table, path, reason, misfits_root)
+    with ThreadPoolExecutor(max_workers=_FILE_CHECKERS) as pool:
+        described = list(pool.map(lambda file: _describe(table, file), files))
+    data_files = [data_file for data_file, _, _ in described if data_file is not None]
+    aside = [
+        (file, reason, missing) for file, (_, reason, missing) in zip(files, described, strict=True) if reason
+    ]
+    for file, reason, missing in aside:
+        if missing:
+            note_missing(table, file.path, reason, misfits_root)
+        else:
+            quarantine_misfit(table, file.path, reason, misfits_root)
     transaction = strict.transaction()
     main = table.metadata.refs.get("main")
     expected = AssertRefSnapshotId(snapshot_id=main.snapshot_id if main else None, ref="main")  # type: ignore[call-arg]
@@ -488,43 +500,36 @@ def commit_decision(
                 append.append_data_file(data_file)
     committed = transaction.commit_transaction()
     snapshot = committed.current_snapshot()
-    return (snapshot.snapshot_id if snapshot is not None else None), len(misfits)
+    return (snapshot.snapshot_id if snapshot is not None else None), aside
 
 
-def _describe(table: Table, path: str) -> tuple[DataFile | None, str]:
-    """A file's Iceberg description from its footer, or why it does not fit the table."""
+def _describe(table: Table, file: LandedFile) -> tuple[DataFile | None, str, bool]:
+    """A file's Iceberg description, or why it is set aside (and whether because it is missing).
+
+    One HEAD for its existence; its description from the landing record when it has one (checked
+    against the table's schema: :func:`lake.iceberg_data_files.fit_problem`), from its footer
+    otherwise.
+    """
     from pyiceberg.io.pyarrow import parquet_file_to_data_file
 
+    from lake.iceberg_data_files import data_file_of, fit_problem
+
+    gone = f"missing: {file.path} is not in storage (removed since it landed)"
+    if not table.io.new_input(file.path).exists():
+        return None, gone, True
+    if file.description is not None and all(
+        field.name in file.description.get("partition", {}) for field in table.metadata.spec().fields
+    ):
+        problem = fit_problem(table.schema(), file.description["fields"])
+        if problem:
+            return None, f"does not fit: {problem}", False
+        return data_file_of(table.metadata, file.path, file.size, file.description), "", False
     try:
-        return parquet_file_to_data_file(table.io, table.metadata, path), ""
+        return parquet_file_to_data_file(table.io, table.metadata, file.path), "", False
+    except FileNotFoundError:
+        return None, gone, True
     except (ValueError, TypeError) as error:
-        return None, f"{type(error).__name__}: {error}"
-
-
-def misfit_location(table: Table, path: str, root: str | None = None) -> str:
-    """Where a misfit data file is kept: ``{root}/{table}/{file name}``, the lake bucket's
-    ``{lake_prefix}/_misfits/`` for the committer (:func:`contracts.lake_layout.misfits_location`:
-    a table bucket takes only the table's own files), or without a root
-    ``{table location}/misfits/{file name}``; never under ``data/``, which orphan removal cleans."""
-    name = path.rsplit("/", 1)[-1]
-    if root is not None:
-        return f"{root.rstrip('/')}/{table.name()[-1]}/{name}"
-    return f"{table.location().rstrip('/')}/{MISFITS_FOLDER}/{name}"
-
-
-def quarantine_misfit(table: Table, path: str, reason: str, root: str | None = None) -> str:
-    """Copy a landed file that does not fit its table to :func:`misfit_location`, with a
-    ``.reason.json`` beside it (the file, the table, why); returns where. Idempotent."""
-    target = misfit_location(table, path, root)
-    with table.io.new_input(path).open() as source:
-        body = source.read()
-    with table.io.new_output(target).create(overwrite=True) as sink:
-        sink.write(body)
-    note = json.dumps({"table": table.name()[-1], "landed_path": path, "reason": reason}).encode()
-    with table.io.new_output(f"{target}.reason.json").create(overwrite=True) as sink:
-        sink.write(note)
-    _logger.warning("quarantined %s (does not fit %s): %s -> %s", path, table.name()[-1], reason, target)
-    return target
+        return None, f"{type(error).__name__}: {error}", False
 
 
 def _new_records(
@@ -536,84 +541,3 @@ def _new_records(
         for key in keys_after(s3, settings.bucket, settings.lake_prefix, source, floor[source])
     ]
     return read_records(s3, settings.bucket, keys)
-
-
-def tidy_log(
-    settings: Settings,
-    s3: S3Client,
-    catalog: Catalog,
-    *,
-    tables: Iterable[str] = tuple(STREAM_TABLES),
-    clock: Callable[[], float] = time.time,
-    max_keys: int = TIDY_KEYS_PER_RUN,
-) -> int:
-    """Delete landing records past retention that every table has committed past; returns how many.
-
-    Bounded and resumable: one call examines at most ``max_keys`` keys, starting after the key the
-    previous call stopped at (kept in the object :func:`contracts.lake_layout.tidy_cursor_key`), and
-    starts over from the beginning once it reached the end. A record's range is committed in a
-    table when the table's position for its shard is at or past its last sequence number (a batch
-    without a file for a table moves the position too, at most :data:`EMPTY_COMMIT_AFTER_SECONDS` later).
-    """
-    from lake.iceberg_tables import identifier
-
-    now = clock()
-    positions = [
-        read_progress(catalog.load_table(identifier(settings.glue_database, name))) for name in tables
-    ]
-    prefix = log_prefix(settings.lake_prefix)
-    cursor_key = tidy_cursor_key(settings.lake_prefix)
-    start_after = _read_cursor(s3, settings.bucket, cursor_key)
-    doomed: list[str] = []
-    listed, next_cursor = list_page(s3, settings.bucket, prefix, start_after, max_keys)
-    for key, modified in listed:
-        source = key[len(prefix) :].rsplit("/", 1)[0]
-        _first, last = range_of_key(key)
-        committed = all(source in progress and int(progress[source][0]) >= last for progress in positions)
-        if committed and now - modified > RECORD_RETENTION_SECONDS:
-            doomed.append(key)
-    if doomed:
-        delete_keys(s3, settings.bucket, doomed)
-        _logger.info("deleted %d landing records past retention", len(doomed))
-    s3.put_object(Bucket=settings.bucket, Key=cursor_key, Body=next_cursor.encode())
-    _logger.info(
-        "tidy examined %d keys after %r; next run starts after %r", len(listed), start_after, next_cursor
-    )
-    return len(doomed)
-
-
-def list_page(
-    s3: S3Client, bucket: str, prefix: str, start_after: str, max_keys: int
-) -> tuple[list[tuple[str, float]], str]:
-    """At most ``max_keys`` ``(record key, last modified)`` after ``start_after``, and where the next
-    page starts (``""``: the listing reached the end, start over)."""
-    kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
-    if start_after:
-        kwargs["StartAfter"] = start_after
-    listed: list[tuple[str, float]] = []
-    last_key = ""
-    for page in s3.get_paginator("list_objects_v2").paginate(**kwargs):
-        for item in page.get("Contents", []):
-            last_key = item["Key"]
-            if last_key.endswith(".json"):
-                listed.append((last_key, item["LastModified"].timestamp()))
-        if len(listed) >= max_keys:
-            return listed, last_key
-        if not page.get("IsTruncated"):
-            break
-    return listed, ""
-
-
-def _read_cursor(s3: S3Client, bucket: str, key: str) -> str:
-    try:
-        return s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
-    except s3.exceptions.NoSuchKey:
-        return ""
-
-
-def iter_modified(s3: S3Client, bucket: str, prefix: str) -> Iterable[tuple[str, float]]:
-    """``(key, last modified epoch s)`` of the records under ``prefix``."""
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        for item in page.get("Contents", []):
-            if item["Key"].endswith(".json"):
-                yield item["Key"], item["LastModified"].timestamp()

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from contracts.lake_layout import late_shard, stream_label
-from contracts.lake_tables import STREAM_TABLES
+from contracts.lake_tables import PARTITION_COLUMN, STREAM_TABLES
+from lake.iceberg_data_files import describe_written
 from lake.iceberg_tables import to_iceberg_rows
 from lake.landing_log import (
     LandedFile,
@@ -33,7 +34,8 @@ from lake.landing_log import (
     sequence_number,
     uncovered_from,
 )
-from lake.objects import delete_keys, put_table
+from lake.objects import delete_keys
+from lake.parquet import encode
 from lake.writer import LandingWriteError, split_by_slot
 
 if TYPE_CHECKING:
@@ -181,13 +183,18 @@ def land_rows(
             bucket, key = split_bucket_key(path)
             try:
                 rows_out = to_iceberg_rows(name, part, day, schemas.get(name))
-                size = put_table(s3, bucket, key, rows_out, text_statistics=True)
+                body = encode(rows_out, text_statistics=True)
+                # described from the bytes in hand, so the commit never reads this file's footer
+                description = describe_written(body, {PARTITION_COLUMN: day})
+                s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/vnd.apache.parquet")
             except Exception as error:
                 _remove(s3, written)
                 raise LandingWriteError(
                     f"could not write {path} ({len(written)} files removed): {error}"
                 ) from error
-            written.append(LandedFile(table=name, path=path, rows=part.num_rows, size=size))
+            written.append(
+                LandedFile(table=name, path=path, rows=part.num_rows, size=len(body), description=description)
+            )
     record = LandingRecord(
         stream=stream_label(event_source_arn),
         shard=shard,

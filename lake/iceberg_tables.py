@@ -54,6 +54,8 @@ if TYPE_CHECKING:
     from pyiceberg.schema import Schema
     from pyiceberg.table import Table
 
+    from lake.iceberg_schema_changes import TypeChange
+
 ICEBERG_FORMAT_VERSION: Final = 2
 #: Snapshots younger than this are kept (time travel, ``reconcile --replay`` of a recent run);
 #: older ones expire unless a tag references them.
@@ -198,6 +200,8 @@ def ensure_tables(catalog: Catalog, namespace: str, location_root: str | None = 
     from pyiceberg.table.sorting import SortField, SortOrder
     from pyiceberg.transforms import IdentityTransform
 
+    from lake.iceberg_schema_changes import refused_message
+
     with contextlib.suppress(NamespaceAlreadyExistsError):
         catalog.create_namespace(namespace)
     done: list[str] = []
@@ -207,12 +211,17 @@ def ensure_tables(catalog: Catalog, namespace: str, location_root: str | None = 
         except NoSuchTableError:
             existing = None
         if existing is not None:
+            changes = contract_changes(spec.name, existing.schema())
             added = evolve_table(existing)
             changed = update_properties(existing)
+            promoted = [change.line() for change in changes if change.promotable]
+            refused = [change.line() for change in changes if not change.promotable]
             done.append(
                 f"iceberg table {namespace}.{spec.name}: exists"
                 + (f"; columns added: {', '.join(added)}" if added else "")
+                + (f"; types promoted: {'; '.join(promoted)}" if promoted else "")
                 + (f"; properties set: {', '.join(changed)}" if changed else "")
+                + (f"; REFUSED {refused_message(spec.name, refused)}" if refused else "")
             )
             continue
         schema = iceberg_schema(spec.name)
@@ -279,24 +288,28 @@ def update_properties(table: Table) -> list[str]:
 
 
 def evolve_table(table: Table, attempts: int = 5) -> list[str]:
-    """Add the contract's new columns to the table, by name; returns the columns added.
+    """Add the contract's new columns to the table, by name, and apply the type promotions Iceberg
+    allows (:mod:`lake.iceberg_schema_changes`); returns the columns added.
 
     The upgrade path of a lake written by an older walletlake: a column added to
     :mod:`contracts.lake_tables` (always nullable: old rows read it as null) is added to the table
     by ``union_by_name``, a metadata-only change with a new field id; no data file is rewritten.
-    Idempotent and safe beside writers: a concurrent schema change refuses this commit, which is
-    then decided again from the new schema. Provisioning runs it, and so does every landing
-    process before its first write (:func:`lake.iceberg_landing.table_layouts`), so a column is
-    in the table before any writer writes it.
+    A type change Iceberg cannot promote is left out (the table keeps its type, and the committer
+    holds the table: :func:`blocking_changes`), so it never fails the
+    other changes. Idempotent and safe beside writers: a concurrent schema change refuses this
+    commit, which is then decided again from the new schema. Provisioning runs it, and so does
+    every landing process before its first write (:func:`lake.iceberg_landing.table_layouts`), so
+    a column is in the table before any writer writes it.
     """
     from pyiceberg.exceptions import CommitFailedException
 
     added: list[str] = []
     for attempt in range(1, attempts + 1):
         missing = missing_columns(table)
-        if not missing:
+        changes = contract_changes(table.name()[-1], table.schema())
+        if not missing and not any(change.promotable for change in changes):
             return added
-        wanted = iceberg_schema(table.name()[-1])
+        wanted = _wanted_schema(table, {change.column for change in changes if not change.promotable})
         try:
             with table.update_schema() as update:
                 update.union_by_name(wanted)
@@ -308,3 +321,42 @@ def evolve_table(table: Table, attempts: int = 5) -> list[str]:
         added = missing
         table = table.refresh()
     return added
+
+
+def _wanted_schema(table: Table, keep: set[str]) -> Schema:
+    """The contract's schema, but with the table's own type for the columns in ``keep`` (type
+    changes Iceberg refuses: union_by_name would raise on them)."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import NestedField
+
+    wanted = iceberg_schema(table.name()[-1])
+    if not keep:
+        return wanted
+    current = {field.name: field.field_type for field in table.schema().fields}
+    return Schema(
+        *(
+            NestedField(f.field_id, f.name, current[f.name], required=f.required, doc=f.doc)
+            if f.name in keep
+            else f
+            for f in wanted.fields
+        ),
+        schema_id=wanted.schema_id,
+    )
+
+
+def contract_changes(table: str, table_schema: Schema) -> list[TypeChange]:
+    """:func:`type_changes` of ``table`` against the contract's schema of it."""
+    from lake.iceberg_schema_changes import type_changes
+
+    return type_changes(table_schema, iceberg_schema(table))
+
+
+def blocking_changes(table: str, table_schema: Schema) -> list[str]:
+    """One line per type change the table cannot take (empty: the table can be committed to).
+
+    Examples
+    --------
+    >>> blocking_changes("ledger", iceberg_schema("ledger"))
+    []
+    """
+    return [change.line() for change in contract_changes(table, table_schema) if not change.promotable]

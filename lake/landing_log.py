@@ -36,8 +36,10 @@ _WIDTH: Final = 40  # DynamoDB Streams sequence numbers are decimal, at most 40 
 #: committed positions are never forgotten: exports and quarantine replays (few sources).
 PERMANENT_STREAMS: Final = frozenset({"export", "replay"})
 #: Landing records held in memory per process: a record never changes once written, so a warm
-#: committer reads each at most once (a few MB; records are a few hundred bytes).
-_CACHED_RECORDS: Final = 20_000
+#: committer reads each at most once. A record describes its files for the commit (about 11 KB
+#: in memory for a batch of two files, measured), so 5,000 are about 60 MB: more than ten cycles
+#: of the seed's load (about 430 records a 30-second cycle).
+_CACHED_RECORDS: Final = 5_000
 _cache: dict[str, LandingRecord] = {}
 
 
@@ -47,16 +49,25 @@ class OverlapError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class LandedFile:
-    """One data file of a landed batch."""
+    """One data file of a landed batch.
+
+    ``description``: what the commit needs to append it without reading its footer (its fields,
+    partition, counts and bounds: :func:`lake.iceberg_data_files.describe_written`); None in
+    records of an older walletlake, whose files the commit describes from their footers.
+    """
 
     table: str
     path: str  # s3://bucket/key
     rows: int
     size: int
+    description: Mapping[str, Any] | None = dataclasses.field(default=None, hash=False, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values, for the record's JSON."""
-        return dataclasses.asdict(self)
+        values = {"table": self.table, "path": self.path, "rows": self.rows, "size": self.size}
+        if self.description is not None:
+            values["description"] = dict(self.description)
+        return values
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -129,7 +140,7 @@ def record_key(lake_prefix: str, event_source_arn: str, shard: str, first: int, 
     Examples
     --------
     >>> record_key("lake", "arn:aws:dynamodb:r:1:table/w/stream/S", "shard-1", 7, 12)[-30:]
-    '00000000000000000000000012.json'
+    '0000000000000000000000012.json'
     """
     return f"{shard_prefix(lake_prefix, event_source_arn, shard)}{first:0>{_WIDTH}}-{last:0>{_WIDTH}}.json"
 

@@ -62,22 +62,55 @@ def expirable(
     ]
 
 
-def expire_snapshots(table: Table, now: float, *, retention_hours: float = SNAPSHOT_RETENTION_HOURS) -> int:
-    """Remove the table's :func:`expirable` snapshots from its metadata; returns how many.
+def expired_tags(metadata: TableMetadata, now: float) -> list[str]:
+    """Tags past their own ``max-ref-age-ms`` (pure): the age of the snapshot a tag names, as
+    Iceberg's Java expiry measures it. Removing them is what lets an audit tag's snapshot, and its
+    files, go once its retention (:data:`queries.time_travel.AUDIT_TAG_RETENTION_MS`, 400 days)
+    is over; ``main`` and branches are never removed."""
+    doomed = []
+    for name, ref in metadata.refs.items():
+        if ref.snapshot_ref_type != "tag" or ref.max_ref_age_ms is None:
+            continue
+        snapshot = metadata.snapshot_by_id(ref.snapshot_id)
+        if snapshot is None or now * 1000 - snapshot.timestamp_ms > ref.max_ref_age_ms:
+            doomed.append(name)
+    return sorted(doomed)
+
+
+def expire_snapshots(
+    table: Table,
+    now: float,
+    *,
+    retention_hours: float = SNAPSHOT_RETENTION_HOURS,
+    keep: int = SNAPSHOTS_TO_KEEP,
+) -> int:
+    """Remove the table's tags past their max-ref-age (:func:`expired_tags`), then its
+    :func:`expirable` snapshots; returns how many snapshots were removed.
 
     A concurrent commit (the committer's next, a compaction) is not disturbed: the update removes
     snapshots by id, which the catalog applies to whatever metadata is current; a refusal is
-    logged and left to the next run.
+    logged and left to the next run. So is a concurrent expiry (another committer removing the
+    same snapshots first: the catalog then finds an id gone, which pyiceberg raises as
+    ``ValueError``): its work is this one's, nothing is lost by leaving it to the next run.
     """
     from pyiceberg.exceptions import CommitFailedException
 
-    doomed = expirable(table.metadata, now, retention_hours=retention_hours)
-    if not doomed:
-        return 0
+    tags = expired_tags(table.metadata, now)
     try:
+        if tags:
+            with table.manage_snapshots() as manage:
+                for tag in tags:
+                    manage.remove_tag(tag)
+            _logger.info("removed tags of %s past their max-ref-age: %s", table.name()[-1], ", ".join(tags))
+            table = table.refresh()
+        doomed = expirable(table.metadata, now, retention_hours=retention_hours, keep=keep)
+        if not doomed:
+            return 0
         table.maintenance.expire_snapshots().by_ids(doomed).commit()
-    except CommitFailedException:
-        _logger.warning("snapshot expiry of %s refused (a concurrent commit); next run", table.name()[-1])
+    except (CommitFailedException, ValueError) as error:
+        _logger.warning(
+            "snapshot expiry of %s left to the next run (a concurrent change: %s)", table.name()[-1], error
+        )
         return 0
     _logger.info(
         "expired %d snapshots of %s older than %s",

@@ -322,8 +322,12 @@ class DuckDBEngine:
         ).fetchone()
         if row is None or row[0] is None:
             raise ValueError(f"FOR TIMESTAMP AS OF {moment}: not an instant")
-        snapshot = load_table(self.settings, table, self._catalog).snapshot_as_of_timestamp(int(row[0]))
-        return snapshot.snapshot_id if snapshot is not None else None
+        from lake.iceberg_tables import SNAPSHOT_RETENTION_HOURS
+        from lake.snapshot_log import snapshot_at
+
+        metadata = load_table(self.settings, table, self._catalog).metadata
+        # exact or refused (lake.snapshot_log): never the newest survivor of an expired stretch
+        return snapshot_at(metadata, int(row[0]), table=table, retention_hours=SNAPSHOT_RETENTION_HOURS)
 
     def run(self, sql: str, params: Mapping[str, QueryValue]) -> pd.DataFrame:
         """Run a Trino query with parameters; the frame uses pandas' nullable dtypes."""

@@ -102,19 +102,20 @@ def versions_as_of(
     """Per Iceberg table, the snapshot that was current at ``moment`` (None: the table had none then).
 
     What "the lake as we knew it at 09:00 on the 3rd" reads, as long as the snapshots of then are
-    kept (a tag keeps one; expiry removes untagged ones after ``DEFAULT_SNAPSHOT_AGE_SECONDS``).
+    kept (a tag keeps one; expiry removes untagged ones after ``DEFAULT_SNAPSHOT_AGE_SECONDS``);
+    an instant whose snapshot expired is refused, never answered with another snapshot.
     """
     from lake.iceberg_catalog import cached_catalog
-    from lake.iceberg_tables import identifier
+    from lake.iceberg_tables import SNAPSHOT_RETENTION_HOURS, identifier
+    from lake.snapshot_log import snapshot_at
 
     catalog = catalog or cached_catalog(settings)
     at_ms = int(moment.astimezone(dt.UTC).timestamp() * 1000)
     versions: dict[str, int | None] = {}
     for name in STREAM_TABLES:
-        snapshot = catalog.load_table(identifier(settings.glue_database, name)).snapshot_as_of_timestamp(
-            at_ms
-        )
-        versions[name] = snapshot.snapshot_id if snapshot is not None else None
+        metadata = catalog.load_table(identifier(settings.glue_database, name)).metadata
+        # exact or refused in one line (lake.snapshot_log.NotRetainedError, a ValueError)
+        versions[name] = snapshot_at(metadata, at_ms, table=name, retention_hours=SNAPSHOT_RETENTION_HOURS)
     return versions
 
 

@@ -4,8 +4,10 @@ On the Iceberg lake (the default) the same three sources land through the landin
 (:func:`lake.iceberg_landing.land_rows`): a dead-lettered batch as a source of its own
 (``{shard}~late-{first}``: its shard went on without it, so the committer's position for the shard
 is already past it), less what the shard's records cover; a quarantine replay and an export chunk
-as sources of their own (``replay/quarantine-{digest}``, ``export/{export id}-{file}`` at
-position n), so a rerun finds them landed; the committer appends each once. Recovered
+as sources of their own, named by what they replay (:mod:`stream_processor.replay_sources`:
+``replay/quarantine-{digest}`` written down per record before it lands, ``export/{export id}``
+with a position per file and chunk), so a rerun in any state finds them landed or committed;
+the committer appends each once. Recovered
 quarantine rows are deleted from the quarantine table after the commit. What follows describes
 the plain-Parquet lake.
 
@@ -59,24 +61,25 @@ from botocore.exceptions import ClientError
 from contracts.lake_layout import PARQUET_SUFFIX, partition_day, table_prefix
 from contracts.lake_tables import QUARANTINE
 from contracts.settings import Settings
-from contracts.timestamps import parse_utc_text
-from contracts.wallets_table import ENTITY_TRANSACTION, ENTITY_WALLET, PARTITION_KEY, Attr
+from contracts.wallets_table import ENTITY_TRANSACTION, ENTITY_WALLET, Attr
 from lake.landing_log import LandingRecord
 from lake.objects import delete_keys, get_table, iter_objects, list_keys, put_table
 from lake.writer import LandingObject, write_landing
 from stream_processor.batch import process_batch
 from stream_processor.decoder import DecodedBatch, decode_records
 from stream_processor.export_entries import number_entries
+from stream_processor.export_records import (
+    _entity,
+    _export_time,
+    _modify_record,
+    export_items,
+    export_records,
+)
 from stream_processor.lambda_records import (
-    CREATION_TIME,
-    EVENT_INSERT,
-    EVENT_MODIFY,
-    EVENT_SOURCE_ARN,
-    NEW_IMAGE,
-    OLD_IMAGE,
     SEQUENCE_NUMBER,
     lambda_record,
 )
+from stream_processor.replay_sources import export_position, is_done
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodbstreams import DynamoDBStreamsClient
@@ -88,8 +91,6 @@ _logger = logging.getLogger(__name__)
 REPLAYED_TABLES: Final = ("ledger", "wallets")
 #: The key of a failed-invocation record that describes a DynamoDB stream batch.
 BATCH_INFO: Final = "DDBStreamBatchInfo"
-#: Entities whose export items become lake rows (user claims and anything else produce none).
-EXPORTED_ENTITIES: Final = frozenset({ENTITY_WALLET, ENTITY_TRANSACTION})
 _EMPTY_PAGES_LIMIT: Final = 10
 #: What the Streams API answers for a position it no longer holds (trimmed, or the shard is gone).
 _GONE: Final = frozenset({"TrimmedDataAccessException", "ResourceNotFoundException"})
@@ -211,10 +212,11 @@ def _replay_iceberg_quarantine(
     dry_run: bool,
     clock: Callable[[], float],
 ) -> ReplayReport:
-    """The Iceberg lake: the quarantine table's rows decoded again; what now decodes is landed as
-    one replay source (named after the records it holds, so a rerun finds it landed and lands
-    nothing), committed, and only then deleted from the quarantine table. A crash anywhere repeats
-    the same steps: the landing is skipped as covered, the deletion is done."""
+    """The Iceberg lake: the quarantine table's rows decoded again; what now decodes and no earlier
+    run landed is landed as one replay source, written down per record before it lands
+    (:mod:`stream_processor.replay_sources`), committed, and only then deleted from the
+    quarantine table. A rerun in any state lands nothing twice: a record whose source is landed or
+    committed is settled, whatever else the rerun recovers."""
     from pyiceberg.expressions import In, Reference
     from pyiceberg.expressions.literals import literal
 
@@ -222,7 +224,7 @@ def _replay_iceberg_quarantine(
     from lake.iceberg_catalog import open_catalog
     from lake.iceberg_landing import land_rows
     from lake.iceberg_tables import identifier
-    from lake.landing_log import landed_ranges
+    from stream_processor import replay_sources as sources
 
     report = ReplayReport(source="quarantine", dry_run=dry_run)
     catalog = open_catalog(settings)
@@ -233,24 +235,38 @@ def _replay_iceberg_quarantine(
         rows = [row for row in rows if row["quarantined_at"].date() in wanted]
     report.sources_read = 1 if rows else 0
     records, _unreadable, outcomes = _decode_quarantined(rows, report, clock)
-    recovered = [
-        (row, record)
-        for (row, record), decoded in zip(records, outcomes, strict=True)
+    recovered = {
+        sources.record_identity(row["raw"]): (row, decoded)
+        for (row, _), decoded in zip(records, outcomes, strict=True)
         if decoded.quarantined == 0
-    ]
+    }
     if dry_run or not recovered:
         return report
-    batch = _concat(outcomes, recovered_only=True)
-    source = f"quarantine-{_digest([record for _, record in recovered])}"
-    if not landed_ranges(s3, settings.bucket, settings.lake_prefix, "replay", source):
-        report.add_landed(
-            land_rows(s3, settings, batch, event_source_arn="replay", shard=source, first=1, last=1)
-        )
+    assigned = sources.read_assignments(s3, settings.bucket, settings.lake_prefix)
+    progresses = sources.table_progresses(settings, catalog)
+    done = set()
+    for source in {source for identity in recovered for source in assigned.get(identity, ())}:
+        ranges, committed = sources.done_positions(s3, settings, progresses, "replay", source)
+        if sources.is_done(1, ranges, committed):
+            done.add(source)
+    fresh, source_name = sources.assign_sources(list(recovered), assigned, done)
+    if source_name is not None:
+        sources.write_assignments(s3, settings.bucket, settings.lake_prefix, fresh, source_name)
+        ranges, committed = sources.done_positions(s3, settings, progresses, "replay", source_name)
+        if not sources.is_done(1, ranges, committed):
+            batch = _concat([recovered[identity][1] for identity in fresh], recovered_only=True)
+            report.add_landed(
+                land_rows(s3, settings, batch, event_source_arn="replay", shard=source_name, first=1, last=1)
+            )
     commit_landed(settings, s3, catalog)
     table = catalog.load_table(identifier(settings.glue_database, "quarantine"))
     table.delete(
-        delete_filter=In(term=Reference("raw"), values={literal(row["raw"]) for row, _ in recovered})
+        delete_filter=In(term=Reference("raw"), values={literal(row["raw"]) for row, _ in recovered.values()})
     )
+    landed_by = {identity: {*assigned.get(identity, ())} for identity in recovered}
+    for identity in fresh:
+        landed_by[identity].add(str(source_name))
+    sources.clear_assignments(s3, settings.bucket, settings.lake_prefix, landed_by)
     report.sources_cleared = 1
     return report
 
@@ -500,7 +516,15 @@ def replay_export(
             f"no data/*.json.gz under {export_uri}: is it a DYNAMODB_JSON export's folder?"
         )
 
-    def land(records: list[dict[str, Any]], name: str) -> None:
+    landed: tuple[list[tuple[int, int]], int] = ([], 0)
+    if settings.lake_format == "iceberg" and not dry_run:
+        from lake.iceberg_catalog import open_catalog
+        from stream_processor.replay_sources import done_positions, table_progresses
+
+        progresses = table_progresses(settings, open_catalog(settings))
+        landed = done_positions(s3, settings, progresses, "export", export_id)
+
+    def land(records: list[dict[str, Any]], name: str, index: int) -> None:
         for start in range(0, len(records), _RECORDS_PER_EXPORT_BATCH):
             decoded = decode_records(
                 records[start : start + _RECORDS_PER_EXPORT_BATCH], ingested_at_ms=int(clock() * 1000)
@@ -509,9 +533,9 @@ def replay_export(
             if dry_run:
                 continue
             if settings.lake_format == "iceberg":
-                _land_export_chunk(
-                    s3, settings, decoded, f"{export_id}-{name}", start // _RECORDS_PER_EXPORT_BATCH, report
-                )
+                position = export_position(index, start // _RECORDS_PER_EXPORT_BATCH)
+                if not is_done(position, *landed):
+                    _land_export_chunk(s3, settings, decoded, export_id, position, report)
                 continue
             objects = write_landing(
                 s3,
@@ -525,7 +549,7 @@ def replay_export(
 
     wallets: list[dict[str, Any]] = []
     transactions: list[dict[str, Any]] = []
-    for key in data_keys:
+    for index, key in enumerate(data_keys):
         report.sources_read += 1
         body = gzip.decompress(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
         items = export_items(body.decode("utf-8").splitlines())
@@ -537,102 +561,38 @@ def replay_export(
             if _entity(item) == ENTITY_WALLET:
                 wallets.append(item)
             inserted.append(item)
-        land(list(export_records(inserted, export_id)), key.rsplit("/", 1)[-1].removesuffix(".json.gz"))
+        land(
+            list(export_records(inserted, export_id)), key.rsplit("/", 1)[-1].removesuffix(".json.gz"), index
+        )
     if transactions:
         numbered = number_entries(wallets, transactions, export_time_s=_export_time(s3, bucket, folder))
         report.ignored += numbered.expired
         report.problems += numbered.problems
         report.still_failing += len(numbered.problems)
-        land([_modify_record(old, new, export_id) for old, new in numbered.images], "entries")
+        land([_modify_record(old, new, export_id) for old, new in numbered.images], "entries", len(data_keys))
     return report
 
 
 def _land_export_chunk(
-    s3: S3Client, settings: Settings, decoded: DecodedBatch, source: str, chunk: int, report: ReplayReport
+    s3: S3Client,
+    settings: Settings,
+    decoded: DecodedBatch,
+    export_id: str,
+    position: int,
+    report: ReplayReport,
 ) -> None:
-    """The Iceberg lake: one chunk of an export landed as the source ``export/{export}-{name}``,
-    sequence ``chunk + 1``; a rerun finds it landed (the committer takes it once)."""
+    """The Iceberg lake: one chunk of an export landed in the export's one source
+    ``export/{export id}`` at ``position`` (:func:`stream_processor.replay_sources.export_position`);
+    the caller lands only positions neither landed nor committed, so a rerun lands nothing twice
+    and the committer's progress holds one entry per export."""
     from lake.iceberg_landing import land_rows
-    from lake.landing_log import landed_ranges
 
-    position = chunk + 1
-    if any(
-        first <= position <= last
-        for first, last in landed_ranges(s3, settings.bucket, settings.lake_prefix, "export", source)
-    ):
-        return
     tables = {table: rows for table, rows in decoded.tables().items() if table in REPLAYED_TABLES}
     report.add_landed(
         land_rows(
-            s3, settings, tables, event_source_arn="export", shard=source, first=position, last=position
+            s3, settings, tables, event_source_arn="export", shard=export_id, first=position, last=position
         )
     )
-
-
-def export_items(lines: Iterable[str]) -> list[dict[str, Any]]:
-    """The items of an export's JSON lines (``{"Item": {...}}`` each), blank lines skipped."""
-    return [json.loads(line).get("Item") or {} for line in lines if line.strip()]
-
-
-def export_records(items: Iterable[dict[str, Any]], export_id: str) -> Iterator[dict[str, Any]]:
-    """The INSERT stream record of every wallet and transaction item among ``items``.
-
-    Examples
-    --------
-    >>> item = {"pk": {"S": "w#wallet"}, "entity": {"S": "wallet"}, "created_at": {"N": "5000"}}
-    >>> record = next(export_records([item], "01-abc"))
-    >>> change = record["dynamodb"]
-    >>> record["eventName"], change["SequenceNumber"], change["ApproximateCreationDateTime"]
-    ('INSERT', 'export:01-abc', 5)
-    """
-    for item in items:
-        if _entity(item) not in EXPORTED_ENTITIES:
-            continue
-        created = (item.get(Attr.CREATED_AT) or {}).get("N")
-        yield _export_record(EVENT_INSERT, export_id, new=item, created=created)
-
-
-def _modify_record(old: dict[str, Any], new: dict[str, Any], export_id: str) -> dict[str, Any]:
-    return _export_record(EVENT_MODIFY, export_id, new=new, old=old, created=new[Attr.UPDATED_AT]["N"])
-
-
-def _export_record(
-    event: str, export_id: str, *, new: dict[str, Any], old: dict[str, Any] | None = None, created: Any
-) -> dict[str, Any]:
-    change: dict[str, Any] = {
-        "Keys": {PARTITION_KEY: new.get(PARTITION_KEY)},
-        NEW_IMAGE: new,
-        SEQUENCE_NUMBER: f"export:{export_id}",
-        CREATION_TIME: int(created) // 1000 if isinstance(created, str) and created.isdigit() else 0,
-        "StreamViewType": "NEW_AND_OLD_IMAGES",
-    }
-    if old is not None:
-        change[OLD_IMAGE] = old
-    return {
-        "eventID": f"export-{export_id}",
-        "eventName": event,
-        "eventSource": "aws:dynamodb",
-        EVENT_SOURCE_ARN: f"export/{export_id}",
-        "dynamodb": change,
-    }
-
-
-def _entity(item: dict[str, Any]) -> Any:
-    return (item.get(Attr.ENTITY) or {}).get("S")
-
-
-def _export_time(s3: S3Client, bucket: str, folder: str) -> int:
-    """``exportTime`` of the export's ``manifest-summary.json``, epoch seconds."""
-    key = f"{folder}/manifest-summary.json"
-    try:
-        summary = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
-        moment = parse_utc_text(str(summary["exportTime"]))
-    except (ClientError, KeyError, ValueError, TypeError) as error:
-        raise FileNotFoundError(
-            f"s3://{bucket}/{key} does not state the export's exportTime, which numbering its "
-            f"entries needs ({error!r})"
-        ) from error
-    return int(moment.timestamp())
 
 
 def _split_s3_uri(uri: str) -> tuple[str, str]:

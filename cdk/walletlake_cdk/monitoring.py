@@ -275,6 +275,10 @@ def build_alarms(
     return alarms
 
 
+#: Tidy passes in a row short of the log's end that alarm: two hours of 30-second cycles.
+TIDY_BEHIND_PASSES: Final = 240
+
+
 def committer_metric(name: str) -> cloudwatch.Metric:
     """One of the committer's own metrics (``CommittedRows``, ``CommitSeconds``), five-minute sums."""
     return cloudwatch.Metric(
@@ -287,7 +291,9 @@ def committer_metric(name: str) -> cloudwatch.Metric:
 
 
 def committer_alarms(committer: lambda_.Function) -> dict[str, AlarmSpec]:
-    """The committer failing, not running, or running without committing what the consumer lands.
+    """The committer failing, not running, running without committing what the consumer lands,
+    keeping a misfit file aside, finding a landed file gone, or holding a table it cannot take a
+    type change of.
 
     Landed rows wait in the landing log until a commit appends them; a committer outage loses
     nothing until it outlasts the orphan-file retention (days), so these alarms are what stands
@@ -322,6 +328,41 @@ def committer_alarms(committer: lambda_.Function) -> dict[str, AlarmSpec]:
             periods,
             f"Rows have landed for {COMMIT_LAG_MINUTES} minutes and the committer committed none: the lake "
             "is falling behind (schedule disabled, throttled, or failing).",
+        ),
+        "LakeMisfits": (
+            committer_metric(lambda_metrics.MISFIT_FILES),
+            1,
+            1,
+            "A landed file did not fit its table and was kept aside under _misfits/: its rows are not in "
+            "the table. docs/operations.md, 'Misfit files': walletlake lake reland.",
+        ),
+        "LakeMissingFiles": (
+            committer_metric(lambda_metrics.MISSING_FILES),
+            1,
+            1,
+            "A landed file was gone from storage when its batch was committed: its rows are not in the "
+            "table. docs/operations.md, 'Misfit files' (a missing file).",
+        ),
+        "LakeTidyBehind": (
+            cloudwatch.Metric(
+                namespace=lambda_metrics.NAMESPACE,
+                metric_name=lambda_metrics.TIDY_BEHIND,
+                dimensions_map={lambda_metrics.SERVICE_DIMENSION: lambda_metrics.COMMITTER_SERVICE},
+                statistic="Maximum",
+                period=FIVE_MINUTES,
+            ),
+            TIDY_BEHIND_PASSES,
+            1,
+            f"The landing log's tidy has stopped short of the log's end {TIDY_BEHIND_PASSES} passes in a "
+            "row (a pass every cycle while behind): records land faster than they are deleted, and every "
+            "commit cycle lists more of them.",
+        ),
+        "LakeTableBlocked": (
+            committer_metric(lambda_metrics.BLOCKED_TABLES),
+            1,
+            1,
+            "The committer holds a table: the contract changed a column's type in a way Iceberg cannot "
+            "promote. Its batches wait; the committer's log line names the column and both types.",
         ),
     }
 

@@ -950,6 +950,32 @@ def test_committer_alarms_catch_errors_and_rows_landing_without_commits(synthesi
     assert alarms["CommitLag"]["EvaluationPeriods"] * 5 == COMMIT_LAG_MINUTES
 
 
+def test_committer_alarms_catch_any_misfit_missing_file_and_blocked_table(synthesized: Synthesized) -> None:
+    # GIVEN the alarms
+    alarms = {
+        logical_id.split("Alarm")[0]: resource["Properties"]
+        for logical_id, resource in synthesized.resources("AWS::CloudWatch::Alarm").items()
+    }
+    # THEN one misfit file, one missing file or one held table in five minutes alarms, on the
+    # metric the committer publishes (contracts.lambda_metrics), under its service
+    watched = (
+        ("LakeMisfits", "MisfitFiles"),
+        ("LakeMissingFiles", "MissingFiles"),
+        ("LakeTableBlocked", "BlockedTables"),
+    )
+    for name, metric in watched:
+        alarm = alarms[name]
+        assert alarm["MetricName"] == metric
+        assert alarm["Namespace"] == lambda_metrics.NAMESPACE
+        assert alarm["Dimensions"] == [{"Name": "service", "Value": "committer"}]
+        assert (alarm["Statistic"], alarm["Period"], alarm["Threshold"]) == ("Sum", 300, 1)
+        assert alarm["EvaluationPeriods"] == 1
+        assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    # AND the tidy falling behind alarms on its streak of passes short of the log's end
+    behind = alarms["LakeTidyBehind"]
+    assert (behind["MetricName"], behind["Statistic"], behind["Threshold"]) == ("TidyBehind", "Maximum", 240)
+
+
 def test_cdk_app_py_synthesizes_as_the_cdk_cli_runs_it(tmp_path: Path) -> None:
     # GIVEN the environment the CDK CLI gives `python app.py` (cdk.json's "app") when it has
     # credentials: an output directory, the context, and a concrete account and region

@@ -87,6 +87,8 @@ ONE_SHOT: dict[str, tuple[int, str]] = {
     "walletlake reconcile --date {day} --provisional --max-lag-seconds 60 --json": (0, '"ok": true'),
     "walletlake reconcile --date {day} --replay --json": (0, '"identical": true'),
     "walletlake lake migrate --dry-run --table ledger --include-day {day}": (0, ""),
+    "walletlake lake reland --dry-run --table wallets": (0, "misfits: 0 found, 0 relanded"),
+    "walletlake lake reland --json": (0, '"misfits": []'),
     "walletlake query --list": (0, "user_wallets(user_id string)"),
     "walletlake query daily_volume --param start_date={day} --param end_date={day}": (0, "deposit_usd"),
     (

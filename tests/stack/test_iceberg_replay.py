@@ -19,10 +19,12 @@ from support.stream_records import TableWriter, assert_exact_ledger
 
 from contracts.lake_tables import QUARANTINE
 from contracts.settings import Settings
-from lake.committer import commit_landed
+from lake.committer import PROGRESS_PROPERTY, commit_landed
 from lake.iceberg_catalog import load_table, open_catalog
 from lake.iceberg_landing import land_rows
+from lake.objects import list_keys
 from stream_processor.replay import BatchInfo, read_batch, replay_dead_letters, replay_quarantine
+from stream_processor.replay_sources import assignments_prefix
 from walletlake.local import EmbeddedStack
 
 pytestmark = pytest.mark.stack
@@ -148,3 +150,90 @@ def test_an_export_replayed_twice_into_the_iceberg_lake_lands_every_entry_once(
     assert (first.ledger_rows, first.problems, first.files_written > 0) == (5 + 2 * 6, [], True)
     assert second.files_written == 0
     assert_exact_ledger(scan(settings, "ledger"), writer.model.entries)
+    # AND the export is one source of the committer's progress, whatever its file count
+    progress = json.loads(
+        load_table(settings, "ledger", open_catalog(settings)).properties[PROGRESS_PROPERTY]
+    )
+    assert [source for source in progress if source.startswith("export/")] == [
+        "export/01772000000000-e5f6a7b8"
+    ]
+
+
+def quarantined(settings: Settings, writer: TableWriter) -> int:
+    """Every record of the table's stream put in the quarantine table (a decoder bug of the past)."""
+    _info, records = stream_records(settings, writer)
+    rows = [
+        {
+            "reason": "decoder bug #12",
+            "raw": json.dumps(record, sort_keys=True, default=str),
+            "stream_sequence": record["dynamodb"]["SequenceNumber"],
+            "quarantined_at": dt.datetime.now(dt.UTC),
+        }
+        for record in records
+    ]
+    client = boto3.client("s3", region_name=settings.region)
+    quarantine = {"quarantine": pa.Table.from_pylist(rows, schema=QUARANTINE)}
+    land_rows(client, settings, quarantine, event_source_arn="test", shard="quarantined", first=1, last=1)
+    commit(settings)
+    return len(records)
+
+
+def test_a_quarantine_replay_rerun_after_a_crash_recovering_one_more_record_lands_nothing_twice(
+    make_settings: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pyiceberg.table
+
+    import stream_processor.replay as replay
+
+    # GIVEN a quarantine of a whole stream, one record of which still fails to decode
+    settings = make_settings(lake_format="iceberg")
+    writer = TableWriter(settings.table)
+    writer.workload(wallets=2, deposits=3, transfers=2)
+    total = quarantined(settings, writer)
+    real_decode = replay.decode_records
+    entries = [
+        row["stream_sequence"]
+        for row in scan(settings, "quarantine").to_pylist()
+        if real_decode([json.loads(row["raw"])], ingested_at_ms=0).ledger_rows
+    ]
+    last_sequence = max(entries, key=int)
+
+    def still_broken(records: list[dict[str, Any]], **kwargs: Any) -> Any:
+        if records[0]["dynamodb"]["SequenceNumber"] == last_sequence:
+            broken = {**records[0], "dynamodb": {**records[0]["dynamodb"], "NewImage": {}}}
+            return real_decode([broken], **kwargs)
+        return real_decode(records, **kwargs)
+
+    def crash(*_args: Any, **_kwargs: Any) -> None:
+        raise RuntimeError("killed between the commit and the quarantine's deletion")
+
+    # WHEN a replay lands and commits what decodes, and dies before deleting it from the quarantine
+    rows = scan(settings, "quarantine").to_pylist()
+    with monkeypatch.context() as patched:
+        patched.setattr(replay, "decode_records", still_broken)
+        patched.setattr(pyiceberg.table.Table, "delete", crash)
+        with pytest.raises(RuntimeError, match="killed"):
+            replay_quarantine(settings)
+    ledger_after_crash = scan(settings, "ledger").num_rows
+    # AND the rerun recovers one more record (the decoder was fixed meanwhile), then runs once more
+    rerun = replay_quarantine(settings)
+    again = replay_quarantine(settings)
+
+    # THEN the crashed run's rows were in, the rerun landed only the one record it newly recovered,
+    # and the lake holds every entry once; the quarantine is empty and no assignment is left
+    assert (
+        ledger_after_crash
+        == len(writer.model.entries)
+        - real_decode(
+            [json.loads(next(r["raw"] for r in rows if r["stream_sequence"] == last_sequence))],
+            ingested_at_ms=0,
+        ).ledger_rows
+    )
+    assert rerun.records == total
+    assert rerun.files_written == 1
+    assert (again.records, again.files_written) == (0, 0)
+    assert_exact_ledger(scan(settings, "ledger"), writer.model.entries)
+    assert sorted(scan(settings, "wallets").column("wallet_id").to_pylist()) == sorted(writer.model.wallets)
+    assert scan(settings, "quarantine").num_rows == 0
+    s3 = boto3.client("s3", region_name=settings.region)
+    assert list_keys(s3, settings.bucket, assignments_prefix(settings.lake_prefix)) == []

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from contracts.lake_tables import STREAM_TABLES
+from contracts.lake_tables import PARTITION_COLUMN, STREAM_TABLES
+from lake.iceberg_data_files import describe_written
 from lake.iceberg_tables import ensure_tables, iceberg_file_schema, identifier, to_iceberg_rows
 from lake.landing_log import LandedFile, LandingRecord
 
@@ -84,13 +85,21 @@ def ledger_rows(entry_ids: list[str]) -> pa.Table:
 
 
 def write_file(folder: Path, table: str, rows: pa.Table) -> LandedFile:
-    """One landed data file of ``table`` as the landing writes it (Iceberg field ids included)."""
+    """One landed data file of ``table`` as the landing writes it (Iceberg field ids included),
+    described for the commit as the landing describes it (no footer read at commit)."""
     data = folder / "warehouse" / table / "data" / f"dt={DAY}"
     data.mkdir(parents=True, exist_ok=True)
     path = data / f"{uuid.uuid4().hex}.parquet"
     iceberg_rows = to_iceberg_rows(table, rows, DAY.isoformat())
     pq.write_table(iceberg_rows.cast(iceberg_file_schema(table)), path)
-    return LandedFile(table=table, path=f"file://{path}", rows=rows.num_rows, size=path.stat().st_size)
+    body = path.read_bytes()
+    return LandedFile(
+        table=table,
+        path=f"file://{path}",
+        rows=rows.num_rows,
+        size=len(body),
+        description=describe_written(body, {PARTITION_COLUMN: DAY.isoformat()}),
+    )
 
 
 def record(

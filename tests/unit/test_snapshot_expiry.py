@@ -56,3 +56,89 @@ def test_snapshots_within_retention_are_kept(tmp_path: Path) -> None:
         commit_table(catalog, table_id, listed, live_sources={r.source for r in listed})
     table = catalog.load_table(table_id)
     assert expirable(table.metadata, time.time()) == []
+
+
+def _committed(tmp_path: Path, count: int) -> tuple[object, tuple[str, str], list[int]]:
+    catalog = sql_catalog(tmp_path)
+    table_id = table_identifier(NAMESPACE, "wallets")
+    for index in range(count):
+        listed = [record(tmp_path, wallets=[f"w{index}"])]
+        commit_table(catalog, table_id, listed, live_sources={r.source for r in listed})
+    history = [snapshot.snapshot_id for snapshot in catalog.load_table(table_id).snapshots()]
+    return catalog, table_id, history
+
+
+def test_two_expiries_of_the_same_snapshots_at_once_do_not_crash(tmp_path: Path) -> None:
+    # GIVEN two committers that loaded the table before either expired its old snapshots
+    catalog, table_id, history = _committed(tmp_path, 14)
+    first, second = catalog.load_table(table_id), catalog.load_table(table_id)  # type: ignore[attr-defined]
+    later = time.time() + (SNAPSHOT_RETENTION_HOURS + 1) * 3600
+
+    # WHEN both expire them
+    done = expire_snapshots(first, later)
+    again = expire_snapshots(second, later)
+
+    # THEN the first removed them and the second, finding them gone, left it to the next run
+    assert (done, again) == (4, 0)
+    kept = [s.snapshot_id for s in catalog.load_table(table_id).snapshots()]  # type: ignore[attr-defined]
+    assert kept == history[-10:]
+
+
+def test_a_tag_past_its_max_ref_age_is_removed_and_its_snapshot_then_expires(tmp_path: Path) -> None:
+    from lake.snapshot_expiry import expired_tags
+
+    # GIVEN an audit tag of 400 days on an old snapshot, and one of a year and a half on another
+    catalog, table_id, history = _committed(tmp_path, 14)
+    table = catalog.load_table(table_id)  # type: ignore[attr-defined]
+    day_ms = 24 * 3600 * 1000
+    with table.manage_snapshots() as manage:
+        manage.create_tag(history[1], "reconciled-2026-03-01", max_ref_age_ms=400 * day_ms)
+        manage.create_tag(history[2], "reconciled-2026-03-02", max_ref_age_ms=550 * day_ms)
+    table = catalog.load_table(table_id)  # type: ignore[attr-defined]
+
+    # WHEN expiry runs 401 days later
+    later = time.time() + 401 * 86_400
+    assert expired_tags(table.metadata, later) == ["reconciled-2026-03-01"]
+    expire_snapshots(table, later)
+
+    # THEN the tag past its age is gone, and so is its snapshot; the younger tag and its snapshot stay
+    table = catalog.load_table(table_id)  # type: ignore[attr-defined]
+    assert sorted(name for name in table.metadata.refs if name != "main") == ["reconciled-2026-03-02"]
+    kept = {s.snapshot_id for s in table.snapshots()}
+    assert history[1] not in kept
+    assert history[2] in kept
+
+
+def test_an_instant_in_an_expired_stretch_is_refused_naming_retention_and_tags(tmp_path: Path) -> None:
+    import pytest
+
+    from lake.snapshot_log import NotRetainedError, snapshot_at
+
+    # GIVEN 14 snapshots, the 3rd tagged, and every untagged one but the last 10 expired
+    catalog, table_id, history = _committed(tmp_path, 14)
+    table = catalog.load_table(table_id)  # type: ignore[attr-defined]
+    with table.manage_snapshots() as manage:
+        manage.create_tag(history[2], "reconciled-2026-03-01")
+    table = catalog.load_table(table_id)  # type: ignore[attr-defined]
+    stamps = {s.snapshot_id: s.timestamp_ms for s in table.snapshots()}
+    before = table.metadata
+    expire_snapshots(table, time.time() + (SNAPSHOT_RETENTION_HOURS + 1) * 3600)
+    after = catalog.load_table(table_id).metadata  # type: ignore[attr-defined]
+
+    # THEN before the expiry every instant was exact; after it, an instant at a removed snapshot
+    # (the 4th: pyiceberg would answer the tag, 3 rows instead of 4) is refused, as is every one
+    # before it (the tag's own stretch is followed by a removed snapshot); the kept stretch is exact
+    assert [snapshot_at(before, stamps[s]) for s in history] == history
+    with pytest.raises(NotRetainedError) as refused:
+        snapshot_at(after, stamps[history[3]], table="wallets", retention_hours=SNAPSHOT_RETENTION_HOURS)
+    message = str(refused.value)
+    assert message.startswith("wallets: no snapshot is known at ")
+    assert f"snapshots are kept {SNAPSHOT_RETENTION_HOURS} hours" in message
+    assert "nearest tags: reconciled-2026-03-01 (" in message
+    assert "\n" not in message
+    for instant in (stamps[history[0]] - 1, stamps[history[1]], stamps[history[2]]):
+        with pytest.raises(NotRetainedError):
+            snapshot_at(after, instant)
+    assert [snapshot_at(after, stamps[s]) for s in history[4:]] == history[4:]
+    # AND a table's first instants, before any snapshot, read as empty
+    assert snapshot_at(before, stamps[history[0]] - 1) is None

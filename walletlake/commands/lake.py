@@ -1,4 +1,5 @@
-"""``walletlake lake``: operations on the lake as a whole; ``migrate`` moves it into Iceberg."""
+"""``walletlake lake``: operations on the lake as a whole; ``migrate`` moves it into Iceberg,
+``reland`` lands the misfit files a table can now take, each exactly once."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from walletlake.days import day_argument
 
 #: Exit status of a run that left days alone (the table already held other files for them).
 EXIT_SKIPPED = 2
+#: Exit status of a re-land that refused a misfit (the table still cannot take it).
+EXIT_REFUSED = 1
 
 
 def register(subparsers: Any) -> None:
@@ -67,6 +70,31 @@ def register(subparsers: Any) -> None:
     )
     migrate_parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
     migrate_parser.set_defaults(func=_migrate)
+    reland_parser = actions.add_parser(
+        "reland",
+        help="land the misfit files (_misfits/) a table can now take, each exactly once",
+        description=(
+            "Lands every file under {lake_prefix}/_misfits/{table}/ that the table can now take (after "
+            "the upgrade that added its columns, or after the file was converted), as a source named by "
+            "the file, then commits. Running it again lands nothing: a file already re-landed is "
+            "reported 'already relanded'. A file the table still cannot take is reported 'refused' "
+            f"with why, and nothing of it is written; exit status {EXIT_REFUSED}. The misfit files are "
+            "left in place: delete them once their rows are in (docs/operations.md, 'Misfit files')."
+        ),
+    )
+    reland_parser.add_argument(
+        "--table",
+        dest="tables",
+        action="append",
+        choices=tuple(STREAM_TABLES),
+        default=None,
+        help="a table whose misfits to re-land (repeatable; default: all of them)",
+    )
+    reland_parser.add_argument(
+        "--dry-run", action="store_true", help="check every misfit and say what would be landed"
+    )
+    reland_parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    reland_parser.set_defaults(func=_reland)
 
 
 def _migrate(args: argparse.Namespace) -> int:
@@ -101,3 +129,30 @@ def _migrate(args: argparse.Namespace) -> int:
         for day in report.skipped:
             print(f"  skipped {day.table} {day.day}: {day.reason}")
     return EXIT_SKIPPED if report.skipped else 0
+
+
+def _reland(args: argparse.Namespace) -> int:
+    from lake.committer import commit_now
+    from lake.misfits import reland_misfits
+
+    settings = Settings.from_env()
+    session = boto3.Session(region_name=settings.region)
+    done = reland_misfits(
+        settings,
+        session.client("s3"),
+        open_catalog(settings, session),
+        tables=tuple(args.tables or STREAM_TABLES),
+        dry_run=args.dry_run,
+    )
+    landed = [reland for reland in done if reland.state == "relanded"]
+    # What was re-landed is queryable when the command returns, not at the committer's next cycle.
+    commit = commit_now(settings).as_dict() if landed else None
+    if args.json:
+        print(json.dumps({"misfits": [reland.as_dict() for reland in done], "commit": commit}))
+    else:
+        print(f"misfits: {len(done)} found, {len(landed)} relanded")
+        for reland in done:
+            print(f"  {reland.line()}")
+        if commit is not None:
+            print(f"  committed {commit['rows']} rows")
+    return EXIT_REFUSED if any(reland.state == "refused" for reland in done) else 0

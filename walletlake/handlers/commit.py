@@ -62,11 +62,14 @@ _MARGIN_SECONDS: Final = 5
 @functools.cache
 def _resources(settings: Settings) -> tuple[S3Client, RestCatalog]:
     catalog = open_catalog(settings)
-    ensure_tables(
+    for line in ensure_tables(
         catalog,
         settings.glue_database,
         location_root=table_location_root(settings.bucket, settings.lake_prefix),
-    )
+    ):
+        # a refused type change is an error line at cold start; every cycle then holds the table
+        # (and publishes BlockedTables), so the other tables keep committing
+        (logger.error if "REFUSED" in line else logger.info)(line)
     return clients.s3(settings.region), catalog
 
 
@@ -90,6 +93,10 @@ def handler(event: dict[str, Any] | None, context: LambdaContext) -> dict[str, A
         cycles.append(report.as_dict())
         metrics.add_metric(name=names.COMMITTED_ROWS, unit=MetricUnit.Count, value=report.rows)
         metrics.add_metric(name=names.COMMIT_SECONDS, unit=MetricUnit.Seconds, value=report.seconds)
+        metrics.add_metric(name=names.MISFIT_FILES, unit=MetricUnit.Count, value=report.misfit_files)
+        metrics.add_metric(name=names.MISSING_FILES, unit=MetricUnit.Count, value=report.missing_files)
+        metrics.add_metric(name=names.TIDY_BEHIND, unit=MetricUnit.Count, value=report.tidy_behind)
+        metrics.add_metric(name=names.BLOCKED_TABLES, unit=MetricUnit.Count, value=report.blocked_tables)
         logger.info("commit cycle", extra=report.as_dict())
         elapsed = time.monotonic() - started
         if max_cycles is not None and len(cycles) >= max_cycles:
