@@ -7,11 +7,9 @@ Routes
 - ``PUT /api/v1/wallets/{wallet_id}/deposit/`` ``{"amount", "nonce"}`` → 204.
 - ``PUT /api/v1/wallets/{wallet_id}/transfer/{target_wallet_id}/`` ``{"amount", "nonce"}`` → 204.
 - ``GET /api/v1/wallets/{wallet_id}/transactions/{nonce}`` → 200, your request with that nonce
-  committed (transaction id, type, amount, counterparty, created_at); 404 ``transaction_not_found``:
-  it did not and never will (decided for good: with no record the lookup voids the nonce first);
-  409 ``outcome_pending``: a transaction with it is still committing, ask again.
-- ``GET /api/v1/wallets/{wallet_id}/balance`` → 200 ``{"balance": "<int micro-USD>"}`` (strongly
-  consistent).
+  committed (its receipt); 404 ``transaction_not_found``: it did not and never will (with no record
+  the lookup voids the nonce first); 409 ``outcome_pending``: still committing, ask again.
+- ``GET /api/v1/wallets/{wallet_id}/balance`` → 200 ``{"balance": "<int micro-USD>"}`` (consistent).
 - ``GET /api/v1/wallets/me/`` → 501 (no authentication in this system).
 - ``GET /healthz`` → 200; ``GET /metrics`` → the process's counters (:mod:`wallet.telemetry`).
 
@@ -27,24 +25,18 @@ nonce decides it, and every answer follows from it:
 - 409 ``idempotency_key_reused`` (another body or another caller), ``nonce_expired`` (past the
   window, its record still exists: never executed again), ``nonce_voided`` (a lookup decided it
   did not commit): nothing moved. New nonce;
-- 429 ``throttled``, 503 ``unavailable``, 500 ``dynamodb_refused``: nothing was written. Same
-  request, same nonce, after ``Retry-After`` (500: once the deployment is fixed);
-- 503 ``outcome_unknown``: an attempt went unanswered and may have committed. Decide it first:
-  repeat with the same nonce, or ask the lookup (200 / 404 / 409 ``outcome_pending``); never a new
-  nonce before that.
+- 429 ``throttled``, 503 ``unavailable``, 500 ``dynamodb_refused``: nothing was written; same
+  nonce after ``Retry-After``. 503 ``outcome_unknown``: it may have committed; decide it first (same
+  nonce, or the lookup: 200 / 404 / 409 ``outcome_pending``), never a new nonce before that.
 
 The idempotency window is ``WALLETLAKE_IDEMPOTENCY_WINDOW_SECONDS`` (2 days by default); a record
-lives a day longer (its TTL), and while it exists the nonce is never executed again, whatever a
-server's clock says.
+lives a day longer (TTL), and while it exists the nonce is never executed again. Errors are JSON
+``{"error", "detail"}``, precedence 422 > 404 > 409 ``idempotency_key_reused`` > 409
+``insufficient_funds``; 429 and 503 carry ``Retry-After``; a body above 16 KiB is 413.
 
-Errors are JSON ``{"error": "<code>", "detail": "..."}`` with precedence 422 > 404 > 409
-``idempotency_key_reused`` > 409 ``insufficient_funds``; 429 and 503 carry ``Retry-After``. A body
-above 16 KiB is 413 ``request_too_large`` before anything runs.
-
-Attribution: every deposit and transfer records who asked (``initiated_by``: on the transaction,
-in its receipt and in the ledger): the caller's IAM principal as the front verified it (VPC
-Lattice's identity header, or API Gateway's IAM authorization), and only when the server is
-configured to trust that front; a client-sent identity header is otherwise ignored.
+Attribution: every movement records who asked (``initiated_by``, in its receipt and the ledger):
+the IAM principal the trusted front verified (VPC Lattice's identity header, or API Gateway's IAM
+authorization); a client-sent identity header is otherwise ignored.
 
 Speed: bodies are parsed with orjson and checked by :mod:`wallet.validation` instead of per-request
 pydantic models (the schemas below only describe the API in ``/openapi.json``), routes skip
