@@ -56,7 +56,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 import boto3
 import pyarrow as pa
-from botocore.exceptions import ClientError
 
 from contracts.lake_layout import PARQUET_SUFFIX, partition_day, table_prefix
 from contracts.lake_tables import QUARANTINE
@@ -66,6 +65,7 @@ from lake.landing_log import LandingRecord
 from lake.objects import delete_keys, get_table, iter_objects, list_keys, put_table
 from lake.writer import LandingObject, write_landing
 from stream_processor.batch import process_batch
+from stream_processor.dead_letters import ExpiredBatchError, batch_info, read_batch
 from stream_processor.decoder import DecodedBatch, decode_records
 from stream_processor.export_entries import number_entries
 from stream_processor.export_records import (
@@ -74,10 +74,6 @@ from stream_processor.export_records import (
     _modify_record,
     export_items,
     export_records,
-)
-from stream_processor.lambda_records import (
-    SEQUENCE_NUMBER,
-    lambda_record,
 )
 from stream_processor.replay_sources import export_position, is_done
 
@@ -90,10 +86,7 @@ _logger = logging.getLogger(__name__)
 #: The lake tables a replay writes; decoding failures stay in (or go back to) quarantine instead.
 REPLAYED_TABLES: Final = ("ledger", "wallets")
 #: The key of a failed-invocation record that describes a DynamoDB stream batch.
-BATCH_INFO: Final = "DDBStreamBatchInfo"
-_EMPTY_PAGES_LIMIT: Final = 10
 #: What the Streams API answers for a position it no longer holds (trimmed, or the shard is gone).
-_GONE: Final = frozenset({"TrimmedDataAccessException", "ResourceNotFoundException"})
 _RECORDS_PER_EXPORT_BATCH: Final = 10_000
 
 
@@ -366,7 +359,7 @@ def replay_dead_letters(
             continue
         try:
             records = read_batch(streams, info)
-        except _ExpiredError as error:
+        except ExpiredBatchError as error:
             report.expired += 1
             report.problems.append(f"message {message.get('MessageId')}: {error}")
             continue
@@ -390,82 +383,6 @@ def replay_dead_letters(
         sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
         report.sources_cleared += 1
     return report
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class BatchInfo:
-    """The part of a failed-invocation record that locates the batch in the stream."""
-
-    stream_arn: str
-    shard_id: str
-    start_sequence_number: str
-    end_sequence_number: str
-    batch_size: int | None = None
-
-
-def batch_info(body: str) -> BatchInfo | None:
-    """Parse an on-failure destination message; None when it does not describe a stream batch.
-
-    Examples
-    --------
-    >>> body = json.dumps({"DDBStreamBatchInfo": {"streamArn": "arn:s", "shardId": "sh",
-    ...     "startSequenceNumber": "100", "endSequenceNumber": "200", "batchSize": 3}})
-    >>> batch_info(body).end_sequence_number
-    '200'
-    """
-    try:
-        info = json.loads(body)[BATCH_INFO]
-        return BatchInfo(
-            stream_arn=str(info["streamArn"]),
-            shard_id=str(info["shardId"]),
-            start_sequence_number=str(info["startSequenceNumber"]),
-            end_sequence_number=str(info["endSequenceNumber"]),
-            batch_size=int(info["batchSize"]) if "batchSize" in info else None,
-        )
-    except (TypeError, ValueError, KeyError):
-        return None
-
-
-class _ExpiredError(Exception):
-    """The stream no longer holds (all of) the batch."""
-
-
-def read_batch(streams: DynamoDBStreamsClient, info: BatchInfo) -> list[dict[str, Any]]:
-    """The batch's records, first to last sequence number, in Lambda's shape."""
-    try:
-        iterator: str | None = streams.get_shard_iterator(
-            StreamArn=info.stream_arn,
-            ShardId=info.shard_id,
-            ShardIteratorType="AT_SEQUENCE_NUMBER",
-            SequenceNumber=info.start_sequence_number,
-        )["ShardIterator"]
-    except ClientError as error:
-        if error.response.get("Error", {}).get("Code") not in _GONE:
-            raise
-        raise _ExpiredError(
-            f"shard {info.shard_id} no longer holds sequence {info.start_sequence_number} "
-            f"(older than the stream's retention): backfill from an export"
-        ) from error
-    end = int(info.end_sequence_number)
-    records: list[dict[str, Any]] = []
-    empty_pages = 0
-    while iterator and empty_pages < _EMPTY_PAGES_LIMIT:
-        page = streams.get_records(ShardIterator=iterator, Limit=1000)
-        raw_records = page.get("Records", [])
-        empty_pages = 0 if raw_records else empty_pages + 1
-        for raw in raw_records:
-            if int(raw["dynamodb"]["SequenceNumber"]) > end:
-                return records
-            records.append(lambda_record(raw, info.stream_arn))
-        if records and int(records[-1]["dynamodb"][SEQUENCE_NUMBER]) == end:
-            return records
-        iterator = page.get("NextShardIterator")
-    if not records or int(records[-1]["dynamodb"][SEQUENCE_NUMBER]) < end:
-        raise _ExpiredError(
-            f"shard {info.shard_id} ended before sequence {info.end_sequence_number} "
-            f"({len(records)} records read)"
-        )
-    return records
 
 
 def _receive_all(sqs: Any, queue_url: str, limit: int | None) -> Iterator[dict[str, Any]]:

@@ -22,7 +22,8 @@ from contracts.settings import Settings
 from lake.committer import commit_landed, read_progress
 from lake.iceberg_catalog import load_table, open_catalog
 from stream_processor.batch import process_batch
-from stream_processor.replay import BatchInfo, read_batch, replay_dead_letters
+from stream_processor.dead_letters import BatchInfo, read_batch
+from stream_processor.replay import replay_dead_letters
 from walletlake.local import EmbeddedStack
 
 pytestmark = pytest.mark.stack

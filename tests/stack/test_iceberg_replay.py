@@ -23,7 +23,8 @@ from lake.committer import PROGRESS_PROPERTY, commit_landed
 from lake.iceberg_catalog import load_table, open_catalog
 from lake.iceberg_landing import land_rows
 from lake.objects import list_keys
-from stream_processor.replay import BatchInfo, read_batch, replay_dead_letters, replay_quarantine
+from stream_processor.dead_letters import BatchInfo, read_batch
+from stream_processor.replay import replay_dead_letters, replay_quarantine
 from stream_processor.replay_sources import assignments_prefix
 from walletlake.local import EmbeddedStack
 

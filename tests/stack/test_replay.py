@@ -24,9 +24,9 @@ from contracts.lake_tables import LEDGER, QUARANTINE, WALLETS
 from contracts.settings import Settings
 from contracts.wallets_table import transaction_key, wallet_key
 from lake.objects import get_table, list_keys, put_table
+from stream_processor.dead_letters import batch_info
 from stream_processor.lambda_records import lambda_record, ttl_identity
 from stream_processor.replay import (
-    batch_info,
     replay_dead_letters,
     replay_export,
     replay_quarantine,
