@@ -86,6 +86,12 @@ class Cancellation:
     codes: tuple[str, ...] = ()
 
 
+def cancellation_reasons(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The ``CancellationReasons`` of a cancelled transaction's error body ([] when it has none)."""
+    reasons = body.get("CancellationReasons")
+    return reasons if isinstance(reasons, list) else []
+
+
 def read_cancellation(posting: Posting, reasons: Sequence[Mapping[str, Any]]) -> Cancellation:
     """The cause of ``posting``'s cancellation from its ``CancellationReasons``.
 

@@ -30,6 +30,7 @@ from wallet.balance_hints import BalanceHints
 from wallet.cancellation import (
     Cause,
     GroupCancellation,
+    cancellation_reasons,
     conflict_only,
     observed_balances,
     read_group_cancellation,
@@ -201,11 +202,11 @@ class GroupCommitter:
                 await self.calls.call("TransactWriteItems", payload, state)
             except DynamoDBError as error:  # cancelled (anything else is raised as a domain error)
                 self._note_unanswered(remaining, state)
-                self.hints.learn(observed_balances(postings, _reasons(error)))
+                self.hints.learn(observed_balances(postings, cancellation_reasons(error.body)))
                 if len(remaining) == 1:
                     remaining[0].value.cancelled = error
                     return leftovers
-                reasons = _reasons(error)
+                reasons = cancellation_reasons(error.body)
                 if conflict_only(reasons):
                     self.telemetry.count(metrics.TRANSACTION_CONFLICTS)
                     conflicts += 1
@@ -322,8 +323,3 @@ def _refusal_error(cause: Cause, wallet_id: str) -> WalletError:
     if cause is Cause.WALLET_NOT_FOUND:
         return WalletNotFoundError(wallet_id)
     return InsufficientFundsError(wallet_id)
-
-
-def _reasons(error: DynamoDBError) -> list[dict[str, Any]]:
-    reasons = error.body.get("CancellationReasons")
-    return reasons if isinstance(reasons, list) else []

@@ -63,6 +63,7 @@ from wallet.cancellation import (
     TRANSACTION_CONFLICT,
     Cancellation,
     Cause,
+    cancellation_reasons,
     read_cancellation,
 )
 from wallet.commands import CreateWallet, Deposit, Movement, Transfer
@@ -162,7 +163,7 @@ class WalletStore:
                 "answers the wallet if it was created)"
             ) from error
         except DynamoDBError as error:  # cancelled (anything else is raised as a domain error)
-            claim = (_reasons(error) or [{}])[0]
+            claim = (cancellation_reasons(error.body) or [{}])[0]
             if claim.get("Code") != CONDITION_FAILED:
                 raise self._cancelled_otherwise(error, command.user_id) from error
             existing = (
@@ -346,7 +347,7 @@ class WalletStore:
                 applied = applied_receipt(posting)
                 self._remember(command, Remembered(applied, job.request_hash, posting.remembered_until))
                 return applied
-            cancellation = read_cancellation(posting, _reasons(job.cancelled))
+            cancellation = read_cancellation(posting, cancellation_reasons(job.cancelled.body))
             settled = await self._settle(cancellation, job, fingerprint)
             if settled is not None:
                 return settled
@@ -470,7 +471,7 @@ class WalletStore:
         return item if item is not None and alive(item, self._clock_ms() // 1000) else None
 
     def _cancelled_otherwise(self, error: DynamoDBError, user_id: str) -> Exception:
-        codes = [reason.get("Code", "None") for reason in _reasons(error)]
+        codes = [reason.get("Code", "None") for reason in cancellation_reasons(error.body)]
         if any(code in THROTTLE_REASONS for code in codes):
             self.telemetry.event(metrics.THROTTLES, operation="TransactWriteItems", user_id=user_id)
             return ThrottledError("DynamoDB is throttling; retry later", retry_after_seconds())
@@ -490,8 +491,3 @@ class WalletStore:
 
 def _key(pk: str) -> dict[str, Any]:
     return {Attr.PK: {"S": pk}}
-
-
-def _reasons(error: DynamoDBError) -> list[dict[str, Any]]:
-    reasons = error.body.get("CancellationReasons")
-    return reasons if isinstance(reasons, list) else []

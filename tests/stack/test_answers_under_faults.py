@@ -144,9 +144,6 @@ def check(settings: Settings, wallets: list[str], tolds: list[Told]) -> int:
             expected_balance[told.wallet_id] -= told.amount
             expected_balance[told.to_wallet_id] += told.amount
             expected_version[told.to_wallet_id] += 1
-    seen_nonces = {told.nonce for told in tolds}
-    applied_count = len({t.nonce for t in tolds if t.nonce in applied})
-    assert applied_count == len(applied)
     total = 0
     for wallet in wallets:
         item = dynamodb.get_item(
@@ -158,7 +155,6 @@ def check(settings: Settings, wallets: list[str], tolds: list[Told]) -> int:
         total += balance
     funded = sum(told.amount for told in tolds if told.to_wallet_id is None and told.nonce in applied)
     assert total == funded  # money conserved: only deposits create it
-    assert seen_nonces >= set(applied)
     return sum(len(told.answers) for told in tolds)
 
 
