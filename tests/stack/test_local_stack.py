@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
 import boto3
 import psutil
 import pytest
@@ -10,8 +15,9 @@ from botocore.exceptions import ClientError
 from contracts.lake_tables import TABLES
 from contracts.settings import Settings
 from contracts.wallets_table import PARTITION_KEY, STREAM_VIEW_TYPE, TTL_ATTRIBUTE
-from walletlake.local import EmbeddedStack, StackError, provision
-from walletlake.local._servers import ensure_port_free
+from walletlake.local import EmbeddedStack, StackError, _stack, provision
+from walletlake.local._seaweedfs import SeaweedPorts
+from walletlake.local._servers import ServerExitedError, ensure_port_free
 
 pytestmark = pytest.mark.stack
 
@@ -129,3 +135,65 @@ def test_busy_port_is_a_one_line_error_naming_the_flag(stack: EmbeddedStack) -> 
 
 def test_settings_from_env_follow_the_stack(stack: EmbeddedStack) -> None:
     assert Settings.from_env().query_engine == "duckdb"
+
+
+@pytest.fixture
+def master_port_taken_once(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """The first SeaweedFS ports chosen get their master port taken before ``weed`` binds it.
+
+    As another process's connection can take a port between :func:`free_port` and the bind.
+    Yields the ports taken; the sockets are closed after the test.
+    """
+    choose = SeaweedPorts.choose.__func__  # type: ignore[attr-defined]
+    held: list[socket.socket] = []
+    taken: list[int] = []
+
+    def taking(
+        cls: type[SeaweedPorts], host: str, s3: int | None, _base: int | None, iceberg: int | None = None
+    ) -> SeaweedPorts:
+        ports = choose(cls, host, s3, None, iceberg)
+        if not held:
+            sock = socket.socket()
+            sock.bind((host, ports.internal["master.port"]))
+            sock.listen()
+            held.append(sock)
+            taken.append(ports.internal["master.port"])
+        return ports
+
+    monkeypatch.setattr(_stack.SeaweedPorts, "choose", classmethod(taking))
+    yield taken
+    for sock in held:
+        sock.close()
+
+
+def test_a_port_taken_before_seaweedfs_binds_it_is_chosen_again(
+    tmp_path: Path, master_port_taken_once: list[int], caplog: pytest.LogCaptureFixture
+) -> None:
+    # GIVEN ports chosen by the stack, one of them taken under it
+    # WHEN the stack starts
+    with caplog.at_level(logging.WARNING), EmbeddedStack(tmp_path / "data") as stack:
+        # THEN it started SeaweedFS again on other ports, said so, and answers
+        argv = stack.server("SeaweedFS").argv
+        assert f"-master.port={master_port_taken_once[0]}" not in argv
+        assert any(arg.startswith("-master.port=") for arg in argv)
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=stack.endpoints.s3 if stack.endpoints else None,
+            region_name=stack.settings.region,
+            **{key.lower(): value for key, value in _stack.LOCAL_CREDENTIALS.items()},
+        )
+        assert s3.head_bucket(Bucket=stack.settings.bucket)["ResponseMetadata"]["HTTPStatusCode"] == 200
+    assert [r.getMessage() for r in caplog.records if "starting the stack again" in r.getMessage()] == [
+        "SeaweedFS exited with code 1 while starting; see its log; starting the stack again "
+        "on other free ports (attempt 2 of 3)"
+    ]
+
+
+def test_a_server_on_ports_the_caller_gave_is_not_moved(
+    tmp_path: Path, master_port_taken_once: list[int]
+) -> None:
+    # GIVEN SeaweedFS's ports given by the caller (--seaweedfs-port-base), one taken under it
+    # WHEN the stack starts THEN the death is reported at once, not hidden by other ports
+    with pytest.raises(ServerExitedError, match=r"^SeaweedFS exited with code \d+ while starting"):
+        EmbeddedStack(tmp_path / "data", seaweedfs_port_base=1).start()
+    assert master_port_taken_once

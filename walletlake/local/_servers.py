@@ -23,6 +23,19 @@ class StackError(RuntimeError):
     """The embedded stack cannot start; the message says what to do about it."""
 
 
+class ServerExitedError(StackError):
+    """A server died while starting, for example because a port it was given got taken first.
+
+    A port chosen by :func:`free_port` is free when chosen, not when the server binds it: any
+    process on the machine may take it in between as the local end of a connection. A stack that
+    chose the server's ports itself can start it again on other ones; a stack told a port cannot.
+    """
+
+    def __init__(self, what: str, code: int) -> None:
+        super().__init__(f"{what} exited with code {code} while starting; see its log")
+        self.what = what
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port nobody listens on right now (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -54,7 +67,7 @@ def wait_until(
     delay = 0.05
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise StackError(f"{what} exited with code {process.returncode} while starting; see its log")
+            raise ServerExitedError(what, process.returncode)
         with contextlib.suppress(Exception):
             if ready():
                 return

@@ -36,6 +36,7 @@ from walletlake.local._seaweedfs import (
 )
 from walletlake.local._servers import (
     ManagedProcess,
+    ServerExitedError,
     StackError,
     disk_bytes,
     ensure_port_free,
@@ -52,6 +53,9 @@ _logger = logging.getLogger(__name__)
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "walletlakelocal", "AWS_SECRET_ACCESS_KEY": "walletlakelocal"}
 
 _LAUNCHER = Path(__file__).with_name("LoopbackDynamoDBLocal.java")
+
+#: Starts on newly chosen ports before a server's death while starting is reported.
+_START_ATTEMPTS = 3
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -138,8 +142,38 @@ class EmbeddedStack:
         return self.endpoints.environment(self.settings.region)
 
     def start(self) -> Endpoints:
-        """Start the servers, wait until they answer, and provision every resource."""
+        """Start the servers, wait until they answer, and provision every resource.
+
+        A server that dies while starting on ports this stack chose itself is started again, with
+        every server, on newly chosen ones (at most :data:`_START_ATTEMPTS` times in all): between
+        choosing a free port and the server binding it, another process may take it. A port the
+        caller gave is checked before the start, so a death there is reported at once.
+        """
         started = time.monotonic()
+        for attempt in range(1, _START_ATTEMPTS + 1):
+            try:
+                return self._start_once(started)
+            except ServerExitedError as error:
+                if attempt == _START_ATTEMPTS or not self._chose_ports_of(error.what):
+                    raise
+                _logger.warning(
+                    "%s; starting the stack again on other free ports (attempt %d of %d)",
+                    error,
+                    attempt + 1,
+                    _START_ATTEMPTS,
+                )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _chose_ports_of(self, server: str) -> bool:
+        """Whether every port of ``server`` that could be taken under it was chosen by the stack."""
+        chosen = {
+            "DynamoDB Local": self.dynamodb_port is None,
+            "moto server": self.aws_port is None,
+            "SeaweedFS": self.seaweedfs_port_base is None,
+        }
+        return chosen.get(server, False)
+
+    def _start_once(self, started: float) -> Endpoints:
         java = find_java()
         jar_dir = dynamodb_local_dir()
         weed = find_weed()
