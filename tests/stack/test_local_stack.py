@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 from contracts.lake_tables import TABLES
 from contracts.settings import Settings
 from contracts.wallets_table import PARTITION_KEY, STREAM_VIEW_TYPE, TTL_ATTRIBUTE
-from walletlake.local import EmbeddedStack, StackError, _stack, provision
+from walletlake.local import EmbeddedStack, StackError, _stack, patched_environ, provision
 from walletlake.local._seaweedfs import SeaweedPorts
 from walletlake.local._servers import ServerExitedError, ensure_port_free
 
@@ -176,13 +176,9 @@ def test_a_port_taken_before_seaweedfs_binds_it_is_chosen_again(
         argv = stack.server("SeaweedFS").argv
         assert f"-master.port={master_port_taken_once[0]}" not in argv
         assert any(arg.startswith("-master.port=") for arg in argv)
-        s3 = boto3.client(
-            "s3",
-            endpoint_url=stack.endpoints.s3 if stack.endpoints else None,
-            region_name=stack.settings.region,
-            **{key.lower(): value for key, value in _stack.LOCAL_CREDENTIALS.items()},
-        )
-        assert s3.head_bucket(Bucket=stack.settings.bucket)["ResponseMetadata"]["HTTPStatusCode"] == 200
+        with patched_environ(stack.environment()):
+            s3 = boto3.client("s3", region_name=stack.settings.region)
+            assert s3.head_bucket(Bucket=stack.settings.bucket)["ResponseMetadata"]["HTTPStatusCode"] == 200
     assert [r.getMessage() for r in caplog.records if "starting the stack again" in r.getMessage()] == [
         "SeaweedFS exited with code 1 while starting; see its log; starting the stack again "
         "on other free ports (attempt 2 of 3)"
