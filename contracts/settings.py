@@ -19,142 +19,138 @@ default.
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
-import math
 import os
-import re
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, Literal
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-QueryEngine = Literal["duckdb", "athena"]
-
-#: Eight hours: the hot window of seed 000, after which DynamoDB's TTL removes transaction items
-#: and the lake becomes the only history.
-DEFAULT_HOT_TTL_SECONDS = 8 * 60 * 60
-
-#: Two days: how long a nonce is remembered (seed 000 keeps its nonces 2 days), by an idempotency
-#: record of its own (``contracts.idempotency_table``), whatever became of the hot
-#: transaction item. Never shorter than the hot TTL: a nonce forgotten while its transaction item is
-#: still in the table would make a second request with it a replay of the first by chance alone.
-DEFAULT_IDEMPOTENCY_WINDOW_SECONDS: Final = 2 * 24 * 60 * 60
-
-#: Transactions one API process keeps in flight (``bench/hot_wallet.py`` measures the choice).
-DEFAULT_WRITES_IN_FLIGHT = 2
-
-#: Where ``walletlake serve`` listens unless told otherwise: loopback, so a laptop never exposes the
-#: API by accident; the container's environment says ``0.0.0.0`` (the load balancer reaches the task).
-DEFAULT_BIND_HOST: Final = "127.0.0.1"
-
-#: Seconds from SIGTERM to exit: a load balancer's deregistration delay must be longer (ALB's default
-#: is 300 s; walletlake's deployment sets 30 s), so no request is routed to a server that has left.
-DEFAULT_DRAIN_SECONDS: Final = 25
-#: The smallest drain bound: one second for requests, two for the commit queue and the last metrics.
-MIN_DRAIN_SECONDS: Final = 3
-
-#: Seconds an idle keep-alive connection stays open: longer than the load balancer's idle timeout
-#: (ALB's default is 60 s), so the balancer, never the server, closes an idle connection and never
-#: sends a request down one the server is closing.
-DEFAULT_KEEP_ALIVE_SECONDS: Final = 65
-
-#: Requests one API process serves at once before it answers 429 (admission control). At the
-#: 500-700 requests/s one process serves, 128 in flight is about 200 ms of waiting.
-DEFAULT_MAX_REQUESTS_IN_FLIGHT: Final = 128
-
-#: Seconds between two embedded-metric-format lines of one API process (0: none).
-DEFAULT_METRICS_INTERVAL_SECONDS: Final = 60
-
-#: Minutes one compaction unit may span (:mod:`lake.compaction_units`): whole five-minute slots
-#: that divide an hour, so units tile a day.
-COMPACTION_UNIT_MINUTES_CHOICES: Final = (5, 10, 15, 20, 30, 60)
-DEFAULT_COMPACTION_UNIT_MINUTES: Final = 60
-
-#: Parallel-scan segments of the AWS nightly snapshot (:mod:`lake.snapshots`), at
-#: most as many as a Distributed Map runs at once.
-DEFAULT_SNAPSHOT_SEGMENTS: Final = 4
-MAX_SNAPSHOT_SEGMENTS: Final = 10_000
-
-#: How the stream's tables (ledger, wallets, quarantine) are kept: ``iceberg`` tables committed by one
-#: committer (:mod:`lake.committer`), or the older plain Parquet under ``dt=`` prefixes.
-LakeFormat = Literal["parquet", "iceberg"]
-DEFAULT_LAKE_FORMAT: Final = "iceberg"
-#: Seconds between two commits of the committer: each commit appends everything landed since the
-#: last one, so this is the lake's freshness bound and one table's commit rate (one per interval).
-DEFAULT_COMMIT_INTERVAL_SECONDS: Final = 30
-
-#: Whose identity headers the API believes (:mod:`wallet.principals`): ``none`` (every write is
-#: attributed to ``default_principal``; identity headers are ignored, since any client can send
-#: them), ``lattice`` (VPC Lattice's ``x-amzn-lattice-identity``, on the ECS tasks only Lattice
-#: reaches) or ``apigateway`` (the IAM identity API Gateway verified, in the Lambda event).
-TrustFront = Literal["none", "lattice", "apigateway"]
-DEFAULT_TRUST_FRONT: Final = "none"
-#: Who a write is attributed to when no front vouches for its caller (a laptop, the embedded stack).
-DEFAULT_PRINCIPAL: Final = "local"
-
-#: Where the AWS reconciliation's UNLOADs write, under the workgroup's results prefix.
-DEFAULT_UNLOAD_PREFIX: Final = "athena-results/unload/reconcile"
-
-TABLE_VARIABLE: Final = "WALLETLAKE_TABLE"
-BUCKET_VARIABLE: Final = "WALLETLAKE_BUCKET"
-LAKE_PREFIX_VARIABLE: Final = "WALLETLAKE_LAKE_PREFIX"
-GLUE_DATABASE_VARIABLE: Final = "WALLETLAKE_GLUE_DATABASE"
-ATHENA_WORKGROUP_VARIABLE: Final = "WALLETLAKE_ATHENA_WORKGROUP"
-QUERY_ENGINE_VARIABLE: Final = "WALLETLAKE_QUERY_ENGINE"
-HOT_TTL_SECONDS_VARIABLE: Final = "WALLETLAKE_HOT_TTL_SECONDS"
-IDEMPOTENCY_WINDOW_SECONDS_VARIABLE: Final = "WALLETLAKE_IDEMPOTENCY_WINDOW_SECONDS"
-IDEMPOTENCY_TABLE_VARIABLE: Final = "WALLETLAKE_IDEMPOTENCY_TABLE"
-CHECKPOINT_TABLE_VARIABLE: Final = "WALLETLAKE_CHECKPOINT_TABLE"
-LEASE_TABLE_VARIABLE: Final = "WALLETLAKE_LEASE_TABLE"
-WRITES_IN_FLIGHT_VARIABLE: Final = "WALLETLAKE_WRITES_IN_FLIGHT"
-COMPACTION_UNIT_MINUTES_VARIABLE: Final = "WALLETLAKE_COMPACTION_UNIT_MINUTES"
-SNAPSHOT_SEGMENTS_VARIABLE: Final = "WALLETLAKE_SNAPSHOT_SEGMENTS"
-SNAPSHOT_READ_UNITS_VARIABLE: Final = "WALLETLAKE_SNAPSHOT_READ_UNITS_PER_SECOND"
-UNLOAD_PREFIX_VARIABLE: Final = "WALLETLAKE_UNLOAD_PREFIX"
-BIND_HOST_VARIABLE: Final = "WALLETLAKE_BIND_HOST"
-DRAIN_SECONDS_VARIABLE: Final = "WALLETLAKE_DRAIN_SECONDS"
-KEEP_ALIVE_SECONDS_VARIABLE: Final = "WALLETLAKE_KEEP_ALIVE_SECONDS"
-MAX_REQUESTS_IN_FLIGHT_VARIABLE: Final = "WALLETLAKE_MAX_REQUESTS_IN_FLIGHT"
-METRICS_INTERVAL_SECONDS_VARIABLE: Final = "WALLETLAKE_METRICS_INTERVAL_SECONDS"
-LAKE_FORMAT_VARIABLE: Final = "WALLETLAKE_LAKE_FORMAT"
-ICEBERG_CATALOG_URI_VARIABLE: Final = "WALLETLAKE_ICEBERG_CATALOG_URI"
-ICEBERG_WAREHOUSE_VARIABLE: Final = "WALLETLAKE_ICEBERG_WAREHOUSE"
-COMMIT_INTERVAL_SECONDS_VARIABLE: Final = "WALLETLAKE_COMMIT_INTERVAL_SECONDS"
-TRUST_FRONT_VARIABLE: Final = "WALLETLAKE_TRUST_FRONT"
-DEFAULT_PRINCIPAL_VARIABLE: Final = "WALLETLAKE_DEFAULT_PRINCIPAL"
-ADMIN_ROUTES_VARIABLE: Final = "WALLETLAKE_ADMIN_ROUTES"
-
-#: What ``walletlake serve`` honours beyond the table: each is also a flag of the command, whose
-#: default is the variable; the container's task definition sets them.
-SERVER_VARIABLES: Final = (
-    BIND_HOST_VARIABLE,
-    DRAIN_SECONDS_VARIABLE,
-    KEEP_ALIVE_SECONDS_VARIABLE,
-    MAX_REQUESTS_IN_FLIGHT_VARIABLE,
-    METRICS_INTERVAL_SECONDS_VARIABLE,
-)
-
-#: What the CDK app gives every function and the API tasks (``settings_environment``): the
-#: resources it names, the query engine and the TTL. Each handler module requires these and its own
-#: knobs. The idempotency table is here because the write path (API tasks and API function) writes
-#: a record in every transaction and ``settings_environment`` is what their environment is made of.
-DEPLOYED_VARIABLES: Final = (
-    TABLE_VARIABLE,
-    IDEMPOTENCY_TABLE_VARIABLE,
-    BUCKET_VARIABLE,
-    LAKE_PREFIX_VARIABLE,
-    GLUE_DATABASE_VARIABLE,
+from contracts.setting_names import (
+    ADMIN_ROUTES_VARIABLE,
     ATHENA_WORKGROUP_VARIABLE,
-    QUERY_ENGINE_VARIABLE,
+    BIND_HOST_VARIABLE,
+    BUCKET_VARIABLE,
+    CHECKPOINT_TABLE_VARIABLE,
+    COMMIT_INTERVAL_SECONDS_VARIABLE,
+    COMPACTION_UNIT_MINUTES_CHOICES,
+    COMPACTION_UNIT_MINUTES_VARIABLE,
+    DEFAULT_BIND_HOST,
+    DEFAULT_COMMIT_INTERVAL_SECONDS,
+    DEFAULT_COMPACTION_UNIT_MINUTES,
+    DEFAULT_DRAIN_SECONDS,
+    DEFAULT_HOT_TTL_SECONDS,
+    DEFAULT_IDEMPOTENCY_WINDOW_SECONDS,
+    DEFAULT_KEEP_ALIVE_SECONDS,
+    DEFAULT_LAKE_FORMAT,
+    DEFAULT_MAX_REQUESTS_IN_FLIGHT,
+    DEFAULT_METRICS_INTERVAL_SECONDS,
+    DEFAULT_PRINCIPAL,
+    DEFAULT_PRINCIPAL_VARIABLE,
+    DEFAULT_SNAPSHOT_SEGMENTS,
+    DEFAULT_TRUST_FRONT,
+    DEFAULT_UNLOAD_PREFIX,
+    DEFAULT_WRITES_IN_FLIGHT,
+    DEPLOYED_VARIABLES,
+    DRAIN_SECONDS_VARIABLE,
+    GLUE_DATABASE_VARIABLE,
     HOT_TTL_SECONDS_VARIABLE,
+    ICEBERG_CATALOG_URI_VARIABLE,
+    ICEBERG_WAREHOUSE_VARIABLE,
+    IDEMPOTENCY_TABLE_VARIABLE,
+    IDEMPOTENCY_WINDOW_SECONDS_VARIABLE,
+    KEEP_ALIVE_SECONDS_VARIABLE,
+    LAKE_FORMAT_VARIABLE,
+    LAKE_PREFIX_VARIABLE,
+    LAMBDA_FUNCTION_VARIABLE,
+    LEASE_TABLE_VARIABLE,
+    MAX_REQUESTS_IN_FLIGHT_VARIABLE,
+    MAX_SNAPSHOT_SEGMENTS,
+    METRICS_INTERVAL_SECONDS_VARIABLE,
+    MIN_DRAIN_SECONDS,
+    QUERY_ENGINE_VARIABLE,
+    S3_ENDPOINT_VARIABLES,
+    SERVER_VARIABLES,
+    SNAPSHOT_READ_UNITS_VARIABLE,
+    SNAPSHOT_SEGMENTS_VARIABLE,
+    TABLE_VARIABLE,
+    TRUST_FRONT_VARIABLE,
+    UNLOAD_PREFIX_VARIABLE,
+    WRITES_IN_FLIGHT_VARIABLE,
+    LakeFormat,
+    QueryEngine,
+    SettingsError,
+    TrustFront,
+)
+from contracts.setting_variables import (
+    ENVIRONMENT_VARIABLES,
+    VARIABLES,
+    Variable,
+    environment_for,
+    variable_named,
 )
 
-#: Lambda sets it in every function's environment, from the init phase on.
-LAMBDA_FUNCTION_VARIABLE: Final = "AWS_LAMBDA_FUNCTION_NAME"
-
-_S3_ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
-
-
-class SettingsError(ValueError):
-    """A ``WALLETLAKE_*`` variable is missing or holds a value walletlake cannot use."""
+#: What other modules import from here (the names live in the two modules above).
+__all__ = [
+    "ADMIN_ROUTES_VARIABLE",
+    "ATHENA_WORKGROUP_VARIABLE",
+    "BIND_HOST_VARIABLE",
+    "BUCKET_VARIABLE",
+    "CHECKPOINT_TABLE_VARIABLE",
+    "COMMIT_INTERVAL_SECONDS_VARIABLE",
+    "COMPACTION_UNIT_MINUTES_CHOICES",
+    "COMPACTION_UNIT_MINUTES_VARIABLE",
+    "DEFAULT_BIND_HOST",
+    "DEFAULT_COMMIT_INTERVAL_SECONDS",
+    "DEFAULT_COMPACTION_UNIT_MINUTES",
+    "DEFAULT_DRAIN_SECONDS",
+    "DEFAULT_HOT_TTL_SECONDS",
+    "DEFAULT_IDEMPOTENCY_WINDOW_SECONDS",
+    "DEFAULT_KEEP_ALIVE_SECONDS",
+    "DEFAULT_LAKE_FORMAT",
+    "DEFAULT_MAX_REQUESTS_IN_FLIGHT",
+    "DEFAULT_METRICS_INTERVAL_SECONDS",
+    "DEFAULT_PRINCIPAL",
+    "DEFAULT_PRINCIPAL_VARIABLE",
+    "DEFAULT_SNAPSHOT_SEGMENTS",
+    "DEFAULT_TRUST_FRONT",
+    "DEFAULT_UNLOAD_PREFIX",
+    "DEFAULT_WRITES_IN_FLIGHT",
+    "DEPLOYED_VARIABLES",
+    "DRAIN_SECONDS_VARIABLE",
+    "ENVIRONMENT_VARIABLES",
+    "GLUE_DATABASE_VARIABLE",
+    "HOT_TTL_SECONDS_VARIABLE",
+    "ICEBERG_CATALOG_URI_VARIABLE",
+    "ICEBERG_WAREHOUSE_VARIABLE",
+    "IDEMPOTENCY_TABLE_VARIABLE",
+    "IDEMPOTENCY_WINDOW_SECONDS_VARIABLE",
+    "KEEP_ALIVE_SECONDS_VARIABLE",
+    "LAKE_FORMAT_VARIABLE",
+    "LAKE_PREFIX_VARIABLE",
+    "LAMBDA_FUNCTION_VARIABLE",
+    "LEASE_TABLE_VARIABLE",
+    "MAX_REQUESTS_IN_FLIGHT_VARIABLE",
+    "MAX_SNAPSHOT_SEGMENTS",
+    "METRICS_INTERVAL_SECONDS_VARIABLE",
+    "MIN_DRAIN_SECONDS",
+    "QUERY_ENGINE_VARIABLE",
+    "S3_ENDPOINT_VARIABLES",
+    "SERVER_VARIABLES",
+    "SNAPSHOT_READ_UNITS_VARIABLE",
+    "SNAPSHOT_SEGMENTS_VARIABLE",
+    "TABLE_VARIABLE",
+    "TRUST_FRONT_VARIABLE",
+    "UNLOAD_PREFIX_VARIABLE",
+    "VARIABLES",
+    "WRITES_IN_FLIGHT_VARIABLE",
+    "HandlerSettings",
+    "LakeFormat",
+    "QueryEngine",
+    "Settings",
+    "SettingsError",
+    "TrustFront",
+    "Variable",
+    "environment_for",
+    "variable_named",
+]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -285,10 +281,10 @@ class Settings:
         >>> Settings.from_env({}, require=["WALLETLAKE_TABLE"])
         Traceback (most recent call last):
         ...
-        contracts.settings.SettingsError: WALLETLAKE_TABLE is required but not set
+        contracts.setting_names.SettingsError: WALLETLAKE_TABLE is required but not set
         """
         env = os.environ if environ is None else environ
-        required = [_variable_named(name).name for name in require]
+        required = [variable_named(name).name for name in require]
         missing = [name for name in required if not env.get(name)]
         if missing:
             verb = "is" if len(missing) == 1 else "are"
@@ -299,7 +295,7 @@ class Settings:
             if text:
                 values[variable.field] = variable.read(text)
         if "query_engine" not in values:
-            has_local_s3 = any(env.get(name) for name in _S3_ENDPOINT_VARIABLES)
+            has_local_s3 = any(env.get(name) for name in S3_ENDPOINT_VARIABLES)
             values["query_engine"] = "duckdb" if has_local_s3 else "athena"
         region = env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION")
         if region:
@@ -331,7 +327,7 @@ class Settings:
         >>> Settings(table="t").to_env(["WALLETLAKE_TABLE", "WALLETLAKE_HOT_TTL_SECONDS"])
         {'WALLETLAKE_TABLE': 't', 'WALLETLAKE_HOT_TTL_SECONDS': '28800'}
         """
-        chosen = VARIABLES if names is None else [_variable_named(name) for name in names]
+        chosen = VARIABLES if names is None else [variable_named(name) for name in names]
         return environment_for(**{variable.field: getattr(self, variable.field) for variable in chosen})
 
     def replace(self, **changes: object) -> Settings:
@@ -368,340 +364,3 @@ class HandlerSettings:
         if self._settings is None:
             self._settings = Settings.from_env(self._environ, require=self.required)
         return self._settings
-
-
-# --- the variables ---------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Variable:
-    """One ``WALLETLAKE_*`` variable: the :class:`Settings` field it sets and how its text is read.
-
-    Attributes
-    ----------
-    name:
-        The variable.
-    field:
-        The :class:`Settings` field it sets.
-    expects:
-        What a usable value is, for the error (``"an integer in 1..1000"``).
-    meaning:
-        One line for ``--help`` and the README, with the default.
-    parse:
-        Text (never empty) to the field's value; raises :class:`ValueError` when it is not
-        ``expects``.
-    """
-
-    name: str
-    field: str
-    expects: str
-    meaning: str
-    parse: Callable[[str], object] = str
-
-    def read(self, text: str) -> object:
-        """The field's value for ``text``, or :class:`SettingsError` naming the variable and the text."""
-        try:
-            return self.parse(text)
-        except ValueError:
-            # repr() keeps the message on one line whatever the value holds
-            raise SettingsError(f"{self.name} must be {self.expects}, not {text!r}") from None
-
-
-def _integer(low: int, high: int | None = None) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        value = int(text) if text.isascii() and text.isdigit() else low - 1
-        if value < low or (high is not None and value > high):
-            raise ValueError(text)
-        return value
-
-    return parse
-
-
-def _one_of(choices: Iterable[object]) -> Callable[[str], object]:
-    by_text = {str(choice): choice for choice in choices}
-
-    def parse(text: str) -> object:
-        if text not in by_text:
-            raise ValueError(text)
-        return by_text[text]
-
-    return parse
-
-
-def _positive_number(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(text)
-    return value
-
-
-def _key_prefix(text: str) -> str:
-    """A key prefix inside the bucket, without its surrounding slashes."""
-    prefix = text.strip("/")
-    if not prefix or "://" in prefix or any(character.isspace() for character in prefix):
-        raise ValueError(text)
-    return prefix
-
-
-def _url(text: str) -> str:
-    if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", text):
-        raise ValueError(text)
-    return text.rstrip("/")
-
-
-_KEY_PREFIX = "a key prefix inside the bucket (no s3://, no spaces)"
-
-_HOST_LABEL: Final = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-_HOSTNAME: Final = re.compile(rf"{_HOST_LABEL}(\.{_HOST_LABEL})*")
-
-
-def _principal(text: str) -> str:
-    if len(text) > 256 or not text.isprintable():
-        raise ValueError(text)
-    return text
-
-
-def _switch(text: str) -> bool:
-    if text not in ("on", "off"):
-        raise ValueError(text)
-    return text == "on"
-
-
-def _host(text: str) -> str:
-    """An IP address (``0.0.0.0``, ``::``) or a host name to listen on."""
-    try:
-        return str(ipaddress.ip_address(text))
-    except ValueError:
-        if len(text) > 253 or not _HOSTNAME.fullmatch(text):
-            raise
-        return text
-
-
-#: Every ``WALLETLAKE_*`` variable, in the order ``--help`` and the README list them.
-VARIABLES: Final[tuple[Variable, ...]] = (
-    Variable(TABLE_VARIABLE, "table", "a table name", "the DynamoDB table (default wallets)"),
-    Variable(BUCKET_VARIABLE, "bucket", "a bucket name", "the lake bucket (default walletlake-lake)"),
-    Variable(
-        LAKE_PREFIX_VARIABLE,
-        "lake_prefix",
-        _KEY_PREFIX,
-        "key prefix of the lake inside the bucket (default lake)",
-        _key_prefix,
-    ),
-    Variable(
-        GLUE_DATABASE_VARIABLE,
-        "glue_database",
-        "a database name",
-        "Glue database holding the lake tables (default walletlake)",
-    ),
-    Variable(
-        ATHENA_WORKGROUP_VARIABLE,
-        "athena_workgroup",
-        "a workgroup name",
-        "Athena workgroup for the AWS engine (default walletlake)",
-    ),
-    Variable(
-        QUERY_ENGINE_VARIABLE,
-        "query_engine",
-        "duckdb or athena",
-        "duckdb or athena (default duckdb when an S3 endpoint variable is set)",
-        _one_of(("duckdb", "athena")),
-    ),
-    Variable(
-        HOT_TTL_SECONDS_VARIABLE,
-        "hot_ttl_seconds",
-        "a positive integer",
-        f"lifetime of transaction items in DynamoDB (default {DEFAULT_HOT_TTL_SECONDS})",
-        _integer(1),
-    ),
-    Variable(
-        IDEMPOTENCY_WINDOW_SECONDS_VARIABLE,
-        "idempotency_window_seconds",
-        "a positive integer",
-        "seconds a nonce is remembered: the same request replays its first outcome, another body is "
-        f"409; at least the hot TTL (default {DEFAULT_IDEMPOTENCY_WINDOW_SECONDS})",
-        _integer(1),
-    ),
-    Variable(
-        IDEMPOTENCY_TABLE_VARIABLE,
-        "idempotency_table",
-        "a table name",
-        "DynamoDB table of idempotency records, one per request for the idempotency window "
-        "(default walletlake-idempotency)",
-    ),
-    Variable(
-        CHECKPOINT_TABLE_VARIABLE,
-        "checkpoint_table",
-        "a table name",
-        "DynamoDB table of the local consumer's checkpoints",
-    ),
-    Variable(
-        LEASE_TABLE_VARIABLE,
-        "lease_table",
-        "a table name",
-        "DynamoDB table of the compaction lease (default walletlake-leases)",
-    ),
-    Variable(
-        WRITES_IN_FLIGHT_VARIABLE,
-        "writes_in_flight",
-        "an integer in 1..1000",
-        "transactions one API process keeps in flight; the rest group-commit "
-        f"(default {DEFAULT_WRITES_IN_FLIGHT})",
-        _integer(1, 1000),
-    ),
-    Variable(
-        COMPACTION_UNIT_MINUTES_VARIABLE,
-        "compaction_unit_minutes",
-        f"one of {', '.join(map(str, COMPACTION_UNIT_MINUTES_CHOICES))}",
-        f"minutes of landing data one compaction unit merges (default {DEFAULT_COMPACTION_UNIT_MINUTES})",
-        _one_of(COMPACTION_UNIT_MINUTES_CHOICES),
-    ),
-    Variable(
-        SNAPSHOT_SEGMENTS_VARIABLE,
-        "snapshot_segments",
-        f"an integer in 1..{MAX_SNAPSHOT_SEGMENTS}",
-        f"parallel-scan segments of the AWS nightly snapshot (default {DEFAULT_SNAPSHOT_SEGMENTS})",
-        _integer(1, MAX_SNAPSHOT_SEGMENTS),
-    ),
-    Variable(
-        SNAPSHOT_READ_UNITS_VARIABLE,
-        "snapshot_read_units_per_second",
-        "a positive number",
-        "read units per second the AWS snapshot's segments share (default: unpaced)",
-        _positive_number,
-    ),
-    Variable(
-        UNLOAD_PREFIX_VARIABLE,
-        "unload_prefix",
-        _KEY_PREFIX,
-        f"where the AWS reconciliation's UNLOADs write in the bucket (default {DEFAULT_UNLOAD_PREFIX})",
-        _key_prefix,
-    ),
-    Variable(
-        BIND_HOST_VARIABLE,
-        "bind_host",
-        "an IP address or a host name",
-        f"address walletlake serve listens on (default {DEFAULT_BIND_HOST}; 0.0.0.0 in a container)",
-        _host,
-    ),
-    Variable(
-        DRAIN_SECONDS_VARIABLE,
-        "drain_seconds",
-        f"an integer in {MIN_DRAIN_SECONDS}..3600",
-        "seconds from SIGTERM to exit, every request in flight answered; shorter than the load "
-        f"balancer's deregistration delay (default {DEFAULT_DRAIN_SECONDS})",
-        _integer(MIN_DRAIN_SECONDS, 3600),
-    ),
-    Variable(
-        KEEP_ALIVE_SECONDS_VARIABLE,
-        "keep_alive_seconds",
-        "an integer in 1..4000",
-        "seconds an idle keep-alive connection stays open; longer than the load balancer's idle "
-        f"timeout (default {DEFAULT_KEEP_ALIVE_SECONDS})",
-        _integer(1, 4000),
-    ),
-    Variable(
-        MAX_REQUESTS_IN_FLIGHT_VARIABLE,
-        "max_requests_in_flight",
-        "an integer in 1..100000",
-        "requests one API process serves at once; beyond them it answers 429 with Retry-After "
-        f"(default {DEFAULT_MAX_REQUESTS_IN_FLIGHT})",
-        _integer(1, 100_000),
-    ),
-    Variable(
-        METRICS_INTERVAL_SECONDS_VARIABLE,
-        "metrics_interval_seconds",
-        "an integer in 0..3600",
-        "seconds between an API process's CloudWatch embedded-metric-format lines on stdout; "
-        f"0 prints none (default {DEFAULT_METRICS_INTERVAL_SECONDS})",
-        _integer(0, 3600),
-    ),
-    Variable(
-        LAKE_FORMAT_VARIABLE,
-        "lake_format",
-        "iceberg or parquet",
-        f"how the stream's tables are kept: Iceberg tables or plain Parquet (default {DEFAULT_LAKE_FORMAT})",
-        _one_of(("parquet", "iceberg")),
-    ),
-    Variable(
-        ICEBERG_CATALOG_URI_VARIABLE,
-        "iceberg_catalog_uri",
-        "an http(s) URL",
-        "the Iceberg REST catalog (default: Glue's Iceberg endpoint in the region)",
-        _url,
-    ),
-    Variable(
-        ICEBERG_WAREHOUSE_VARIABLE,
-        "iceberg_warehouse",
-        "a warehouse name",
-        "the Iceberg catalog's warehouse: the account id on AWS, the table bucket locally "
-        "(default walletlake-tables)",
-    ),
-    Variable(
-        TRUST_FRONT_VARIABLE,
-        "trust_front",
-        "none, lattice or apigateway",
-        "whose identity headers name a write's initiated_by: none (default: they are ignored), "
-        "lattice (x-amzn-lattice-identity) or apigateway (the Lambda event's IAM identity)",
-        _one_of(("none", "lattice", "apigateway")),
-    ),
-    Variable(
-        DEFAULT_PRINCIPAL_VARIABLE,
-        "default_principal",
-        "a principal name of 1..256 characters",
-        f"the initiated_by of writes no trusted front vouches for (default {DEFAULT_PRINCIPAL})",
-        _principal,
-    ),
-    Variable(
-        ADMIN_ROUTES_VARIABLE,
-        "admin_routes",
-        "on or off",
-        "serve /docs, /redoc, /openapi.json and /metrics (default on; off on the deployed tasks)",
-        _switch,
-    ),
-    Variable(
-        COMMIT_INTERVAL_SECONDS_VARIABLE,
-        "commit_interval_seconds",
-        "an integer in 1..900",
-        "seconds between two commits of the Iceberg committer, the lake's freshness bound "
-        f"(default {DEFAULT_COMMIT_INTERVAL_SECONDS})",
-        _integer(1, 900),
-    ),
-)
-
-_BY_NAME: Final = {variable.name: variable for variable in VARIABLES}
-_BY_FIELD: Final = {variable.field: variable for variable in VARIABLES}
-
-
-def _variable_named(name: str) -> Variable:
-    if name not in _BY_NAME:
-        raise ValueError(f"not a walletlake variable: {name}")
-    return _BY_NAME[name]
-
-
-def environment_for(**values: object) -> dict[str, str]:
-    """The variables that set these :class:`Settings` fields, checked as :meth:`Settings.from_env` would.
-
-    The CDK app builds its functions' environments here, so a name or a value the code would
-    refuse fails the synth, not the function's cold start. A None value sets no variable.
-
-    Examples
-    --------
-    >>> environment_for(compaction_unit_minutes=5)
-    {'WALLETLAKE_COMPACTION_UNIT_MINUTES': '5'}
-    """
-    environment: dict[str, str] = {}
-    for field, value in values.items():
-        if field not in _BY_FIELD:
-            raise TypeError(f"no WALLETLAKE_* variable sets Settings.{field}")
-        if value is None:
-            continue
-        variable = _BY_FIELD[field]
-        text = ("on" if value else "off") if isinstance(value, bool) else str(value)
-        variable.read(text)
-        environment[variable.name] = text
-    return environment
-
-
-#: Every ``WALLETLAKE_*`` variable with its meaning, for ``--help`` texts and the README table.
-ENVIRONMENT_VARIABLES: Final[dict[str, str]] = {variable.name: variable.meaning for variable in VARIABLES}
