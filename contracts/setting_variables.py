@@ -14,11 +14,15 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Final
 
+from contracts.caller_permissions import CallerPermissions, CallerPermissionsError
 from contracts.setting_names import (
     ADMIN_ROUTES_VARIABLE,
     ATHENA_WORKGROUP_VARIABLE,
+    AUDIT_LOG_VARIABLE,
     BIND_HOST_VARIABLE,
     BUCKET_VARIABLE,
+    CALLER_PERMISSIONS_VARIABLE,
+    CALLER_SESSION_PATTERN_VARIABLE,
     CHECKPOINT_TABLE_VARIABLE,
     COMMIT_INTERVAL_SECONDS_VARIABLE,
     COMPACTION_UNIT_MINUTES_CHOICES,
@@ -48,6 +52,7 @@ from contracts.setting_names import (
     KEEP_ALIVE_SECONDS_VARIABLE,
     LAKE_FORMAT_VARIABLE,
     LAKE_PREFIX_VARIABLE,
+    LATTICE_SERVICE_ARN_VARIABLE,
     LEASE_TABLE_VARIABLE,
     MAX_REQUESTS_IN_FLIGHT_VARIABLE,
     MAX_SNAPSHOT_SEGMENTS,
@@ -148,6 +153,30 @@ _HOSTNAME: Final = re.compile(rf"{_HOST_LABEL}(\.{_HOST_LABEL})*")
 
 def _principal(text: str) -> str:
     if len(text) > 256 or not text.isprintable():
+        raise ValueError(text)
+    return text
+
+
+def _caller_permissions(text: str) -> CallerPermissions:
+    try:
+        return CallerPermissions.parse(text)
+    except CallerPermissionsError as error:
+        raise ValueError(str(error)) from error
+
+
+def _lattice_service_arn(text: str) -> str:
+    if not re.fullmatch(r"arn:aws[\w-]*:vpc-lattice:[a-z0-9-]+:\d{12}:service/svc-[0-9a-z]{17}", text):
+        raise ValueError(text)
+    return text
+
+
+def _session_pattern(text: str) -> str:
+    re.compile(text)  # re.error is a ValueError
+    return text
+
+
+def _audit_destination(text: str) -> str:
+    if text != "stdout" and (not text.startswith("/") or any(c.isspace() for c in text)):
         raise ValueError(text)
     return text
 
@@ -349,6 +378,37 @@ VARIABLES: Final[tuple[Variable, ...]] = (
         "on or off",
         "serve /docs, /redoc, /openapi.json and /metrics (default on; off on the deployed tasks)",
         _switch,
+    ),
+    Variable(
+        CALLER_PERMISSIONS_VARIABLE,
+        "caller_permissions",
+        "role-arn[=operation+operation],... (operations: create_wallet, deposit, transfer, read)",
+        "the roles a trusted front may vouch for and what each may do; others are refused 403 "
+        "(default: every verified caller may do everything)",
+        _caller_permissions,
+    ),
+    Variable(
+        LATTICE_SERVICE_ARN_VARIABLE,
+        "lattice_service_arn",
+        "a VPC Lattice service ARN (arn:aws:vpc-lattice:<region>:<account>:service/svc-...)",
+        "with trust_front=lattice, the only service whose requests are served "
+        "(x-amzn-lattice-target); others are refused 403 (default: not checked)",
+        _lattice_service_arn,
+    ),
+    Variable(
+        CALLER_SESSION_PATTERN_VARIABLE,
+        "caller_session_pattern",
+        "a regular expression",
+        "the session names a verified caller's role session must match in full, so that a "
+        "movement names the person who acted; others are refused 403 (default: any)",
+        _session_pattern,
+    ),
+    Variable(
+        AUDIT_LOG_VARIABLE,
+        "audit_log",
+        "stdout or an absolute file path",
+        "where the API writes one JSON audit line per request (default: none)",
+        _audit_destination,
     ),
     Variable(
         COMMIT_INTERVAL_SECONDS_VARIABLE,

@@ -23,11 +23,15 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from contracts.caller_permissions import CallerPermissions
 from contracts.setting_names import (
     ADMIN_ROUTES_VARIABLE,
     ATHENA_WORKGROUP_VARIABLE,
+    AUDIT_LOG_VARIABLE,
     BIND_HOST_VARIABLE,
     BUCKET_VARIABLE,
+    CALLER_PERMISSIONS_VARIABLE,
+    CALLER_SESSION_PATTERN_VARIABLE,
     CHECKPOINT_TABLE_VARIABLE,
     COMMIT_INTERVAL_SECONDS_VARIABLE,
     COMPACTION_UNIT_MINUTES_CHOICES,
@@ -60,6 +64,7 @@ from contracts.setting_names import (
     LAKE_FORMAT_VARIABLE,
     LAKE_PREFIX_VARIABLE,
     LAMBDA_FUNCTION_VARIABLE,
+    LATTICE_SERVICE_ARN_VARIABLE,
     LEASE_TABLE_VARIABLE,
     MAX_REQUESTS_IN_FLIGHT_VARIABLE,
     MAX_SNAPSHOT_SEGMENTS,
@@ -91,8 +96,11 @@ from contracts.setting_variables import (
 __all__ = [
     "ADMIN_ROUTES_VARIABLE",
     "ATHENA_WORKGROUP_VARIABLE",
+    "AUDIT_LOG_VARIABLE",
     "BIND_HOST_VARIABLE",
     "BUCKET_VARIABLE",
+    "CALLER_PERMISSIONS_VARIABLE",
+    "CALLER_SESSION_PATTERN_VARIABLE",
     "CHECKPOINT_TABLE_VARIABLE",
     "COMMIT_INTERVAL_SECONDS_VARIABLE",
     "COMPACTION_UNIT_MINUTES_CHOICES",
@@ -126,6 +134,7 @@ __all__ = [
     "LAKE_FORMAT_VARIABLE",
     "LAKE_PREFIX_VARIABLE",
     "LAMBDA_FUNCTION_VARIABLE",
+    "LATTICE_SERVICE_ARN_VARIABLE",
     "LEASE_TABLE_VARIABLE",
     "MAX_REQUESTS_IN_FLIGHT_VARIABLE",
     "MAX_SNAPSHOT_SEGMENTS",
@@ -222,6 +231,14 @@ class Settings:
         Who a movement is attributed to (``initiated_by``): the principal the front verified, from
         its identity headers only when ``trust_front`` names that front; otherwise
         ``default_principal`` (:mod:`wallet.principals`).
+    caller_permissions, lattice_service_arn, caller_session_pattern:
+        Who a trusted front may vouch for and for what (:mod:`wallet.authorization`): the roles
+        and their operations (:mod:`contracts.caller_permissions`), the one Lattice service whose
+        requests are served, and the session names a role's session must have so that a movement
+        names a person. None: not checked.
+    audit_log:
+        ``stdout`` or a file the API writes its audit lines to (:mod:`contracts.audit_log`);
+        None: none.
     admin_routes:
         Whether the API serves ``/docs``, ``/redoc``, ``/openapi.json`` and ``/metrics``; the
         deployed tasks turn them off (their counters go to CloudWatch as EMF lines instead).
@@ -256,6 +273,10 @@ class Settings:
     trust_front: TrustFront = DEFAULT_TRUST_FRONT
     default_principal: str = DEFAULT_PRINCIPAL
     admin_routes: bool = True
+    caller_permissions: CallerPermissions | None = None
+    lattice_service_arn: str | None = None
+    caller_session_pattern: str | None = None
+    audit_log: str | None = None
 
     @property
     def catalog_uri(self) -> str:
