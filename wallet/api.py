@@ -60,7 +60,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from contracts.settings import Settings
 from wallet import validation
-from wallet.body_limit import MAX_BODY_BYTES, TOO_LARGE, BodyLimit
+from wallet.body_limit import MAX_BODY_BYTES, TOO_LARGE
 from wallet.errors import (
     BalanceLimitExceededError,
     IdempotencyKeyReusedError,
@@ -86,7 +86,6 @@ from wallet.http_errors import (
     status_of,
     wallet_error_response,
 )
-from wallet.movement_routes import MovementRoutes
 from wallet.principals import principal_of
 from wallet.receipts import REPLAYED_HEADER, TRANSACTION_ID_HEADER, Receipt
 from wallet.store import WalletStore
@@ -135,24 +134,12 @@ class LeanRoute(APIRoute):
         return handle
 
 
-def create_service(settings: Settings | None = None, *, store: WalletStore | None = None) -> BodyLimit:
-    """What ``walletlake serve`` and the Lambda run: the app, with valid movements answered in front.
-
-    :class:`~wallet.movement_routes.MovementRoutes` sits outside FastAPI entirely (not even its
-    ``__call__`` runs for a valid deposit or transfer); everything else reaches :func:`create_app`.
-    In front of both, :class:`~wallet.body_limit.BodyLimit` answers 413 to an oversized body.
-    """
-    settings = settings or Settings.from_env()
-    store = store or WalletStore(settings)
-    return BodyLimit(MovementRoutes(create_app(settings, store=store), store, settings), store.telemetry)
-
-
 def create_app(settings: Settings | None = None, *, store: WalletStore | None = None) -> FastAPI:
     """Build the API around one :class:`~wallet.store.WalletStore` (one DynamoDB connection pool).
 
     ``settings`` default to :meth:`Settings.from_env`; the DynamoDB endpoint and credentials come
     from the AWS SDK's own variables and configuration. Every route is a FastAPI route here; the
-    served app puts :func:`create_service`'s movement routes in front of it.
+    served app puts :func:`wallet.service.create_service`'s movement routes in front of it.
     """
     settings = settings or Settings.from_env()
     store = store or WalletStore(settings)

@@ -19,12 +19,12 @@ from support.fault_world import FaultWorld, FaultyDynamoDB
 from support.store_calls import create_wallets
 
 from contracts.settings import Settings
-from wallet.api import create_service
 from wallet.commands import Deposit, Transfer
 from wallet.dynamodb import DynamoDBClient, DynamoDBError, DynamoDBTransportError
 from wallet.dynamodb_calls import RetryPolicy
 from wallet.errors import InsufficientFundsError, OutcomeUnknownError
 from wallet.receipts import Receipt
+from wallet.service import create_service
 from wallet.store import WalletStore
 
 pytestmark = pytest.mark.stack

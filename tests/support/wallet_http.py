@@ -13,7 +13,8 @@ import httpx
 
 from contracts.settings import Settings
 from support.wallet_table import TableContents, contents
-from wallet.api import create_app, create_service
+from wallet.api import create_app
+from wallet.service import create_service
 from wallet.store import WalletStore
 from walletlake.api_server import ThreadedApiServer
 

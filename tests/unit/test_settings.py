@@ -299,7 +299,8 @@ def test_a_handler_module_fails_its_cold_start_naming_a_malformed_variable(modul
     failed = cold_start(module, environment)
     assert failed.returncode != 0
     assert failed.stderr.strip().splitlines()[-1] == (
-        "contracts.setting_names.SettingsError: WALLETLAKE_HOT_TTL_SECONDS must be a positive integer, not '8h'"
+        "contracts.setting_names.SettingsError: "
+        "WALLETLAKE_HOT_TTL_SECONDS must be a positive integer, not '8h'"
     )
 
 
