@@ -41,11 +41,9 @@ What it deploys:
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Final
 
-from aws_cdk import Duration, RemovalPolicy
-from aws_cdk import aws_applicationautoscaling as appscaling
+from aws_cdk import Aws, Duration, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_ec2 as ec2
@@ -57,15 +55,24 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_vpclattice as lattice
 from constructs import Construct
 
-from contracts.settings import environment_for
+from contracts.settings import LATTICE_SERVICE_ARN_VARIABLE, environment_for
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import log_retention
 from walletlake_cdk.lambda_code import PROJECT_ROOT
+from walletlake_cdk.storage import TABLE_KEY_ACTIONS, grant_key_via
+from walletlake_cdk.idempotency_table import IDEMPOTENCY_ACTIONS
+from walletlake_cdk.lattice_front import (
+    CONTAINER_PORT,
+    HEALTH_PATH,
+    PORT_NAME,
+    AccessLogDestinations,
+    Front,
+    build_lattice_front,
+)
 from walletlake_cdk.write_api import TABLE_ACTIONS
 
-#: The port ``walletlake serve`` listens on in the container.
-CONTAINER_PORT: Final = 8080
-PORT_NAME: Final = "api"
+__all__ = ["CONTAINER_PORT", "HEALTH_PATH", "PORT_NAME", "ApiService", "build_api_service", "front_environment"]
+
 #: The Dockerfile and the lock file the image is built from (relative to the project root).
 DOCKERFILE: Final = "docker/api.Dockerfile"
 #: What the build context leaves out: everything but the packages, the lock and the Dockerfile.
@@ -99,22 +106,9 @@ DRAIN_SECONDS: Final = DEREGISTRATION_DELAY_SECONDS - 5
 UNVERIFIED_ALB_PRINCIPAL: Final = "unverified:internal-alb"
 #: The load balancer's idle timeout; the server's keep-alive is longer, so the balancer closes first.
 IDLE_TIMEOUT_SECONDS: Final = 60
-HEALTH_PATH: Final = "/healthz"
-#: Where VPC Lattice's requests to targets come from (IPv4 link-local, AWS-managed).
-LATTICE_SOURCE_RANGE: Final = "169.254.171.0/24"
-
-
-@dataclasses.dataclass(frozen=True)
-class _Front:
-    """What the front (Lattice or ALB) gives the service: its address and its metrics."""
-
-    endpoint: str
-    requests: cloudwatch.IMetric
-    server_errors: cloudwatch.IMetric
-    latency: cloudwatch.IMetric
-    lattice_service: lattice.CfnService | None = None
-    lattice_role: iam.Role | None = None
-    load_balancer: elbv2.ApplicationLoadBalancer | None = None
+#: Where ECR keeps image layers, which the tasks download through the S3 gateway endpoint ("Amazon
+#: ECR interface VPC endpoints", Amazon ECR User Guide: the minimum S3 endpoint policy).
+ECR_LAYER_BUCKET: Final = "prod-{region}-starport-layer-bucket"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,7 +132,16 @@ class ApiService:
     load_balancer: elbv2.ApplicationLoadBalancer | None
 
 
-def build_network(scope: Construct, config: DeploymentConfig) -> ec2.Vpc:
+@dataclasses.dataclass(frozen=True)
+class Network:
+    """The fleet's VPC and its endpoints (their policies are set once the resources exist)."""
+
+    vpc: ec2.Vpc
+    gateways: dict[str, ec2.GatewayVpcEndpoint]
+    interfaces: dict[str, ec2.InterfaceVpcEndpoint]
+
+
+def build_network(scope: Construct, config: DeploymentConfig) -> Network:
     """Isolated subnets in ``api_azs`` AZs; gateway endpoints (DynamoDB, S3), interface ones (ECR, logs)."""
     vpc = ec2.Vpc(
         scope,
@@ -166,15 +169,97 @@ def build_network(scope: Construct, config: DeploymentConfig) -> ec2.Vpc:
             )
         },
     )
-    vpc.add_gateway_endpoint("DynamoDbEndpoint", service=ec2.GatewayVpcEndpointAwsService.DYNAMODB)
-    vpc.add_gateway_endpoint("S3Endpoint", service=ec2.GatewayVpcEndpointAwsService.S3)
-    for name, service in (
-        ("EcrApiEndpoint", ec2.InterfaceVpcEndpointAwsService.ECR),
-        ("EcrDockerEndpoint", ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER),
-        ("LogsEndpoint", ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS),
-    ):
-        vpc.add_interface_endpoint(name, service=service, private_dns_enabled=True)
-    return vpc
+    gateways = {
+        "DynamoDbEndpoint": vpc.add_gateway_endpoint(
+            "DynamoDbEndpoint", service=ec2.GatewayVpcEndpointAwsService.DYNAMODB
+        ),
+        "S3Endpoint": vpc.add_gateway_endpoint("S3Endpoint", service=ec2.GatewayVpcEndpointAwsService.S3),
+    }
+    interfaces = {
+        name: vpc.add_interface_endpoint(name, service=service, private_dns_enabled=True)
+        for name, service in (
+            ("EcrApiEndpoint", ec2.InterfaceVpcEndpointAwsService.ECR),
+            ("EcrDockerEndpoint", ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER),
+            ("LogsEndpoint", ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS),
+        )
+    }
+    return Network(vpc=vpc, gateways=gateways, interfaces=interfaces)
+
+
+def _limit_endpoints(
+    network: Network,
+    *,
+    table_arns: list[str],
+    task_role: iam.IRole,
+    execution_role: iam.IRole,
+    repository_arn: str,
+    log_group: logs.ILogGroup,
+) -> None:
+    """Each endpoint lets through only what the tasks do with this stack's resources.
+
+    An endpoint policy is a filter on top of the callers' own policies ("Control access to VPC
+    endpoints using endpoint policies", AWS PrivateLink Guide): DynamoDB, the task role's item
+    actions on the two tables; ECR, the execution role's pull of the image's repository (and the
+    authorization token, which has no resource); CloudWatch Logs, the execution role's writes to
+    the tasks' log group; S3, the reads of ECR's layer bucket the pull makes (presigned by ECR, so
+    no principal of this account signs them: the statement is bounded by its resource instead).
+    """
+    network.gateways["DynamoDbEndpoint"].add_to_policy(
+        iam.PolicyStatement(
+            principals=[iam.ArnPrincipal(task_role.role_arn)],
+            actions=sorted({*TABLE_ACTIONS, *IDEMPOTENCY_ACTIONS}),
+            resources=table_arns,
+        )
+    )
+    network.gateways["S3Endpoint"].add_to_policy(
+        iam.PolicyStatement(
+            principals=[iam.AnyPrincipal()],
+            actions=["s3:GetObject"],
+            resources=[f"arn:{Aws.PARTITION}:s3:::{ECR_LAYER_BUCKET.format(region=Aws.REGION)}/*"],
+        )
+    )
+    pull = iam.ArnPrincipal(execution_role.role_arn)
+    for name in ("EcrApiEndpoint", "EcrDockerEndpoint"):
+        endpoint = network.interfaces[name]
+        endpoint.add_to_policy(
+            iam.PolicyStatement(
+                principals=[pull],
+                actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
+                resources=[repository_arn],
+            )
+        )
+        endpoint.add_to_policy(
+            iam.PolicyStatement(principals=[pull], actions=["ecr:GetAuthorizationToken"], resources=["*"])
+        )
+    network.interfaces["LogsEndpoint"].add_to_policy(
+        iam.PolicyStatement(
+            principals=[pull],
+            actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+            resources=[log_group.log_group_arn, f"{log_group.log_group_arn}:log-stream:*"],
+        )
+    )
+
+
+def _task_security_group(scope: Construct, config: DeploymentConfig, network: Network) -> ec2.SecurityGroup:
+    """No egress but HTTPS to the endpoints: the interface ones in the VPC, the gateway ones' prefix
+    lists when given (``dynamodb_prefix_list_id``, ``s3_prefix_list_id``), else HTTPS to any address,
+    which the isolated subnets' routes (local and the gateway endpoints only) confine to them."""
+    group = ec2.SecurityGroup(
+        scope, "ApiTasks", vpc=network.vpc, description="walletlake API tasks", allow_all_outbound=False
+    )
+    group.add_egress_rule(
+        ec2.Peer.ipv4(network.vpc.vpc_cidr_block), ec2.Port.tcp(443), "interface endpoints (ECR, logs)"
+    )
+    gateway_lists = [config.dynamodb_prefix_list_id, config.s3_prefix_list_id]
+    if all(gateway_lists):
+        for prefix_list in gateway_lists:
+            assert prefix_list is not None
+            group.add_egress_rule(ec2.Peer.prefix_list(prefix_list), ec2.Port.tcp(443), "gateway endpoint")
+    else:
+        group.add_egress_rule(
+            ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "gateway endpoints (DynamoDB, S3): no other route"
+        )
+    return group
 
 
 def build_api_service(
@@ -182,9 +267,13 @@ def build_api_service(
     config: DeploymentConfig,
     table: dynamodb.Table,
     environment: dict[str, str],
+    *,
+    idempotency_table: dynamodb.Table,
+    access_logs: AccessLogDestinations | None,
 ) -> ApiService:
     """The ECS service of ``walletlake serve`` tasks behind VPC Lattice (or an internal ALB)."""
-    vpc = build_network(scope, config)
+    network = build_network(scope, config)
+    vpc = network.vpc
     cluster = ecs.Cluster(scope, "ApiCluster", vpc=vpc, container_insights_v2=ecs.ContainerInsights.ENABLED)
     log_group = logs.LogGroup(
         scope,
@@ -202,8 +291,7 @@ def build_api_service(
         iam.PolicyStatement(actions=list(TABLE_ACTIONS), resources=[table.table_arn])
     )
     if table.encryption_key is not None:
-        table.encryption_key.grant(task_role, "kms:Decrypt", "kms:DescribeKey")
-        table.encryption_key.grant_encrypt(task_role)
+        grant_key_via(task_role, table.encryption_key, "dynamodb", *TABLE_KEY_ACTIONS)
     task = ecs.FargateTaskDefinition(
         scope,
         "ApiTask",
@@ -215,15 +303,18 @@ def build_api_service(
             operating_system_family=ecs.OperatingSystemFamily.LINUX,
         ),
     )
+    image = ecr_assets.DockerImageAsset(
+        scope,
+        "ApiImage",
+        directory=str(PROJECT_ROOT),
+        file=DOCKERFILE,
+        platform=ecr_assets.Platform.LINUX_ARM64,
+        exclude=list(_BUILD_EXCLUDES),
+    )
     workers = max(1, config.api_task_cpu // 1024)
     task.add_container(
         "api",
-        image=ecs.ContainerImage.from_asset(
-            str(PROJECT_ROOT),
-            file=DOCKERFILE,
-            platform=ecr_assets.Platform.LINUX_ARM64,
-            exclude=list(_BUILD_EXCLUDES),
-        ),
+        image=ecs.ContainerImage.from_docker_image_asset(image),
         command=api_command(workers),
         environment=dict(environment),
         logging=ecs.LogDriver.aws_logs(stream_prefix="api", log_group=log_group),
@@ -244,9 +335,16 @@ def build_api_service(
         stop_timeout=Duration.seconds(DEREGISTRATION_DELAY_SECONDS),
         readonly_root_filesystem=True,
     )
-    security_group = ec2.SecurityGroup(
-        scope, "ApiTasks", vpc=vpc, description="walletlake API tasks", allow_all_outbound=True
+    execution_role = task.obtain_execution_role()
+    _limit_endpoints(
+        network,
+        table_arns=[table.table_arn, idempotency_table.table_arn],
+        task_role=task_role,
+        execution_role=execution_role,
+        repository_arn=image.repository.repository_arn,
+        log_group=log_group,
     )
+    security_group = _task_security_group(scope, config, network)
     service = ecs.FargateService(
         scope,
         "ApiService",
@@ -272,13 +370,18 @@ def build_api_service(
     if config.api_front == "alb":
         front = _alb_front(scope, config, vpc, service, security_group, scaling)
     else:
-        front = _lattice_front(scope, config, vpc, service, security_group, scaling)
+        assert access_logs is not None
+        front = build_lattice_front(scope, config, vpc, service, security_group, scaling, access_logs)
+        assert front.lattice_service is not None and task.default_container is not None
+        # Set from the service's ARN token, outside environment_for: its ARN check cannot read a
+        # token at synth (CloudFormation resolves it to arn:aws:vpc-lattice:...:service/svc-...).
+        task.default_container.add_environment(LATTICE_SERVICE_ARN_VARIABLE, front.lattice_service.attr_arn)
     return ApiService(
         vpc=vpc,
         cluster=cluster,
         service=service,
         task_role=task_role,
-        execution_role=task.obtain_execution_role(),
+        execution_role=execution_role,
         task_definition=task,
         log_group=log_group,
         scaling=scaling,
@@ -308,155 +411,6 @@ def api_command(workers: int) -> list[str]:
     ]
 
 
-def _lattice_front(
-    scope: Construct,
-    config: DeploymentConfig,
-    vpc: ec2.Vpc,
-    service: ecs.FargateService,
-    security_group: ec2.SecurityGroup,
-    scaling: ecs.ScalableTaskCount,
-) -> _Front:
-    """A VPC Lattice service with an AWS_IAM auth policy, its target group fed by ECS."""
-    network = lattice.CfnServiceNetwork(scope, "ApiServiceNetwork", name="walletlake", auth_type="AWS_IAM")
-    target_group = lattice.CfnTargetGroup(
-        scope,
-        "ApiTargetGroup",
-        type="IP",
-        name="walletlake-api",
-        config=lattice.CfnTargetGroup.TargetGroupConfigProperty(
-            vpc_identifier=vpc.vpc_id,
-            port=CONTAINER_PORT,
-            protocol="HTTP",
-            protocol_version="HTTP1",
-            ip_address_type="IPV4",
-            health_check=lattice.CfnTargetGroup.HealthCheckConfigProperty(
-                enabled=True,
-                path=HEALTH_PATH,
-                protocol="HTTP",
-                health_check_interval_seconds=10,
-                healthy_threshold_count=2,
-                unhealthy_threshold_count=2,
-            ),
-        ),
-    )
-    api = lattice.CfnService(scope, "ApiLatticeService", name="walletlake-api", auth_type="AWS_IAM")
-    lattice.CfnListener(
-        scope,
-        "ApiListener",
-        service_identifier=api.attr_id,
-        protocol="HTTPS",
-        port=443,
-        default_action=lattice.CfnListener.DefaultActionProperty(
-            forward=lattice.CfnListener.ForwardProperty(
-                target_groups=[
-                    lattice.CfnListener.WeightedTargetGroupProperty(
-                        target_group_identifier=target_group.attr_id, weight=100
-                    )
-                ]
-            )
-        ),
-    )
-    lattice.CfnAuthPolicy(
-        scope,
-        "ApiAuthPolicy",
-        resource_identifier=api.attr_id,
-        policy=lattice_auth_policy(config),
-    )
-    # The network's own policy: without it an AWS_IAM network denies every request (VPC Lattice
-    # User Guide, "Control access to VPC Lattice services using auth policies").
-    lattice.CfnAuthPolicy(
-        scope,
-        "ApiNetworkAuthPolicy",
-        resource_identifier=network.attr_id,
-        policy=lattice_auth_policy(config),
-    )
-    lattice.CfnServiceNetworkServiceAssociation(
-        scope,
-        "ApiServiceAssociation",
-        service_identifier=api.attr_id,
-        service_network_identifier=network.attr_id,
-    )
-    lattice.CfnServiceNetworkVpcAssociation(
-        scope, "ApiVpcAssociation", vpc_identifier=vpc.vpc_id, service_network_identifier=network.attr_id
-    )
-    # The callers' VPCs (-c caller_vpc_ids=...): a client resolves and reaches the service only
-    # from a VPC associated with its network; the auth policies still decide who may invoke it.
-    for index, caller_vpc in enumerate(config.caller_vpc_ids):
-        lattice.CfnServiceNetworkVpcAssociation(
-            scope,
-            f"CallerVpcAssociation{index}",
-            vpc_identifier=caller_vpc,
-            service_network_identifier=network.attr_id,
-        )
-    # Lattice reaches its targets from the link-local range its managed prefix list holds
-    # (https://docs.aws.amazon.com/vpc-lattice/latest/ug/security-groups.html); nothing else may.
-    security_group.add_ingress_rule(
-        ec2.Peer.ipv4(LATTICE_SOURCE_RANGE), ec2.Port.tcp(CONTAINER_PORT), "VPC Lattice to the API tasks"
-    )
-    infrastructure = iam.Role(
-        scope,
-        "ApiLatticeInfrastructureRole",
-        assumed_by=iam.ServicePrincipal("ecs.amazonaws.com"),
-        description="lets ECS register the API tasks in the VPC Lattice target group",
-        managed_policies=[
-            iam.ManagedPolicy.from_aws_managed_policy_name("AmazonECSInfrastructureRolePolicyForVpcLattice")
-        ],
-    )
-    cfn_service = service.node.default_child
-    assert isinstance(cfn_service, ecs.CfnService)
-    cfn_service.add_property_override(
-        "VpcLatticeConfigurations",
-        [
-            {
-                "RoleArn": infrastructure.role_arn,
-                "TargetGroupArn": target_group.attr_arn,
-                "PortName": PORT_NAME,
-            }
-        ],
-    )
-    _track_requests_per_task(scope, config, scaling, service, target_group.attr_arn)
-    dimensions = {"Service": api.attr_arn}
-    return _Front(
-        endpoint=api.attr_dns_entry_domain_name,
-        requests=cloudwatch.Metric(
-            namespace="AWS/VpcLattice",
-            metric_name="TotalRequestCount",
-            dimensions_map=dimensions,
-            statistic="Sum",
-        ),
-        server_errors=cloudwatch.Metric(
-            namespace="AWS/VpcLattice",
-            metric_name="HTTPCode_5XX_Count",
-            dimensions_map=dimensions,
-            statistic="Sum",
-        ),
-        latency=cloudwatch.Metric(
-            namespace="AWS/VpcLattice", metric_name="RequestTime", dimensions_map=dimensions, statistic="p99"
-        ),
-        lattice_service=api,
-        lattice_role=infrastructure,
-    )
-
-
-def lattice_auth_policy(config: DeploymentConfig) -> dict[str, object]:
-    """Invoke for the roles in ``api_callers`` only, signed (never anonymous); no ``*`` principal.
-
-    Attached to both the service network and the service: with ``AWS_IAM`` on both, a request
-    needs an Allow from each ("Control access to VPC Lattice services using auth policies", VPC
-    Lattice User Guide: without an auth policy on an ``AWS_IAM`` service network every request is
-    denied, which is how the first deploy of this app answered no one).
-    """
-    callers = list(config.api_callers)
-    statement: dict[str, object] = {
-        "Effect": "Allow",
-        "Principal": {"AWS": callers},
-        "Action": "vpc-lattice-svcs:Invoke",
-        "Resource": "*",
-        "Condition": {"StringNotEqualsIgnoreCase": {"aws:PrincipalType": "anonymous"}},
-    }
-    return json.loads(json.dumps({"Version": "2012-10-17", "Statement": [statement]}))
-
-
 def front_environment(config: DeploymentConfig) -> dict[str, str]:
     """What the API (tasks or function) is told about its front: whose identity it may believe, and
     that the operator routes (documents, counters) are not served through it.
@@ -468,6 +422,13 @@ def front_environment(config: DeploymentConfig) -> dict[str, str]:
     """
     trust = {"lattice": "lattice", "alb": "none", "lambda": "apigateway"}[config.api_front]
     values: dict[str, object] = {"trust_front": trust, "admin_routes": False}
+    if config.api_front == "lattice":
+        # The role map and the session-name rule the server enforces (403, nothing written), and
+        # one JSON audit line per request on stdout (the tasks' encrypted log group). The service
+        # ARN is set from its token where the service is made (build_api_service).
+        values["caller_permissions"] = config.caller_permissions
+        values["caller_session_pattern"] = config.caller_session_pattern
+        values["audit_log"] = "stdout"
     if config.api_front == "alb":
         values["default_principal"] = UNVERIFIED_ALB_PRINCIPAL
     if config.api_front != "lambda":
@@ -482,7 +443,7 @@ def _alb_front(
     service: ecs.FargateService,
     security_group: ec2.SecurityGroup,
     scaling: ecs.ScalableTaskCount,
-) -> _Front:
+) -> Front:
     """An internal ALB (reachable from inside the VPC only): cheaper, without IAM authentication."""
     balancer = elbv2.ApplicationLoadBalancer(
         scope,
@@ -510,7 +471,7 @@ def _alb_front(
         scale_in_cooldown=Duration.minutes(5),
         scale_out_cooldown=Duration.minutes(1),
     )
-    return _Front(
+    return Front(
         endpoint=balancer.load_balancer_dns_name,
         requests=balancer.metrics.request_count(statistic="Sum"),
         server_errors=balancer.metrics.http_code_target(
@@ -518,75 +479,4 @@ def _alb_front(
         ),
         latency=balancer.metrics.target_response_time(statistic="p99"),
         load_balancer=balancer,
-    )
-
-
-def _track_requests_per_task(
-    scope: Construct,
-    config: DeploymentConfig,
-    scaling: ecs.ScalableTaskCount,
-    service: ecs.FargateService,
-    target_group_arn: str,
-) -> appscaling.CfnScalingPolicy:
-    """Target tracking on Lattice requests per running task (metric math; CDK's L2 takes one metric).
-
-    Lattice publishes ``TotalRequestCount`` per target group, not per target, so the policy divides
-    it by Container Insights' ``RunningTaskCount`` (ALB's ``ALBRequestCountPerTarget`` does this
-    itself: :func:`_alb_front`).
-    """
-    target = scaling.node.find_child("Target")
-    assert isinstance(target, appscaling.ScalableTarget)
-    minute = 60
-    query = appscaling.CfnScalingPolicy.TargetTrackingMetricDataQueryProperty
-    stat = appscaling.CfnScalingPolicy.TargetTrackingMetricStatProperty
-    metric = appscaling.CfnScalingPolicy.TargetTrackingMetricProperty
-    dimension = appscaling.CfnScalingPolicy.TargetTrackingMetricDimensionProperty
-    return appscaling.CfnScalingPolicy(
-        scope,
-        "ApiRequestsPerTask",
-        policy_name="walletlake-api-requests-per-task",
-        policy_type="TargetTrackingScaling",
-        scaling_target_id=target.scalable_target_id,
-        target_tracking_scaling_policy_configuration=appscaling.CfnScalingPolicy.TargetTrackingScalingPolicyConfigurationProperty(
-            target_value=config.api_requests_per_task_per_second * minute,
-            scale_in_cooldown=300,
-            scale_out_cooldown=60,
-            customized_metric_specification=appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(
-                metrics=[
-                    query(
-                        id="requests",
-                        return_data=False,
-                        metric_stat=stat(
-                            stat="Sum",
-                            metric=metric(
-                                namespace="AWS/VpcLattice",
-                                metric_name="TotalRequestCount",
-                                dimensions=[dimension(name="TargetGroup", value=target_group_arn)],
-                            ),
-                        ),
-                    ),
-                    query(
-                        id="tasks",
-                        return_data=False,
-                        metric_stat=stat(
-                            stat="Average",
-                            metric=metric(
-                                namespace="ECS/ContainerInsights",
-                                metric_name="RunningTaskCount",
-                                dimensions=[
-                                    dimension(name="ClusterName", value=service.cluster.cluster_name),
-                                    dimension(name="ServiceName", value=service.service_name),
-                                ],
-                            ),
-                        ),
-                    ),
-                    query(
-                        id="per_task",
-                        expression="requests / MAX([tasks, 1])",
-                        label="requests per task per minute",
-                        return_data=True,
-                    ),
-                ]
-            ),
-        ),
     )

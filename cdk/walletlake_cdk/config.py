@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
+from contracts.caller_permissions import CallerPermissions, CallerPermissionsError
 from contracts.settings import (
     COMPACTION_UNIT_MINUTES_CHOICES,
     DEFAULT_COMMIT_INTERVAL_SECONDS,
@@ -37,10 +38,26 @@ DEFAULT_DEPLOYED_LAKE_FORMAT: Final[LakeFormat] = "iceberg"
 #: The one line synthesis stops with when the Lattice front has no callers to admit.
 CALLERS_REQUIRED: Final = (
     "api_callers is required with api_front=lattice: pass -c api_callers=arn:aws:iam::<account>:role/<caller>"
-    "[,...] (the roles allowed to invoke the API)"
+    "[=operation+operation][,...] (the roles allowed to invoke the API and what each may do)"
 )
-_ROLE_ARN: Final = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}")
+#: The one line synthesis stops with when the Lattice front has no caller VPC to admit requests from.
+CALLER_VPCS_REQUIRED: Final = (
+    "caller_vpc_ids is required with api_front=lattice: pass -c caller_vpc_ids=vpc-...[,...] (the VPCs "
+    "callers send from; the service's auth policy admits requests from these only)"
+)
+#: The one line synthesis stops with when the Lattice front has no managed prefix list to admit.
+LATTICE_PREFIX_LIST_REQUIRED: Final = (
+    "lattice_prefix_list_id is required with api_front=lattice: pass -c lattice_prefix_list_id=pl-... "
+    "(aws ec2 describe-managed-prefix-lists --filters Name=prefix-list-name,"
+    "Values=com.amazonaws.<region>.vpc-lattice --query 'PrefixLists[0].PrefixListId')"
+)
+#: Who a caller's role session must name (``caller_session_pattern``): an e-mail address, the
+#: session name IAM Identity Center and SAML federations give a person's session (the user name or
+#: e-mail), which no SDK default (``botocore-session-<epoch>``) or task credential (a task id) is.
+#: Session names allow ``[\w+=,.@-]`` only (AWS STS API Reference, AssumeRole, RoleSessionName).
+DEFAULT_CALLER_SESSION_PATTERN: Final = r"[A-Za-z0-9._+-]{1,40}@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
 _VPC_ID: Final = re.compile(r"vpc-[0-9a-f]{8,17}")
+_PREFIX_LIST_ID: Final = re.compile(r"pl-[0-9a-f]{8,17}")
 
 
 def _deployed_settings() -> Settings:
@@ -81,13 +98,29 @@ class DeploymentConfig:
         Scaling bounds and targets: CPU at 50 % (seed 000's rule) and requests per task
         (``bench/capacity.py`` derives the default from the measured CPU per request).
     api_callers:
-        Role ARNs allowed to invoke the API through VPC Lattice (``-c api_callers=arn:...,arn:...``):
-        required with ``api_front=lattice``. Both the service network's and the service's auth
-        policies name exactly these roles; nothing allows ``*``.
+        The roles allowed to invoke the API through VPC Lattice and what each may do, in
+        :class:`contracts.caller_permissions.CallerPermissions`' form
+        (``-c api_callers=arn:...:role/treasury=deposit+read,arn:...:role/payments``; a role named
+        without operations may do everything but ``deposit``): required with ``api_front=lattice``.
+        The service's auth policy allows each role its operations' routes only, the network's
+        names the same roles; the tasks refuse any other (``WALLETLAKE_CALLER_PERMISSIONS``).
+    caller_session_pattern:
+        The session names a caller's role session must have (a regular expression, whole name):
+        the person behind ``initiated_by`` (:data:`DEFAULT_CALLER_SESSION_PATTERN`: an e-mail).
     caller_vpc_ids:
-        VPCs of the callers (``-c caller_vpc_ids=vpc-...,vpc-...``), associated with the service
-        network so their resources can resolve and reach the service; the API's own VPC is always
-        associated. A VPC of another account joins by sharing the network (AWS RAM) instead.
+        VPCs of the callers (``-c caller_vpc_ids=vpc-...,vpc-...``): required with
+        ``api_front=lattice``. Each is associated with the service network (clients resolve and
+        reach the service only from an associated VPC) and named in the service's auth policy's
+        ``vpc-lattice-svcs:SourceVpc`` condition. The API's own VPC is not associated: nothing in
+        it calls the API, and Lattice's health checks need no association.
+    lattice_prefix_list_id:
+        The id of the region's AWS-managed prefix list ``com.amazonaws.<region>.vpc-lattice``: the
+        only source the tasks' security group admits. A CloudFormation template cannot look a
+        managed prefix list up by name, so it is given (README says how to find it).
+    dynamodb_prefix_list_id, s3_prefix_list_id:
+        The region's gateway-endpoint prefix lists (``com.amazonaws.<region>.dynamodb``, ``.s3``),
+        to limit the tasks' HTTPS egress to them; without them the egress is HTTPS to any address,
+        which in the isolated subnets reaches the endpoints only (no NAT, no internet route).
     api_auth:
         Lambda front only. ``iam`` (default): callers are services signing with SigV4. ``jwt``: an
         OIDC issuer's tokens (``jwt_issuer``, ``jwt_audience``) are checked by API Gateway.
@@ -159,7 +192,11 @@ class DeploymentConfig:
     api_target_cpu_percent: int = 50
     api_requests_per_task_per_second: int = 1_400
     api_callers: tuple[str, ...] = ()
+    caller_session_pattern: str = DEFAULT_CALLER_SESSION_PATTERN
     caller_vpc_ids: tuple[str, ...] = ()
+    lattice_prefix_list_id: str | None = None
+    dynamodb_prefix_list_id: str | None = None
+    s3_prefix_list_id: str | None = None
     api_auth: ApiAuth = "iam"
     jwt_issuer: str | None = None
     jwt_audience: tuple[str, ...] = ()
@@ -253,17 +290,33 @@ class DeploymentConfig:
             raise DeploymentConfigError("provisioned capacity must not exceed its maximum")
 
     def _check_callers(self) -> None:
-        """The Lattice front's callers: named roles only, and well-formed VPC ids."""
+        """The Lattice front's callers: named roles with known operations, their VPCs, Lattice's prefix list."""
         if not self.api_callers:
             raise DeploymentConfigError(CALLERS_REQUIRED)
-        for caller in self.api_callers:
-            if not _ROLE_ARN.fullmatch(caller):
-                raise DeploymentConfigError(
-                    f"api_callers must be IAM role ARNs (arn:aws:iam::<account>:role/<name>), not {caller!r}"
-                )
+        try:
+            CallerPermissions.parse(",".join(self.api_callers))
+        except CallerPermissionsError as error:
+            raise DeploymentConfigError(f"api_callers: {error}") from None
+        try:
+            re.compile(self.caller_session_pattern)
+        except re.error as error:
+            raise DeploymentConfigError(f"caller_session_pattern is no regular expression: {error}") from None
+        if not self.caller_vpc_ids:
+            raise DeploymentConfigError(CALLER_VPCS_REQUIRED)
         for vpc in self.caller_vpc_ids:
             if not _VPC_ID.fullmatch(vpc):
                 raise DeploymentConfigError(f"caller_vpc_ids must be VPC ids (vpc-...), not {vpc!r}")
+        if self.lattice_prefix_list_id is None:
+            raise DeploymentConfigError(LATTICE_PREFIX_LIST_REQUIRED)
+        for name in ("lattice_prefix_list_id", "dynamodb_prefix_list_id", "s3_prefix_list_id"):
+            value = getattr(self, name)
+            if value is not None and not _PREFIX_LIST_ID.fullmatch(value):
+                raise DeploymentConfigError(f"{name} must be a prefix list id (pl-...), not {value!r}")
+
+    @property
+    def caller_permissions(self) -> CallerPermissions:
+        """``api_callers`` read as the role → operations map (the Lattice front's; checked at init)."""
+        return CallerPermissions.parse(",".join(self.api_callers))
 
     def _check_iceberg(self) -> None:
         """The Iceberg lake's knobs (``lake_format=iceberg``)."""

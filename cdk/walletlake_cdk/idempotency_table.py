@@ -27,6 +27,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from walletlake_cdk.storage import TABLE_KEY_ACTIONS, grant_key_via
+
 from contracts.idempotency_table import IDEMPOTENCY_TABLE
 from contracts.wallets_table import TableSpec
 from walletlake_cdk.config import DeploymentConfig
@@ -68,5 +70,4 @@ def grant_write_path(table: dynamodb.Table, role: iam.IRole) -> None:
         iam.PolicyStatement(actions=list(IDEMPOTENCY_ACTIONS), resources=[table.table_arn])
     )
     if table.encryption_key is not None:
-        table.encryption_key.grant(role, "kms:Decrypt", "kms:DescribeKey")
-        table.encryption_key.grant_encrypt(role)
+        grant_key_via(role, table.encryption_key, "dynamodb", *TABLE_KEY_ACTIONS)

@@ -114,6 +114,10 @@ def lambda_api(api: apigwv2.HttpApi, function: lambda_.Function) -> WatchedApi:
     )
 
 
+#: The alarm on the server's refusals (``RequestsUnauthenticated`` + ``RequestsForbidden`` > 0).
+REFUSED_REQUESTS_ALARM: Final = "ApiRequestsRefused"
+
+
 def fleet_api(
     requests: cloudwatch.IMetric,
     server_errors: cloudwatch.IMetric,
@@ -150,6 +154,25 @@ def fleet_api(
                 1,
                 2,
                 "DynamoDB throttled the write path for 10 minutes (capacity or a hot partition).",
+            ),
+            # Anything the server refused as unverified or not permitted (401/403, nothing written):
+            # Lattice should have stopped it, so one is a front bypassed or misconfigured
+            # (docs/operations.md, "Refused requests").
+            REFUSED_REQUESTS_ALARM: (
+                cloudwatch.MathExpression(
+                    expression="unauthenticated + forbidden",
+                    using_metrics={
+                        "unauthenticated": app[api_metrics.UNAUTHENTICATED],
+                        "forbidden": app[api_metrics.FORBIDDEN],
+                    },
+                    label="requests refused by the server (401 + 403)",
+                    period=FIVE_MINUTES,
+                ),
+                1,
+                1,
+                "The API refused requests Lattice let through (no verified principal, another "
+                "Lattice service, or an operation the role may not do): a front bypassed or "
+                "misconfigured. Runbook: docs/operations.md, 'Refused requests'.",
             ),
             "ApiRequestsShed": (
                 app["requests_shed"],

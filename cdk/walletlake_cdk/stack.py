@@ -7,12 +7,16 @@ key, the topic) and they are deployed and versioned together; each part lives in
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Environment, Fn, Stack, Token
+import jsii
+from aws_cdk import Aspects, CfnOutput, Environment, Fn, IAspect, Stack, Token
 from aws_cdk import aws_iam as iam
-from constructs import Construct
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from constructs import Construct, IConstruct
 
 from walletlake_cdk.analyst_access import build_analyst_policy
 from walletlake_cdk.api_service import build_api_service, front_environment
+from walletlake_cdk.audit_trail import build_audit_trail
 from walletlake_cdk.catalog import build_catalog
 from walletlake_cdk.committer import build_committer
 from walletlake_cdk.config import DeploymentConfig
@@ -32,6 +36,18 @@ from walletlake_cdk.nightly import build_nightly_job
 from walletlake_cdk.storage import build_storage
 from walletlake_cdk.stream_consumer import build_stream_consumer
 from walletlake_cdk.write_api import build_write_api
+
+
+@jsii.implements(IAspect)
+class EncryptLogGroups:
+    """Every log group of the stack encrypted with the logs key (one place, so none is missed)."""
+
+    def __init__(self, key: kms.IKey) -> None:
+        self.key = key
+
+    def visit(self, node: IConstruct) -> None:
+        if isinstance(node, logs.CfnLogGroup) and node.kms_key_id is None:
+            node.kms_key_id = self.key.key_arn
 
 
 class WalletLakeStack(Stack):
@@ -59,6 +75,7 @@ class WalletLakeStack(Stack):
         )
         self.config = config
         storage = build_storage(self, config)
+        Aspects.of(self).add(EncryptLogGroups(storage.logs_key))
         table = build_ledger_table(self, config, storage.data_key)
         idempotency_table = build_idempotency_table(self, config, storage.data_key)
         environment = settings_environment(config.settings, storage.bucket_name)
@@ -71,7 +88,15 @@ class WalletLakeStack(Stack):
             watched_api = lambda_api(api.api, api.handler.function)
             api_role, api_url, api_functions = api.handler.role, api.stage.url, [api.handler.function]
         else:
-            fleet = build_api_service(self, config, table, api_environment)
+            audit = build_audit_trail(self, config, storage) if config.api_front == "lattice" else None
+            fleet = build_api_service(
+                self,
+                config,
+                table,
+                api_environment,
+                idempotency_table=idempotency_table,
+                access_logs=audit.destinations if audit is not None else None,
+            )
             watched_api = fleet_api(fleet.requests, fleet.server_errors, fleet.latency, fleet.service)
             suppress_api_service_findings(
                 fleet.task_definition, fleet.execution_role, fleet.lattice_role, fleet.vpc

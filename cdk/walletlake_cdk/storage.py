@@ -15,13 +15,18 @@ encryption is SSE-KMS.
 from __future__ import annotations
 
 import dataclasses
+from typing import Final
 
 from aws_cdk import Aws, Duration, RemovalPolicy
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from walletlake_cdk.config import DeploymentConfig
+
+#: What a role needs of a DynamoDB table's key (through DynamoDB only: :func:`grant_key_via`).
+TABLE_KEY_ACTIONS: Final = ("kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*")
 
 #: Key prefix of Athena query results inside the lake bucket (never under the lake prefix).
 ATHENA_RESULTS_PREFIX = "athena-results/"
@@ -32,6 +37,8 @@ class Storage:
     """What the rest of the stack uses from this module."""
 
     data_key: kms.Key
+    #: The key of every log group (a data class of its own: logs hold requests, not balances).
+    logs_key: kms.Key
     lake_bucket: s3.Bucket
     log_bucket: s3.Bucket
     lake_prefix: str
@@ -64,6 +71,7 @@ def build_storage(scope: Construct, config: DeploymentConfig) -> Storage:
         enable_key_rotation=True,
         removal_policy=RemovalPolicy.RETAIN,
     )
+    logs_key = build_logs_key(scope)
     log_bucket = s3.Bucket(
         scope,
         "AccessLogBucket",
@@ -98,11 +106,42 @@ def build_storage(scope: Construct, config: DeploymentConfig) -> Storage:
     )
     return Storage(
         data_key=data_key,
+        logs_key=logs_key,
         lake_bucket=lake_bucket,
         log_bucket=log_bucket,
         lake_prefix=prefix,
         bucket_name=bucket_name,
     )
+
+
+def build_logs_key(scope: Construct) -> kms.Key:
+    """The log groups' key: CloudWatch Logs of this account and region may use it for its log groups.
+
+    CloudWatch Logs encrypts a log group with a customer-managed key only if the key policy lets the
+    regional service principal use it, scoped by the ``kms:EncryptionContext:aws:logs:arn`` context
+    ("Encrypt log data in CloudWatch Logs using AWS KMS", Amazon CloudWatch Logs User Guide).
+    """
+    key = kms.Key(
+        scope,
+        "LogsKey",
+        description="walletlake: CloudWatch log groups (the API's requests and audit lines, functions' logs)",
+        enable_key_rotation=True,
+        removal_policy=RemovalPolicy.RETAIN,
+    )
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="CloudWatchLogsOfThisAccount",
+            principals=[iam.ServicePrincipal(f"logs.{Aws.REGION}.amazonaws.com")],
+            actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+            resources=["*"],
+            conditions={
+                "ArnLike": {
+                    "kms:EncryptionContext:aws:logs:arn": f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:{Aws.ACCOUNT_ID}:log-group:*"
+                }
+            },
+        )
+    )
+    return key
 
 
 def _lake_lifecycle(config: DeploymentConfig, prefix: str) -> list[s3.LifecycleRule]:
@@ -141,3 +180,18 @@ def _lake_lifecycle(config: DeploymentConfig, prefix: str) -> list[s3.LifecycleR
             expiration=Duration.days(config.athena_results_days),
         ),
     ]
+
+
+def grant_key_via(role: iam.IRole, key: kms.IKey, service: str, *actions: str) -> None:
+    """Let ``role`` use ``key`` only through ``service`` in this region (``kms:ViaService``).
+
+    The role cannot call KMS with the key directly, only have DynamoDB (or S3, SQS) use it on its
+    behalf ("kms:ViaService", AWS KMS Developer Guide, conditions).
+    """
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=list(actions),
+            resources=[key.key_arn],
+            conditions={"StringEquals": {"kms:ViaService": f"{service}.{Aws.REGION}.amazonaws.com"}},
+        )
+    )

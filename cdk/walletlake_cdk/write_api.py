@@ -28,6 +28,7 @@ from constructs import Construct
 
 from contracts import api_metrics
 from walletlake_cdk.config import DeploymentConfig
+from walletlake_cdk.storage import TABLE_KEY_ACTIONS, grant_key_via
 from walletlake_cdk.functions import FunctionAssets, PythonFunction, log_retention, python_function
 
 #: The handler other modules export for Lambda (``walletlake/handlers/api.py``).
@@ -99,8 +100,7 @@ def build_write_api(
         iam.PolicyStatement(actions=list(TABLE_ACTIONS), resources=[table.table_arn])
     )
     if table.encryption_key is not None:
-        table.encryption_key.grant(handler.role, "kms:Decrypt", "kms:DescribeKey")
-        table.encryption_key.grant_encrypt(handler.role)
+        grant_key_via(handler.role, table.encryption_key, "dynamodb", *TABLE_KEY_ACTIONS)
 
     api = apigwv2.HttpApi(
         scope,
