@@ -58,9 +58,8 @@ from constructs import Construct
 from contracts.settings import LATTICE_SERVICE_ARN_VARIABLE, environment_for
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import log_retention
-from walletlake_cdk.lambda_code import PROJECT_ROOT
-from walletlake_cdk.storage import TABLE_KEY_ACTIONS, grant_key_via
 from walletlake_cdk.idempotency_table import IDEMPOTENCY_ACTIONS
+from walletlake_cdk.lambda_code import PROJECT_ROOT
 from walletlake_cdk.lattice_front import (
     CONTAINER_PORT,
     HEALTH_PATH,
@@ -69,9 +68,17 @@ from walletlake_cdk.lattice_front import (
     Front,
     build_lattice_front,
 )
+from walletlake_cdk.storage import TABLE_KEY_ACTIONS, grant_key_via
 from walletlake_cdk.write_api import TABLE_ACTIONS
 
-__all__ = ["CONTAINER_PORT", "HEALTH_PATH", "PORT_NAME", "ApiService", "build_api_service", "front_environment"]
+__all__ = [
+    "CONTAINER_PORT",
+    "HEALTH_PATH",
+    "PORT_NAME",
+    "ApiService",
+    "build_api_service",
+    "front_environment",
+]
 
 #: The Dockerfile and the lock file the image is built from (relative to the project root).
 DOCKERFILE: Final = "docker/api.Dockerfile"
@@ -224,7 +231,11 @@ def _limit_endpoints(
         endpoint.add_to_policy(
             iam.PolicyStatement(
                 principals=[pull],
-                actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
+                actions=[
+                    "ecr:BatchGetImage",
+                    "ecr:GetDownloadUrlForLayer",
+                    "ecr:BatchCheckLayerAvailability",
+                ],
                 resources=[repository_arn],
             )
         )
@@ -372,7 +383,8 @@ def build_api_service(
     else:
         assert access_logs is not None
         front = build_lattice_front(scope, config, vpc, service, security_group, scaling, access_logs)
-        assert front.lattice_service is not None and task.default_container is not None
+        assert front.lattice_service is not None
+        assert task.default_container is not None
         # Set from the service's ARN token, outside environment_for: its ARN check cannot read a
         # token at synth (CloudFormation resolves it to arn:aws:vpc-lattice:...:service/svc-...).
         task.default_container.add_environment(LATTICE_SERVICE_ARN_VARIABLE, front.lattice_service.attr_arn)

@@ -132,7 +132,7 @@ def _admit_log_delivery(bucket: s3.Bucket, storage: Storage) -> None:
             conditions={"StringEquals": this_account, "ArnLike": from_logs},
         )
     )
-    storage.data_key.add_to_resource_policy(
+    storage.lake_key.add_to_resource_policy(
         iam.PolicyStatement(
             sid="LatticeAccessLogDeliveryKey",
             principals=[delivery],

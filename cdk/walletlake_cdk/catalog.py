@@ -40,7 +40,7 @@ from contracts.lake_tables import STREAM_TABLES, TABLES
 from lake.glue import ICEBERG_TABLE_VERSION, iceberg_table_input, table_input
 from queries import list_queries
 from walletlake_cdk.config import DeploymentConfig
-from walletlake_cdk.storage import Storage
+from walletlake_cdk.storage import S3_WRITE_KEY_ACTIONS, Storage, grant_key_via
 
 _BYTES_PER_GB: Final = 1024**3
 Optimizer = glue.CfnTableOptimizer
@@ -61,6 +61,9 @@ class Catalog:
     database: glue.CfnDatabase
     tables: dict[str, glue.CfnTable]
     workgroup: athena.CfnWorkGroup
+    #: The analysts' own workgroup (results under ``athena-results/analysts/``): the nightly job's
+    #: workgroup writes its results and UNLOADs where analysts cannot.
+    analyst_workgroup: athena.CfnWorkGroup
     named_queries: dict[str, athena.CfnNamedQuery]
     #: The Iceberg tables' optimizers by ``{table}/{type}`` and the role they run as (Iceberg lake).
     optimizers: dict[str, glue.CfnTableOptimizer] = dataclasses.field(default_factory=dict)
@@ -75,6 +78,11 @@ class Catalog:
 def iceberg_location(bucket_name: str, lake_prefix: str, table: str) -> str:
     """Where an Iceberg table of the deployed lake lives (:mod:`contracts.lake_layout`)."""
     return f"{table_location_root(bucket_name, lake_prefix)}/{table}"
+
+
+def analyst_workgroup(workgroup: str) -> str:
+    """The analysts' workgroup's name beside the nightly job's ``workgroup``."""
+    return f"{workgroup}-analysts"
 
 
 #: Athena's limit on a named query's description.
@@ -128,7 +136,29 @@ def build_catalog(scope: Construct, config: DeploymentConfig, storage: Storage) 
                 output_location=storage.athena_results_uri,
                 expected_bucket_owner=Aws.ACCOUNT_ID,
                 encryption_configuration=athena.CfnWorkGroup.EncryptionConfigurationProperty(
-                    encryption_option="SSE_KMS", kms_key=storage.data_key.key_arn
+                    encryption_option="SSE_KMS", kms_key=storage.results_key.key_arn
+                ),
+            ),
+        ),
+    )
+    analysts = athena.CfnWorkGroup(
+        scope,
+        "AnalystWorkgroup",
+        name=analyst_workgroup(settings.athena_workgroup),
+        description="walletlake analysts: results in their own prefix, which the nightly job never reads",
+        recursive_delete_option=False,
+        work_group_configuration=athena.CfnWorkGroup.WorkGroupConfigurationProperty(
+            enforce_work_group_configuration=True,
+            publish_cloud_watch_metrics_enabled=True,
+            bytes_scanned_cutoff_per_query=config.athena_bytes_scanned_cutoff_gb * _BYTES_PER_GB,
+            engine_version=athena.CfnWorkGroup.EngineVersionProperty(
+                selected_engine_version="Athena engine version 3"
+            ),
+            result_configuration=athena.CfnWorkGroup.ResultConfigurationProperty(
+                output_location=storage.analyst_results_uri,
+                expected_bucket_owner=Aws.ACCOUNT_ID,
+                encryption_configuration=athena.CfnWorkGroup.EncryptionConfigurationProperty(
+                    encryption_option="SSE_KMS", kms_key=storage.results_key.key_arn
                 ),
             ),
         ),
@@ -155,6 +185,7 @@ def build_catalog(scope: Construct, config: DeploymentConfig, storage: Storage) 
         database=database,
         tables=tables,
         workgroup=workgroup,
+        analyst_workgroup=analysts,
         named_queries=named_queries,
         optimizers=optimizers,
         optimizer_role=optimizer_role,
@@ -242,7 +273,7 @@ def _optimizer_role(scope: Construct, config: DeploymentConfig, storage: Storage
             ],
         )
     )
-    storage.data_key.grant_encrypt_decrypt(role)
+    grant_key_via(role, storage.lake_key, "s3", *S3_WRITE_KEY_ACTIONS)
     return role
 
 

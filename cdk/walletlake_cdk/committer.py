@@ -45,7 +45,7 @@ from contracts.settings import environment_for
 from walletlake_cdk.catalog import Catalog
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import FunctionAssets, PythonFunction, python_function
-from walletlake_cdk.storage import Storage
+from walletlake_cdk.storage import S3_WRITE_KEY_ACTIONS, Storage, grant_key_via
 from walletlake_cdk.stream_consumer import iceberg_glue_arns
 
 #: The committer's Lambda handler (``walletlake/handlers/commit.py``).
@@ -156,7 +156,7 @@ def grant_committer(role: iam.IRole, config: DeploymentConfig, storage: Storage)
             ],
         )
     )
-    storage.data_key.grant_encrypt_decrypt(role)
+    grant_key_via(role, storage.lake_key, "s3", *S3_WRITE_KEY_ACTIONS)
     role.add_to_principal_policy(
         iam.PolicyStatement(
             actions=list(COMMITTER_GLUE_ACTIONS), resources=iceberg_glue_arns(Stack.of(role), config)

@@ -290,7 +290,7 @@ class DeploymentConfig:
             raise DeploymentConfigError("provisioned capacity must not exceed its maximum")
 
     def _check_callers(self) -> None:
-        """The Lattice front's callers: named roles with known operations, their VPCs, Lattice's prefix list."""
+        """The Lattice front's callers (roles and their operations), their VPCs, Lattice's prefix list."""
         if not self.api_callers:
             raise DeploymentConfigError(CALLERS_REQUIRED)
         try:

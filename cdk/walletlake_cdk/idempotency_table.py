@@ -27,11 +27,10 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from walletlake_cdk.storage import TABLE_KEY_ACTIONS, grant_key_via
-
 from contracts.idempotency_table import IDEMPOTENCY_TABLE
 from contracts.wallets_table import TableSpec
 from walletlake_cdk.config import DeploymentConfig
+from walletlake_cdk.storage import TABLE_KEY_ACTIONS, grant_key_via
 
 #: What the write path does on the records, and nothing else: PutItem (the record's Put inside
 #: TransactWriteItems, which IAM authorizes per contained operation) and GetItem (a replay whose

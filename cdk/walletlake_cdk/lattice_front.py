@@ -220,7 +220,12 @@ def build_lattice_front(
 
 def operation_resources(service_arn: str, operation: Operation) -> list[str]:
     """The service's resource ARNs of an operation's routes (the service ARN, then the path)."""
-    return [f"{service_arn}{path}" for route in ROUTES if route.operation == operation for path in route.lattice_paths]
+    return [
+        f"{service_arn}{path}"
+        for route in ROUTES
+        if route.operation == operation
+        for path in route.lattice_paths
+    ]
 
 
 def operation_method(operation: Operation) -> str:
@@ -253,7 +258,8 @@ def service_auth_policy(
     Examples
     --------
     >>> permissions = CallerPermissions.parse("arn:aws:iam::111122223333:role/support=read")
-    >>> policy = service_auth_policy(permissions, "arn:aws:vpc-lattice:eu-west-1:111122223333:service/svc-1", ("vpc-1",))
+    >>> service = "arn:aws:vpc-lattice:eu-west-1:111122223333:service/svc-1"
+    >>> policy = service_auth_policy(permissions, service, ("vpc-1",))
     >>> [statement["Sid"] for statement in policy["Statement"]]
     ['SupportRead']
     """
@@ -306,7 +312,9 @@ def caller_policy(permissions: CallerPermissions, role_arn: str, service_arn: st
                 "Effect": "Allow",
                 "Action": INVOKE,
                 "Resource": operation_resources(service_arn, operation),
-                "Condition": {"StringEquals": {"vpc-lattice-svcs:RequestMethod": operation_method(operation)}},
+                "Condition": {
+                    "StringEquals": {"vpc-lattice-svcs:RequestMethod": operation_method(operation)}
+                },
             }
             for operation in permissions.operations_of_role(role_arn)
         ]

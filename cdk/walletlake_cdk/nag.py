@@ -20,15 +20,17 @@ from aws_cdk import aws_stepfunctions as sfn
 from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import IConstruct
 
-from walletlake_cdk.storage import ATHENA_RESULTS_PREFIX
+from contracts.audit_log import ACCESS_LOG_PREFIX
+from walletlake_cdk.storage import ANALYST_RESULTS_PREFIX, ATHENA_RESULTS_PREFIX
 
 _KMS_FAMILY_REASON = (
     "kms:GenerateDataKey* and kms:ReEncrypt* are the action families CDK grants for a customer-managed "
     "key used by DynamoDB and SQS; the statement's resource is the one data key, nothing else."
 )
 _LAKE_OBJECTS_REASON = (
-    "Lake objects are named per batch and day at run time (lake/{table}/dt=YYYY-MM-DD/…); the "
-    "wildcard is limited to the lake prefix of this one bucket."
+    "Lake objects are named per batch and day at run time (lake/{table}/dt=YYYY-MM-DD/…), access-log "
+    "objects per delivery (access-logs/lattice/…); each wildcard is limited to the lake prefix (or one "
+    "table's prefix under it) or the access-log prefix of this one bucket."
 )
 _ATHENA_RESULTS_REASON = (
     "Athena writes one result object per query under the workgroup's own results prefix; the wildcard "
@@ -107,12 +109,24 @@ def suppress_reviewed_findings(reviewed: ReviewedConstructs) -> None:
         "permission (Service Authorization Reference), so its resource must be '*'.",
         ["Resource::*"],
     )
+    # The nightly units write only their own tables' prefixes (snapshots; the day's outputs), each
+    # a sub-prefix of the lake's: the same reviewed wildcard, narrower.
+    own_tables = _bucket_objects_regex(
+        re.escape(reviewed.lake_prefix).replace("/", "\\/")
+        + "\\/(balance_snapshots|daily_balances|reconciliation|_reports\\/reconciliation)\\/"
+    )
     for role in reviewed.nightly_roles:
         _iam5(role, _KMS_FAMILY_REASON, kms_families)
-        _iam5(role, _LAKE_OBJECTS_REASON, [lake_objects])
+        _iam5(role, _LAKE_OBJECTS_REASON, [lake_objects, own_tables])
         _iam5(role, _ATHENA_RESULTS_REASON, [athena_results])
-    _iam5(reviewed.analyst_policy, _LAKE_OBJECTS_REASON, [lake_objects])
-    _iam5(reviewed.analyst_policy, _ATHENA_RESULTS_REASON, [athena_results])
+    # Analysts read the lake and the API's access logs (objects Lattice names per delivery under
+    # access-logs/lattice/), and write only their own workgroup's results.
+    _iam5(
+        reviewed.analyst_policy,
+        _LAKE_OBJECTS_REASON,
+        [lake_objects, _bucket_objects(f"{ACCESS_LOG_PREFIX}/")],
+    )
+    _iam5(reviewed.analyst_policy, _ATHENA_RESULTS_REASON, [_bucket_objects(ANALYST_RESULTS_PREFIX)])
     for state_machine in reviewed.state_machines:
         _reviewed_state_machine(state_machine, lake_objects, athena_results, kms_families)
     NagSuppressions.add_resource_suppressions(

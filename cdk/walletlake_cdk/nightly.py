@@ -37,6 +37,7 @@ the function's 15 minutes, beyond an EXPRESS child's 5-minute limit.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from typing import Final
 
 from aws_cdk import Aws, Duration, RemovalPolicy
@@ -51,13 +52,22 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from contracts import lambda_metrics
+from contracts.lake_layout import table_prefix
 from contracts.lake_tables import TABLES
 from contracts.lease_table import LEASE_TABLE
 from contracts.settings import DEFAULT_UNLOAD_PREFIX, environment_for
+from lake.snapshots import TABLE as SNAPSHOT_TABLE
+from queries.reconciliation_runs import summary_key
 from walletlake_cdk.catalog import Catalog
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import FunctionAssets, PythonFunction, log_retention, python_function
-from walletlake_cdk.storage import ATHENA_RESULTS_PREFIX, Storage
+from walletlake_cdk.storage import (
+    ATHENA_RESULTS_PREFIX,
+    S3_READ_KEY_ACTIONS,
+    S3_WRITE_KEY_ACTIONS,
+    Storage,
+    grant_key_via,
+)
 
 #: Lambda handlers of the units (modules elsewhere export them).
 COMPACTION_PLAN_HANDLER: Final = "walletlake.handlers.compaction.plan_handler"
@@ -655,7 +665,7 @@ def _grant_compaction_unit(role: iam.IRole, grants: _Grants) -> None:
             actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], resources=[storage.lake_objects_arn]
         )
     )
-    storage.data_key.grant_encrypt_decrypt(role)
+    grant_key_via(role, storage.lake_key, "s3", *S3_WRITE_KEY_ACTIONS)
 
 
 def _grant_snapshot_segment(role: iam.IRole, grants: _Grants) -> None:
@@ -663,11 +673,18 @@ def _grant_snapshot_segment(role: iam.IRole, grants: _Grants) -> None:
     table = grants.table
     role.add_to_principal_policy(iam.PolicyStatement(actions=["dynamodb:Scan"], resources=[table.table_arn]))
     if table.encryption_key is not None:
-        table.encryption_key.grant_decrypt(role)
+        grant_key_via(role, table.encryption_key, "dynamodb", "kms:Decrypt")
     role.add_to_principal_policy(
-        iam.PolicyStatement(actions=["s3:PutObject"], resources=[grants.storage.lake_objects_arn])
+        iam.PolicyStatement(
+            actions=["s3:PutObject"],
+            resources=[
+                grants.storage.lake_bucket.arn_for_objects(
+                    f"{table_prefix(grants.storage.lake_prefix, SNAPSHOT_TABLE)}*"
+                )
+            ],
+        )
     )
-    grants.storage.data_key.grant(role, "kms:GenerateDataKey", "kms:Decrypt")
+    grant_key_via(role, grants.storage.lake_key, "s3", *S3_WRITE_KEY_ACTIONS)
 
 
 def _grant_reconcile_plan(role: iam.IRole, grants: _Grants) -> None:
@@ -676,7 +693,17 @@ def _grant_reconcile_plan(role: iam.IRole, grants: _Grants) -> None:
     role.add_to_principal_policy(
         iam.PolicyStatement(actions=["s3:GetObject"], resources=[grants.storage.lake_objects_arn])
     )
-    grants.storage.data_key.grant_decrypt(role)
+    grant_key_via(role, grants.storage.lake_key, "s3", *S3_READ_KEY_ACTIONS)
+
+
+def classify_output_arns(storage: Storage) -> list[str]:
+    """What a day's classification writes: its daily balances, its findings, its summaries."""
+    prefix = storage.lake_prefix
+    reports = summary_key(prefix, dt.date(2000, 1, 1)).split("/dt=", 1)[0]
+    return [
+        storage.lake_bucket.arn_for_objects(f"{table_prefix(prefix, table)}*")
+        for table in ("daily_balances", "reconciliation")
+    ] + [storage.lake_bucket.arn_for_objects(f"{reports}/*")]
 
 
 def _grant_reconcile_classify(role: iam.IRole, grants: _Grants) -> None:
@@ -686,8 +713,13 @@ def _grant_reconcile_classify(role: iam.IRole, grants: _Grants) -> None:
     role.add_to_principal_policy(
         iam.PolicyStatement(actions=["s3:GetObject"], resources=[storage.athena_results_arn])
     )
+    # Reads the lake (Athena's second pass reads its tables with this role); writes only the day's
+    # outputs: daily balances, findings and the summaries.
     role.add_to_principal_policy(
-        iam.PolicyStatement(actions=["s3:GetObject", "s3:PutObject"], resources=[storage.lake_objects_arn])
+        iam.PolicyStatement(actions=["s3:GetObject"], resources=[storage.lake_objects_arn])
+    )
+    role.add_to_principal_policy(
+        iam.PolicyStatement(actions=["s3:PutObject"], resources=classify_output_arns(storage))
     )
     role.add_to_principal_policy(
         iam.PolicyStatement(actions=["s3:PutObject"], resources=[storage.athena_results_arn])
@@ -695,7 +727,8 @@ def _grant_reconcile_classify(role: iam.IRole, grants: _Grants) -> None:
     role.add_to_principal_policy(
         iam.PolicyStatement(actions=["s3:GetBucketLocation"], resources=[storage.lake_bucket.bucket_arn])
     )
-    storage.data_key.grant_encrypt_decrypt(role)
+    grant_key_via(role, storage.lake_key, "s3", *S3_WRITE_KEY_ACTIONS)
+    grant_key_via(role, storage.results_key, "s3", *S3_WRITE_KEY_ACTIONS)
     _grant_athena(role, grants)
 
 
@@ -759,4 +792,5 @@ def _grant_athena_queries(state_machine: sfn.StateMachine, grants: _Grants) -> N
     role.add_to_principal_policy(
         iam.PolicyStatement(actions=["s3:GetBucketLocation"], resources=[storage.lake_bucket.bucket_arn])
     )
-    storage.data_key.grant_encrypt_decrypt(role)
+    grant_key_via(role, storage.lake_key, "s3", *S3_READ_KEY_ACTIONS)
+    grant_key_via(role, storage.results_key, "s3", *S3_WRITE_KEY_ACTIONS)

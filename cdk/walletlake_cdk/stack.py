@@ -14,10 +14,11 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct, IConstruct
 
+from contracts.settings import ATHENA_WORKGROUP_VARIABLE
 from walletlake_cdk.analyst_access import build_analyst_policy
 from walletlake_cdk.api_service import build_api_service, front_environment
 from walletlake_cdk.audit_trail import build_audit_trail
-from walletlake_cdk.catalog import build_catalog
+from walletlake_cdk.catalog import analyst_workgroup, build_catalog
 from walletlake_cdk.committer import build_committer
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import build_function_assets, settings_environment
@@ -76,8 +77,8 @@ class WalletLakeStack(Stack):
         self.config = config
         storage = build_storage(self, config)
         Aspects.of(self).add(EncryptLogGroups(storage.logs_key))
-        table = build_ledger_table(self, config, storage.data_key)
-        idempotency_table = build_idempotency_table(self, config, storage.data_key)
+        table = build_ledger_table(self, config, storage.table_key)
+        idempotency_table = build_idempotency_table(self, config, storage.table_key)
         environment = settings_environment(config.settings, storage.bucket_name)
         assets = build_function_assets(self, config)
         api_role: iam.IRole
@@ -166,6 +167,7 @@ class WalletLakeStack(Stack):
             "LakeBucketName": storage.bucket_name,
             "GlueDatabaseName": config.settings.glue_database,
             "AthenaWorkgroupName": config.settings.athena_workgroup,
+            "AnalystWorkgroupName": catalog.analyst_workgroup.ref,
             "AlertsTopicArn": topic.topic_arn,
             "NightlyStateMachineArn": nightly.state_machine.state_machine_arn,
             **(
@@ -179,7 +181,12 @@ class WalletLakeStack(Stack):
         }
         for name, value in outputs.items():
             CfnOutput(self, name, value=value)
-        # What `walletlake` (CLI and notebooks) needs to talk to this stack, ready for `eval`.
+        # What `walletlake` (CLI and notebooks) needs to talk to this stack, ready for `eval`: the
+        # analysts' workgroup, whose results are the only ones the analyst policy may write.
+        cli_environment = {
+            **environment,
+            ATHENA_WORKGROUP_VARIABLE: analyst_workgroup(config.settings.athena_workgroup),
+        }
         CfnOutput(
             self,
             "CliEnvironment",
@@ -187,7 +194,7 @@ class WalletLakeStack(Stack):
                 " ",
                 [
                     f"export AWS_DEFAULT_REGION={self.region}",
-                    *(f"{name}={value}" for name, value in environment.items()),
+                    *(f"{name}={value}" for name, value in cli_environment.items()),
                 ],
             ),
         )

@@ -1,5 +1,12 @@
 """Encryption keys and the lake's S3 buckets.
 
+**One customer-managed key per data class**, so that a grant on one never reaches another and each
+can be disabled or audited alone: the DynamoDB tables (``table_key``), the lake bucket's objects
+(``lake_key``), Athena's query results (``results_key``), the stream's on-failure queue
+(``queue_key``) and the log groups (``logs_key``). Roles use a key only through the service that
+holds the data (``kms:ViaService``, :func:`grant_key_via`): a task role may have DynamoDB decrypt
+an item for it, never call ``kms:Decrypt`` itself.
+
 Server-side encryption of the lake: **SSE-KMS with a customer-managed key and S3 Bucket Keys**.
 The lake holds every wallet's money movements; with KMS, reading an object needs both
 ``s3:GetObject`` and ``kms:Decrypt`` on this key, so the key policy is a second, auditable gate
@@ -26,17 +33,36 @@ from constructs import Construct
 from walletlake_cdk.config import DeploymentConfig
 
 #: What a role needs of a DynamoDB table's key (through DynamoDB only: :func:`grant_key_via`).
-TABLE_KEY_ACTIONS: Final = ("kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*")
+TABLE_KEY_ACTIONS: Final = (
+    "kms:Decrypt",
+    "kms:DescribeKey",
+    "kms:Encrypt",
+    "kms:ReEncrypt*",
+    "kms:GenerateDataKey*",
+)
+
+#: What reading an SSE-KMS object takes of its key, and writing one (S3 asks for a data key).
+S3_READ_KEY_ACTIONS: Final = ("kms:Decrypt",)
+S3_WRITE_KEY_ACTIONS: Final = ("kms:Decrypt", "kms:GenerateDataKey")
 
 #: Key prefix of Athena query results inside the lake bucket (never under the lake prefix).
 ATHENA_RESULTS_PREFIX = "athena-results/"
+#: The analysts' workgroup's results, inside the results prefix; the only part analysts may write.
+ANALYST_RESULTS_PREFIX: Final = f"{ATHENA_RESULTS_PREFIX}analysts/"
 
 
 @dataclasses.dataclass(frozen=True)
 class Storage:
     """What the rest of the stack uses from this module."""
 
-    data_key: kms.Key
+    #: The lake bucket's objects (the bucket's default encryption).
+    lake_key: kms.Key
+    #: The DynamoDB tables (ledger and idempotency records).
+    table_key: kms.Key
+    #: Athena's query results and the nightly's UNLOADs (the workgroups' result encryption).
+    results_key: kms.Key
+    #: The stream consumer's on-failure queue.
+    queue_key: kms.Key
     #: The key of every log group (a data class of its own: logs hold requests, not balances).
     logs_key: kms.Key
     lake_bucket: s3.Bucket
@@ -61,16 +87,36 @@ class Storage:
         """``s3://`` location the workgroup writes results to."""
         return f"s3://{self.bucket_name}/{ATHENA_RESULTS_PREFIX}"
 
+    @property
+    def analyst_results_arn(self) -> str:
+        """ARN pattern of the analysts' workgroup's result objects."""
+        return self.lake_bucket.arn_for_objects(f"{ANALYST_RESULTS_PREFIX}*")
+
+    @property
+    def analyst_results_uri(self) -> str:
+        """``s3://`` location the analysts' workgroup writes results to."""
+        return f"s3://{self.bucket_name}/{ANALYST_RESULTS_PREFIX}"
+
 
 def build_storage(scope: Construct, config: DeploymentConfig) -> Storage:
-    """The data key, the lake bucket and its access-log bucket; all retained on stack deletion."""
-    data_key = kms.Key(
-        scope,
-        "DataKey",
-        description="walletlake: DynamoDB table, lake bucket, Athena results and the stream DLQ",
-        enable_key_rotation=True,
-        removal_policy=RemovalPolicy.RETAIN,
-    )
+    """The keys, the lake bucket and its access-log bucket; all retained on stack deletion."""
+    keys = {
+        # "DataKey" stays the lake's: the objects written before the keys were split decrypt with it.
+        name: kms.Key(
+            scope,
+            logical_id,
+            description=f"walletlake: {what}",
+            enable_key_rotation=True,
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        for name, logical_id, what in (
+            ("lake", "DataKey", "the lake bucket's objects"),
+            ("table", "TableKey", "the DynamoDB tables"),
+            ("results", "ResultsKey", "Athena query results and the nightly's UNLOADs"),
+            ("queue", "QueueKey", "the stream consumer's on-failure queue"),
+        )
+    }
+    data_key = keys["lake"]
     logs_key = build_logs_key(scope)
     log_bucket = s3.Bucket(
         scope,
@@ -105,7 +151,10 @@ def build_storage(scope: Construct, config: DeploymentConfig) -> Storage:
         removal_policy=RemovalPolicy.RETAIN,
     )
     return Storage(
-        data_key=data_key,
+        lake_key=data_key,
+        table_key=keys["table"],
+        results_key=keys["results"],
+        queue_key=keys["queue"],
         logs_key=logs_key,
         lake_bucket=lake_bucket,
         log_bucket=log_bucket,
@@ -132,11 +181,19 @@ def build_logs_key(scope: Construct) -> kms.Key:
         iam.PolicyStatement(
             sid="CloudWatchLogsOfThisAccount",
             principals=[iam.ServicePrincipal(f"logs.{Aws.REGION}.amazonaws.com")],
-            actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+            actions=[
+                "kms:Encrypt*",
+                "kms:Decrypt*",
+                "kms:ReEncrypt*",
+                "kms:GenerateDataKey*",
+                "kms:Describe*",
+            ],
             resources=["*"],
             conditions={
                 "ArnLike": {
-                    "kms:EncryptionContext:aws:logs:arn": f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:{Aws.ACCOUNT_ID}:log-group:*"
+                    "kms:EncryptionContext:aws:logs:arn": (
+                        f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:{Aws.ACCOUNT_ID}:log-group:*"
+                    )
                 }
             },
         )

@@ -55,7 +55,7 @@ from contracts.lake_tables import STREAM_TABLES
 from contracts.stream_filters import filter_patterns
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import FunctionAssets, PythonFunction, python_function
-from walletlake_cdk.storage import Storage
+from walletlake_cdk.storage import S3_WRITE_KEY_ACTIONS, Storage, grant_key_via
 
 #: The handler other modules export for Lambda (``walletlake/handlers/stream.py``).
 CONSUMER_HANDLER: Final = "walletlake.handlers.stream.handler"
@@ -88,7 +88,7 @@ def build_stream_consumer(
         scope,
         "StreamFailures",
         encryption=sqs.QueueEncryption.KMS,
-        encryption_master_key=storage.data_key,
+        encryption_master_key=storage.queue_key,
         enforce_ssl=True,
         retention_period=Duration.days(14),
         removal_policy=RemovalPolicy.RETAIN,
@@ -112,7 +112,9 @@ def build_stream_consumer(
         handler.role.add_to_principal_policy(
             iam.PolicyStatement(actions=["s3:PutObject"], resources=[storage.lake_objects_arn])
         )
-    storage.data_key.grant(handler.role, "kms:GenerateDataKey", "kms:Decrypt")
+    grant_key_via(handler.role, storage.lake_key, "s3", *S3_WRITE_KEY_ACTIONS)
+    # Lambda sends a failed batch's description to the queue with the function's role.
+    grant_key_via(handler.role, storage.queue_key, "sqs", "kms:GenerateDataKey", "kms:Decrypt")
     source = sources.DynamoEventSource(
         table,
         starting_position=lambda_.StartingPosition.TRIM_HORIZON,

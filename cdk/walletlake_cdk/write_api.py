@@ -28,8 +28,8 @@ from constructs import Construct
 
 from contracts import api_metrics
 from walletlake_cdk.config import DeploymentConfig
-from walletlake_cdk.storage import TABLE_KEY_ACTIONS, grant_key_via
 from walletlake_cdk.functions import FunctionAssets, PythonFunction, log_retention, python_function
+from walletlake_cdk.storage import TABLE_KEY_ACTIONS, grant_key_via
 
 #: The handler other modules export for Lambda (``walletlake/handlers/api.py``).
 API_HANDLER: Final = "walletlake.handlers.api.handler"
