@@ -263,7 +263,7 @@ def service_auth_policy(
     >>> [statement["Sid"] for statement in policy["Statement"]]
     ['SupportRead']
     """
-    statements = []
+    statements: list[dict[str, object]] = []
     taken: set[str] = set()
     for role_arn, operations in permissions.roles:
         for operation in OPERATIONS:

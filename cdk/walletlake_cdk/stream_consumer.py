@@ -41,11 +41,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Final
 
+import jsii
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -71,8 +71,51 @@ class StreamConsumer:
     """The consumer function, its event source mapping and its on-failure queue."""
 
     handler: PythonFunction
-    source: sources.DynamoEventSource
+    mapping: lambda_.EventSourceMapping
     failures: sqs.Queue
+
+
+@jsii.implements(lambda_.IEventSourceDlq)
+class QueueDestination:
+    """The on-failure queue of the mapping, granted as :func:`grant_key_via` grants (CDK's ``SqsDlq``
+    would grant the queue's key for direct use, with no ``kms:ViaService``)."""
+
+    def __init__(self, queue: sqs.Queue) -> None:
+        self.queue = queue
+
+    def bind(
+        self, target: lambda_.IEventSourceMapping, target_handler: lambda_.IFunction
+    ) -> lambda_.DlqDestinationConfig:
+        """Let the function's role send to the queue (through SQS only for its key)."""
+        target_handler.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"],
+                resources=[self.queue.queue_arn],
+            )
+        )
+        if self.queue.encryption_master_key is not None and target_handler.role is not None:
+            grant_key_via(
+                target_handler.role,
+                self.queue.encryption_master_key,
+                "sqs",
+                "kms:GenerateDataKey",
+                "kms:Decrypt",
+            )
+        return lambda_.DlqDestinationConfig(destination=self.queue.queue_arn)
+
+
+def grant_stream_read(role: iam.IRole, table: dynamodb.Table) -> None:
+    """Read the table's stream (what CDK's ``grantStreamRead`` grants, its key through DynamoDB only)."""
+    role.add_to_principal_policy(iam.PolicyStatement(actions=["dynamodb:ListStreams"], resources=["*"]))
+    assert table.table_stream_arn is not None
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"],
+            resources=[table.table_stream_arn],
+        )
+    )
+    if table.encryption_key is not None:
+        grant_key_via(role, table.encryption_key, "dynamodb", "kms:Decrypt", "kms:DescribeKey")
 
 
 def build_stream_consumer(
@@ -113,10 +156,9 @@ def build_stream_consumer(
             iam.PolicyStatement(actions=["s3:PutObject"], resources=[storage.lake_objects_arn])
         )
     grant_key_via(handler.role, storage.lake_key, "s3", *S3_WRITE_KEY_ACTIONS)
-    # Lambda sends a failed batch's description to the queue with the function's role.
-    grant_key_via(handler.role, storage.queue_key, "sqs", "kms:GenerateDataKey", "kms:Decrypt")
-    source = sources.DynamoEventSource(
-        table,
+    mapping = handler.function.add_event_source_mapping(
+        "TableStream",
+        event_source_arn=table.table_stream_arn,
         starting_position=lambda_.StartingPosition.TRIM_HORIZON,
         batch_size=config.stream_batch_size,
         max_batching_window=Duration.seconds(config.stream_batching_window_seconds),
@@ -126,11 +168,11 @@ def build_stream_consumer(
         retry_attempts=config.stream_retry_attempts,
         max_record_age=Duration.seconds(config.stream_max_record_age_seconds),
         bisect_batch_on_error=False,
-        on_failure=sources.SqsDlq(failures),
+        on_failure=QueueDestination(failures),
         filters=[{"pattern": pattern} for pattern in filter_patterns()],
     )
-    handler.function.add_event_source(source)
-    return StreamConsumer(handler=handler, source=source, failures=failures)
+    grant_stream_read(handler.role, table)
+    return StreamConsumer(handler=handler, mapping=mapping, failures=failures)
 
 
 def grant_iceberg_landing(role: iam.IRole, config: DeploymentConfig, storage: Storage) -> None:

@@ -20,6 +20,7 @@ from aws_cdk import assertions
 from cfnlint.api import lint_file
 
 from contracts import lambda_metrics
+from contracts.audit_log import AUDIT_TABLE
 from contracts.lake_tables import STREAM_TABLES, TABLES
 from contracts.settings import Settings
 from contracts.stream_filters import filter_patterns
@@ -61,6 +62,8 @@ CONTEXT = {
     "bucket_name": BUCKET,
     "alarm_email": "oncall@example.com",
     "api_callers": CALLER,
+    "caller_vpc_ids": "vpc-0123456789abcdef0",
+    "lattice_prefix_list_id": "pl-0123456789abcdef0",
 }
 SETTINGS = Settings()
 
@@ -446,6 +449,7 @@ def test_parquet_lake_glue_tables_are_lake_glue_table_inputs_verbatim(parquet: S
     tables = {
         resource["Properties"]["TableInput"]["Name"]: resource["Properties"]
         for resource in parquet.resources("AWS::Glue::Table").values()
+        if resource["Properties"]["TableInput"]["Name"] != AUDIT_TABLE  # tests/cdk/test_cdk_security.py
     }
     _, database = parquet.only("AWS::Glue::Database")
     # THEN there is one per lake table, each exactly lake.glue.table_input (columns from
@@ -459,7 +463,9 @@ def test_parquet_lake_glue_tables_are_lake_glue_table_inputs_verbatim(parquet: S
 
 def test_athena_workgroup_enforces_encrypted_results_and_a_scan_cutoff(synthesized: Synthesized) -> None:
     # GIVEN the workgroup
-    _, workgroup = synthesized.only("AWS::Athena::WorkGroup")
+    workgroup = synthesized.resources("AWS::Athena::WorkGroup")[
+        synthesized.logical_id("AWS::Athena::WorkGroup", "AthenaWorkgroup")
+    ]
     properties = workgroup["Properties"]
     configuration = properties["WorkGroupConfiguration"]
     # THEN clients cannot override it, results are KMS-encrypted under their own prefix, and
@@ -481,7 +487,7 @@ def test_every_sql_file_is_a_named_query_in_the_workgroup(synthesized: Synthesiz
         resource["Properties"]["Name"]: resource["Properties"]
         for resource in synthesized.resources("AWS::Athena::NamedQuery").values()
     }
-    workgroup_id, _ = synthesized.only("AWS::Athena::WorkGroup")
+    workgroup_id = synthesized.logical_id("AWS::Athena::WorkGroup", "AthenaWorkgroup")
     # THEN each file is one query with its exact text and description, in the workgroup and database
     assert set(queries) == set(catalogue) == files
     for name, query in catalogue.items():
@@ -770,6 +776,7 @@ def test_the_stream_tables_are_iceberg_tables_and_only_the_nightly_outputs_hive_
     tables = {
         resource["Properties"]["TableInput"]["Name"]: resource
         for resource in synthesized.resources("AWS::Glue::Table").values()
+        if resource["Properties"]["TableInput"]["Name"] != AUDIT_TABLE  # tests/cdk/test_cdk_security.py
     }
     # THEN the nightly outputs are lake.glue's projected Hive tables, as before
     hive = {name for name, resource in tables.items() if "OpenTableFormatInput" not in resource["Properties"]}
@@ -1132,27 +1139,36 @@ def test_callers_authenticate_with_iam_through_vpc_lattice(synthesized: Synthesi
         json.dumps({"Fn::GetAtt": [network_id, "Id"]}),
         json.dumps({"Fn::GetAtt": [service_id, "Id"]}),
     }
-    # AND each allows Invoke to the named callers only, signed, never anonymous
+    # AND each allows Invoke to the named caller only, signed, never anonymous (the per-operation
+    # statements of the service's policy: tests/cdk/test_cdk_security.py)
     for policy in policies:
-        (statement,) = policy["Properties"]["Policy"]["Statement"]
-        assert statement["Effect"] == "Allow"
-        assert statement["Principal"] == {"AWS": [CALLER]}
-        assert statement["Action"] == "vpc-lattice-svcs:Invoke"
-        assert statement["Condition"] == {"StringNotEqualsIgnoreCase": {"aws:PrincipalType": "anonymous"}}
+        for statement in policy["Properties"]["Policy"]["Statement"]:
+            assert statement["Effect"] == "Allow"
+            assert as_list(statement["Principal"]["AWS"]) == [CALLER]
+            assert statement["Action"] == "vpc-lattice-svcs:Invoke"
+            assert statement["Condition"]["StringNotEqualsIgnoreCase"] == {"aws:PrincipalType": "anonymous"}
     # AND ECS registers the tasks in the target group, health-checked on /healthz
     assert target_group["Properties"]["Config"]["HealthCheck"]["Path"] == "/healthz"
     (registration,) = service["Properties"]["VpcLatticeConfigurations"]
     assert registration["PortName"] == "api"
-    # AND the tasks admit traffic from Lattice's range only
-    groups = synthesized.resources("AWS::EC2::SecurityGroupIngress")
+    # AND the tasks admit traffic from Lattice's managed prefix list only, no address range
+    ingress = [
+        rule["Properties"] for rule in synthesized.resources("AWS::EC2::SecurityGroupIngress").values()
+    ]
     inline = [
         rule
         for group in synthesized.resources("AWS::EC2::SecurityGroup").values()
         for rule in group["Properties"].get("SecurityGroupIngress", [])
     ]
-    assert any(rule.get("CidrIp") == "169.254.171.0/24" and rule["FromPort"] == 8080 for rule in inline)
-    assert not any(rule.get("CidrIp") == "0.0.0.0/0" for rule in inline)
-    assert not groups
+    task_rules = [rule for rule in ingress + inline if rule.get("FromPort") == 8080]
+    assert [rule.get("SourcePrefixListId") for rule in task_rules] == [CONTEXT["lattice_prefix_list_id"]]
+    assert not any(rule.get("CidrIp") == "0.0.0.0/0" for rule in inline + ingress)
+
+
+#: The one "*" principal of the template: the S3 gateway endpoint's policy lets through only reads of
+#: ECR's layer bucket, which ECR presigns (no principal of this account signs them; the endpoint
+#: policy narrows the endpoint's default full access to that one bucket).
+ECR_LAYERS = "-starport-layer-bucket/*"
 
 
 def _allows_everyone(statement: dict[str, Any]) -> bool:
@@ -1182,9 +1198,13 @@ def test_no_policy_of_the_template_allows_any_principal(variant: str, request: p
                 collect(value)
 
     collect(template.template["Resources"])
-    # THEN no Allow names "*" as its principal (Denies may: they refuse plain HTTP to everyone)
+    # THEN no Allow names "*" as its principal (Denies may: they refuse plain HTTP to everyone),
+    # but the S3 endpoint's filter to ECR's layer bucket
     assert statements
-    assert not [s for s in statements if s.get("Effect") == "Allow" and _allows_everyone(s)]
+    everyone = [s for s in statements if s.get("Effect") == "Allow" and _allows_everyone(s)]
+    assert [
+        s for s in everyone if ECR_LAYERS not in json.dumps(s["Resource"]) or s["Action"] != "s3:GetObject"
+    ] == []
 
 
 def test_synthesis_without_callers_refuses_in_one_line_saying_what_to_pass(tmp_path: Path) -> None:
@@ -1211,10 +1231,8 @@ def test_caller_vpcs_are_associated_with_the_service_network(tmp_path: Path) -> 
     synthesized = Synthesized(tmp_path, caller_vpc_ids="vpc-0123456789abcdef0,vpc-0fedcba9876543210")
     associations = synthesized.resources("AWS::VpcLattice::ServiceNetworkVpcAssociation").values()
     vpcs = [association["Properties"]["VpcIdentifier"] for association in associations]
-    # THEN each joins the network, besides the API's own VPC
-    assert "vpc-0123456789abcdef0" in vpcs
-    assert "vpc-0fedcba9876543210" in vpcs
-    assert len(vpcs) == 3
+    # THEN each joins the network, and nothing else: the API's own VPC calls nothing through it
+    assert sorted(vpcs) == ["vpc-0123456789abcdef0", "vpc-0fedcba9876543210"]
 
 
 def test_the_front_forwards_no_operator_route_and_drains_within_the_stop_timeout(
@@ -1224,6 +1242,11 @@ def test_the_front_forwards_no_operator_route_and_drains_within_the_stop_timeout
     (task,) = synthesized.resources("AWS::ECS::TaskDefinition").values()
     (container,) = task["Properties"]["ContainerDefinitions"]
     environment = {pair["Name"]: pair["Value"] for pair in container["Environment"]}
+    # (the service's ARN is a token CloudFormation resolves; here an ARN of its form)
+    assert environment["WALLETLAKE_LATTICE_SERVICE_ARN"] == {"Fn::GetAtt": ["ApiLatticeService", "Arn"]}
+    environment["WALLETLAKE_LATTICE_SERVICE_ARN"] = (
+        "arn:aws:vpc-lattice:eu-west-1:123456789012:service/svc-0123456789abcdef0"
+    )
     # THEN the tasks trust Lattice's identity header and serve no operator routes
     assert environment["WALLETLAKE_TRUST_FRONT"] == "lattice"
     assert environment["WALLETLAKE_ADMIN_ROUTES"] == "off"

@@ -7,6 +7,7 @@ bare stack, which takes a second instead of a full synthesis.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,18 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Match, Template
 
+from contracts.caller_permissions import DEFAULT_OPERATIONS
 from contracts.settings import ENVIRONMENT_VARIABLES, Settings
 from walletlake_cdk import lambda_code
 from walletlake_cdk.assembly import validation_failures
-from walletlake_cdk.config import CALLERS_REQUIRED, DeploymentConfig, DeploymentConfigError
+from walletlake_cdk.config import (
+    CALLER_VPCS_REQUIRED,
+    CALLERS_REQUIRED,
+    DEFAULT_CALLER_SESSION_PATTERN,
+    LATTICE_PREFIX_LIST_REQUIRED,
+    DeploymentConfig,
+    DeploymentConfigError,
+)
 from walletlake_cdk.functions import build_function_assets, log_retention, settings_environment
 from walletlake_cdk.ledger_table import build_ledger_table
 from walletlake_cdk.write_api import build_write_api
@@ -31,11 +40,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 CALLER = "arn:aws:iam::123456789012:role/payments-api-caller"
+#: What the Lattice front requires besides its callers (a caller VPC, Lattice's prefix list).
+LATTICE_DEFAULTS = {
+    "api_callers": CALLER,
+    "caller_vpc_ids": "vpc-0123456789abcdef0",
+    "lattice_prefix_list_id": "pl-0123456789abcdef0",
+}
 
 
 def config_with_callers(get: Callable[[str], Any]) -> DeploymentConfig:
     """``DeploymentConfig.from_context`` with the Lattice front's required callers (unless given)."""
-    return DeploymentConfig.from_context(lambda key: get(key) or (CALLER if key == "api_callers" else None))
+    return DeploymentConfig.from_context(lambda key: get(key) or LATTICE_DEFAULTS.get(key))
 
 
 def test_context_strings_become_typed_settings_and_names() -> None:
@@ -438,7 +453,9 @@ def test_the_alb_front_is_internal_and_scales_on_requests_per_target() -> None:
         stack, "T", partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING)
     )
     # WHEN the fleet is built
-    built = build_api_service(stack, config, table, {"WALLETLAKE_TABLE": "wallets"})
+    built = build_api_service(
+        stack, config, table, {"WALLETLAKE_TABLE": "wallets"}, idempotency_table=table, access_logs=None
+    )
     template = Template.from_stack(stack)
     # THEN an internal load balancer fronts it, with no Lattice service
     assert built.load_balancer is not None
@@ -510,7 +527,7 @@ def test_the_lattice_front_admits_only_named_roles() -> None:
     assert str(missing.value) == CALLERS_REQUIRED
     assert "-c api_callers=arn:" in str(missing.value)
     for callers in ("*", "arn:aws:iam::123456789012:root", "123456789012"):
-        with pytest.raises(DeploymentConfigError, match="IAM role ARNs"):
+        with pytest.raises(DeploymentConfigError, match="IAM role ARN"):
             DeploymentConfig.from_context({"api_callers": callers}.get)
     with pytest.raises(DeploymentConfigError, match="caller_vpc_ids"):
         config_with_callers({"caller_vpc_ids": "vpc-1"}.get)
@@ -522,6 +539,40 @@ def test_the_lattice_front_admits_only_named_roles() -> None:
     )
     assert config.api_callers == (CALLER, f"{CALLER}-2")
     assert config.caller_vpc_ids == ("vpc-0123456789abcdef0", "vpc-0a1b2c3d")
+
+
+def test_the_lattice_front_reads_each_callers_operations_and_needs_its_vpcs_and_prefix_list() -> None:
+    # GIVEN a role named for deposits and reads, and a bare one
+    config = config_with_callers({"api_callers": f"{CALLER}=deposit+read,{CALLER}-2"}.get)
+    # THEN the first may do exactly those, the bare one the defaults (never a deposit)
+    permissions = config.caller_permissions
+    assert permissions.operations_of_role(CALLER) == ("deposit", "read")
+    assert permissions.operations_of_role(f"{CALLER}-2") == DEFAULT_OPERATIONS
+    assert "deposit" not in DEFAULT_OPERATIONS
+    assert permissions.roles_for("deposit") == (CALLER,)
+    # AND an unknown operation, a session rule that is no expression, a missing VPC or prefix list,
+    # a malformed prefix list id each stop synthesis with one line naming the option
+    with pytest.raises(DeploymentConfigError, match="'withdraw' is not an operation"):
+        config_with_callers({"api_callers": f"{CALLER}=withdraw"}.get)
+    with pytest.raises(DeploymentConfigError, match="caller_session_pattern"):
+        config_with_callers({"caller_session_pattern": "(unclosed"}.get)
+    with pytest.raises(DeploymentConfigError) as no_vpc:
+        DeploymentConfig.from_context(
+            {"api_callers": CALLER, "lattice_prefix_list_id": "pl-0123456789abcdef0"}.get
+        )
+    assert str(no_vpc.value) == CALLER_VPCS_REQUIRED
+    with pytest.raises(DeploymentConfigError) as no_list:
+        DeploymentConfig.from_context({"api_callers": CALLER, "caller_vpc_ids": "vpc-0123456789abcdef0"}.get)
+    assert str(no_list.value) == LATTICE_PREFIX_LIST_REQUIRED
+    assert "com.amazonaws.<region>.vpc-lattice" in LATTICE_PREFIX_LIST_REQUIRED
+    with pytest.raises(DeploymentConfigError, match="s3_prefix_list_id must be a prefix list id"):
+        config_with_callers({"s3_prefix_list_id": "0.0.0.0/0"}.get)
+    # AND the default session rule is an e-mail address: a person, not an SDK's or a task's default
+    pattern = re.compile(DEFAULT_CALLER_SESSION_PATTERN)
+    assert pattern.fullmatch("alice@example.com")
+    assert pattern.fullmatch("a.b+treasury@bank.co.uk")
+    for machine in ("botocore-session-1700000000", "aws-go-sdk-1700000000", "f3a9c1e0b4d4f6e8a7b2"):
+        assert not pattern.fullmatch(machine), machine
 
 
 def test_the_idempotency_table_name_comes_from_context() -> None:

@@ -30,18 +30,26 @@ from walletlake_cdk.write_api import API_HANDLER
 pytestmark = pytest.mark.slow
 
 CALLER = "arn:aws:iam::123456789012:role/payments-api-caller"
+#: What the Lattice front requires besides its callers (a caller VPC, Lattice's prefix list).
+LATTICE_DEFAULTS = {
+    "api_callers": CALLER,
+    "caller_vpc_ids": "vpc-0123456789abcdef0",
+    "lattice_prefix_list_id": "pl-0123456789abcdef0",
+}
 CONTEXT = {
     "lambda_deps": "skip",
     "bucket_name": "walletlake-lake-test",
     "alarm_email": "oncall@example.com",
     "api_callers": CALLER,
+    "caller_vpc_ids": "vpc-0123456789abcdef0",
+    "lattice_prefix_list_id": "pl-0123456789abcdef0",
 }
 SETTINGS = Settings()
 
 
 def config_with_callers(get: Callable[[str], Any]) -> DeploymentConfig:
     """``DeploymentConfig.from_context`` with the Lattice front's required callers (unless given)."""
-    return DeploymentConfig.from_context(lambda key: get(key) or (CALLER if key == "api_callers" else None))
+    return DeploymentConfig.from_context(lambda key: get(key) or LATTICE_DEFAULTS.get(key))
 
 
 def _synthesize(outdir: Path, **context: str) -> tuple[dict[str, Any], list[str]]:
@@ -173,7 +181,16 @@ def test_a_spec_with_a_stream_is_refused() -> None:
     spec = TableSpec(partition_key="pk", stream_view_type="NEW_AND_OLD_IMAGES", ttl_attribute="expires_at")
     # WHEN the table is built THEN it is refused (the consumer would be invoked for every record)
     with pytest.raises(ValueError, match="no stream"):
-        build_idempotency_table(stack, DeploymentConfig(api_callers=(CALLER,)), kms.Key(stack, "Key"), spec)
+        build_idempotency_table(
+            stack,
+            DeploymentConfig(
+                api_callers=(CALLER,),
+                caller_vpc_ids=("vpc-0123456789abcdef0",),
+                lattice_prefix_list_id="pl-0123456789abcdef0",
+            ),
+            kms.Key(stack, "Key"),
+            spec,
+        )
 
 
 def test_warm_write_units_prewarm_the_records_too() -> None:

@@ -31,6 +31,8 @@ CONTEXT = {
     "bucket_name": "walletlake-lake-test",
     "alarm_email": "oncall@example.com",
     "api_callers": CALLER,
+    "caller_vpc_ids": "vpc-0123456789abcdef0",
+    "lattice_prefix_list_id": "pl-0123456789abcdef0",
 }
 #: The state machines of each lake format: Iceberg tables are compacted by Glue's optimizers (no
 #: hourly machine); the plain-Parquet lake keeps its hourly compaction.
