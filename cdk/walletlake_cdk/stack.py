@@ -103,6 +103,11 @@ class WalletLakeStack(Stack):
                 fleet.task_definition, fleet.execution_role, fleet.lattice_role, fleet.vpc
             )
             api_role, api_url, api_functions = fleet.task_role, fleet.endpoint, []
+            # Where the on-call reads the server's refusals and audit lines, and Lattice's access
+            # logs (docs/operations.md, "Refused requests").
+            CfnOutput(self, "ApiLogGroupName", value=fleet.log_group.log_group_name)
+            if audit is not None:
+                CfnOutput(self, "ApiAccessLogGroupName", value=audit.log_group.log_group_name)
         grant_write_path(idempotency_table, api_role)
         consumer = build_stream_consumer(self, config, assets, table, storage, environment)
         catalog = build_catalog(self, config, storage)

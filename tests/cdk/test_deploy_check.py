@@ -21,6 +21,7 @@ from typing import Any
 import boto3
 import pytest
 
+from contracts.audit_log import LATTICE_COLUMNS
 from queries.reconciliation_runs import summary_key
 from walletlake.local import EmbeddedStack
 from walletlake_cdk import lambda_code
@@ -202,8 +203,48 @@ def test_the_api_task_serves_from_its_image_files_and_stops_cleanly_on_sigterm(
     assert report.passed, report.line()
     assert report.missing_arm64 == ()
     assert 0 < report.peak_rss_mb < report.memory_mb
-    # AND the next request starts it again (what later steps rely on)
-    assert check.call("GET", "/healthz")["statusCode"] == 200
+    # AND the next request starts it again (what later steps rely on); /healthz answers the
+    # health checks, which reach the task directly, and no caller: no route of the map is it, so
+    # the front refuses it
+    assert check.call("GET", "/healthz")["statusCode"] == 403
+    assert check.container().request("GET", "/healthz")[0] == 200
+
+
+def test_signed_callers_get_what_the_map_allows_and_the_task_refuses_what_lattice_did_not_vouch_for(
+    scenario: dict[str, Any],
+) -> None:
+    # GIVEN the scenario's callers, through the Lattice stand-in (the template's auth policies)
+    # and straight to the task (what a service with auth type NONE would deliver)
+    lattice = scenario["lattice"]
+    # THEN the named caller's operations are served, Lattice refuses what the map does not allow
+    # (the reader's deposit, a role it does not name, unsigned, a forged signature)
+    assert {name: lattice[name] for name in ("writer deposits", "reader reads")} == {
+        "writer deposits": 204,
+        "reader reads": 200,
+    }
+    assert {
+        lattice[name] for name in ("reader deposits", "stranger reads", "unsigned read", "forged signature")
+    } == {403}
+    # AND the task itself refuses every request Lattice did not vouch for, writing nothing
+    assert lattice["direct: no identity"] == 401
+    assert lattice["direct: anonymous"] == 401
+    for name in (
+        "reader's deposit, forged",
+        "another Lattice service",
+        "a machine's session",
+        "stranger, forged",
+    ):
+        assert lattice[f"direct: {name}"] == 403, name
+    # AND Lattice's access log names who asked what and why it was denied, in its own field names
+    log = lattice["access_log"]
+    assert [list(entry) for entry in log] == [[name for name, _ in LATTICE_COLUMNS]] * len(log)
+    denied = {
+        (entry["requestMethod"], entry["callerPrincipal"].rsplit("/", 2)[-2], entry["authDeniedReason"])
+        for entry in log
+        if entry["responseCode"] == 403 and entry["callerPrincipal"] != "-"
+    }
+    assert ("PUT", "walletlake-deploy-check-reader", "Service") in denied
+    assert ("GET", "walletlake-deploy-check-stranger", "Network") in denied
 
 
 def test_the_low_load_variant_serves_the_api_from_its_function(lambda_variant: DeployCheck) -> None:

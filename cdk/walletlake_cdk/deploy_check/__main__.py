@@ -17,7 +17,6 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Final
 
 from walletlake_cdk.assembly import build_app
 from walletlake_cdk.deploy_check.assembly import CloudAssembly
@@ -29,18 +28,15 @@ from walletlake_cdk.deploy_check.check import (
     FunctionReport,
     run_scenario,
 )
+from walletlake_cdk.deploy_check.lattice_step import CHECK_CONTEXT
 from walletlake_cdk.deploy_check.state_machines import Execution
 from walletlake_cdk.lambda_code import PROJECT_ROOT
 
-#: The Lattice front's required caller (``-c api_callers``); the check never calls through Lattice.
-CHECK_CALLER: Final = "arn:aws:iam::123456789012:role/walletlake-deploy-check"
-
 
 def synthesize(outdir: Path, **context: str) -> CloudAssembly:
-    """The app as ``cdk deploy`` would synthesize it (real layers), into ``outdir``."""
-    app, stack = build_app(
-        {"lambda_deps": "install", "api_callers": CHECK_CALLER, **context}, outdir=str(outdir)
-    )
+    """The app as ``cdk deploy`` would synthesize it (real layers), into ``outdir``, with the check's
+    callers (:data:`~walletlake_cdk.deploy_check.lattice_step.CHECK_CONTEXT`)."""
+    app, stack = build_app({"lambda_deps": "install", **CHECK_CONTEXT, **context}, outdir=str(outdir))
     app.synth()
     return CloudAssembly(outdir, stack.stack_name)
 

@@ -10,6 +10,7 @@ own list of functions: whatever the template holds is what it checks.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -38,6 +39,14 @@ _NAME_PROPERTIES: Final = {
     "AWS::Lambda::Function": "FunctionName",
     "AWS::Athena::WorkGroup": "Name",
     "AWS::Glue::Database": "DatabaseInput",
+}
+
+
+#: VPC Lattice's resources: the type in their ARN and their ids' prefix.
+_LATTICE_KINDS: Final = {
+    "AWS::VpcLattice::Service": ("service", "svc"),
+    "AWS::VpcLattice::ServiceNetwork": ("servicenetwork", "sn"),
+    "AWS::VpcLattice::TargetGroup": ("targetgroup", "tg"),
 }
 
 
@@ -150,6 +159,12 @@ class Resolver:
             }
             if service in arns:
                 return arns[service]
+        if kind in _LATTICE_KINDS and attribute in ("Arn", "Id"):
+            # An id of Lattice's form (a prefix and 17 characters), fixed per logical id.
+            resource_type, prefix = _LATTICE_KINDS[kind]
+            identifier = f"{prefix}-{hashlib.sha256(logical_id.encode()).hexdigest()[:17]}"
+            arn = f"arn:{PARTITION}:vpc-lattice:{REGION}:{ACCOUNT}:{resource_type}/{identifier}"
+            return arn if attribute == "Arn" else identifier
         if attribute == "QueueName":
             return logical_id
         if attribute == "TopicName":

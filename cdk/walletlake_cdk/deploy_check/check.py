@@ -45,6 +45,8 @@ from contracts.settings import (
 from walletlake_cdk.deploy_check.assembly import CloudAssembly, DeployedFunction
 from walletlake_cdk.deploy_check.athena_api import AthenaApiServer
 from walletlake_cdk.deploy_check.container import ContainerProcess, build_image_root, missing_arm64_wheels
+from walletlake_cdk.deploy_check.lattice import LatticeStandIn
+from walletlake_cdk.deploy_check.lattice_step import WRITER, LatticeStepError, run_lattice_step, stand_in_for
 from walletlake_cdk.deploy_check.local_athena import LocalAthena
 from walletlake_cdk.deploy_check.runtime import runtime_folder
 from walletlake_cdk.deploy_check.sandbox import (
@@ -198,6 +200,7 @@ class DeployCheck:
         )
         self.athena_api = AthenaApiServer(self.athena, self._workgroups()).start()
         self._container: ContainerProcess | None = None
+        self._front: LatticeStandIn | None = None
         self.container_report: ContainerReport | None = None
         # Per shard, the last sequence number delivered: like Lambda, each record goes out once.
         self._delivered: dict[str, int] = {}
@@ -314,8 +317,20 @@ class DeployCheck:
                 raise DeployCheckError(f"{method} {path}: the API function failed: {invocation.payload}")
             answer: dict[str, Any] = invocation.payload
             return answer
-        status, text = self.container().request(method, path, body)
+        front = self.front()
+        if front is None:
+            status, text = self.container().request(method, path, body)
+        else:
+            # As the task is deployed: behind Lattice, signed as the check's named caller.
+            signed = front.request(WRITER, method, path, body)
+            status, text = signed.status, signed.body
         return {"statusCode": status, "body": text.decode()}
+
+    def front(self) -> LatticeStandIn | None:
+        """The stand-in for the template's Lattice service, in front of the task (None: no Lattice)."""
+        if self._front is None and self.assembly.resources("AWS::VpcLattice::Service"):
+            self._front = stand_in_for(self.assembly, f"127.0.0.1:{self.container().port}")
+        return self._front
 
     def api_step(self) -> dict[str, Any]:
         """Wallets, deposits, a transfer, its replay and a balance through the deployed API."""
@@ -378,6 +393,9 @@ class DeployCheck:
 
     def stop_container(self) -> int | None:
         """SIGTERM the container as ECS stops a task; its exit code (None: it never ran)."""
+        if self._front is not None:
+            self._front.stop()
+            self._front = None
         if self._container is None:
             return None
         self.container_report = (
@@ -621,6 +639,11 @@ def run_scenario(check: DeployCheck, *, today: dt.date | None = None) -> dict[st
     day = today or dt.datetime.now(dt.UTC).date()
     outcome: dict[str, Any] = {"provisioned": check.provision()}
     outcome["api"] = check.api_step()
+    if check.task_containers() and check.assembly.resources("AWS::VpcLattice::Service"):
+        try:
+            outcome["lattice"] = run_lattice_step(check)
+        except LatticeStepError as error:
+            raise DeployCheckError(f"the Lattice front: {error}") from error
     outcome["stream"] = check.stream_step(CONSUMER_HANDLER)
     if check.has_handler(COMMITTER_HANDLER):
         outcome["commit"] = check.commit_step(COMMITTER_HANDLER)

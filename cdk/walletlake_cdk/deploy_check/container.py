@@ -237,11 +237,21 @@ class ContainerProcess:
             f"the container did not answer /healthz within {timeout:.0f} s: {self.log_tail()}"
         )
 
-    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, bytes]:
-        """One HTTP request; the status and body."""
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        *,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, bytes]:
+        """One HTTP request straight to the task (no front); the status and body."""
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(  # noqa: S310  # http://127.0.0.1 only
-            f"{self.url}{path}", data=data, method=method, headers={"content-type": "application/json"}
+            f"{self.url}{path}",
+            data=data,
+            method=method,
+            headers={"content-type": "application/json", **(headers or {})},
         )
         try:
             with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310
