@@ -16,17 +16,19 @@ What it deploys:
 * **Tasks.** ``walletlake serve`` on Fargate, ARM64 (Graviton: about 20 % cheaper per vCPU-hour
   than x86 at the same measured CPU per request), one uvicorn worker per vCPU, its own log group
   (the server's EMF lines become CloudWatch metrics there). A task role that may only do the write
-  path's four item actions on the table.
+  path's four item actions on the table, its key usable through DynamoDB only.
 * **Scaling.** Between ``api_min_tasks`` and ``api_max_tasks``: target tracking on CPU at 50 % (the
   seed's rule) and on requests per task.
 * **Front and authentication.** ``lattice`` (default): a VPC Lattice service network and service,
-  both ``AWS_IAM`` with an auth policy allowing ``vpc-lattice-svcs:Invoke`` to the roles in
-  ``api_callers`` only (required; every request SigV4-signed), whose target group ECS registers
-  the tasks in; the callers' VPCs (``caller_vpc_ids``) are associated with the network. The tasks
-  trust Lattice's ``x-amzn-lattice-identity`` header (``WALLETLAKE_TRUST_FRONT=lattice``) to
-  attribute every movement, and serve no operator routes (``WALLETLAKE_ADMIN_ROUTES=off``).
-  ``alb``: an internal Application Load Balancer instead (network-level access only, for callers
-  inside the VPC; writes attributed to ``unverified:internal-alb``), cheaper per request.
+  both ``AWS_IAM``, the service's auth policy allowing each role of ``api_callers`` its operations'
+  routes only, from the callers' VPCs (:mod:`walletlake_cdk.lattice_front`, which also writes the
+  access-log subscriptions and the callers' policies). The tasks trust Lattice's
+  ``x-amzn-lattice-identity`` for this service only, enforce the same role map, and serve no
+  operator routes (:func:`front_environment`). ``alb``: an internal Application Load Balancer
+  instead (network-level access only, for callers inside the VPC; writes attributed to
+  ``unverified:internal-alb``), cheaper per request.
+* **Endpoints and egress.** Each VPC endpoint's policy names this stack's resources; the tasks may
+  send HTTPS to the endpoints only (:func:`_limit_endpoints`, :func:`_task_security_group`).
 * **Draining.** A Lattice target group has no deregistration-delay setting (CloudFormation's
   ``TargetGroupConfig``); Lattice stops routing to a deregistered target and lets its in-flight
   requests finish. The server's drain (``WALLETLAKE_DRAIN_SECONDS``, 25 s) is set on the task and

@@ -25,7 +25,6 @@ import dataclasses
 import datetime as dt
 import json
 import logging
-import time
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -45,18 +44,32 @@ from contracts.settings import (
 from walletlake_cdk.deploy_check.assembly import CloudAssembly, DeployedFunction
 from walletlake_cdk.deploy_check.athena_api import AthenaApiServer
 from walletlake_cdk.deploy_check.container import ContainerProcess, build_image_root, missing_arm64_wheels
+from walletlake_cdk.deploy_check.events import http_api_event, stream_event
 from walletlake_cdk.deploy_check.lattice import LatticeStandIn
 from walletlake_cdk.deploy_check.lattice_step import WRITER, LatticeStepError, run_lattice_step, stand_in_for
 from walletlake_cdk.deploy_check.local_athena import LocalAthena
+from walletlake_cdk.deploy_check.reports import ContainerReport, FunctionReport
 from walletlake_cdk.deploy_check.runtime import runtime_folder
 from walletlake_cdk.deploy_check.sandbox import (
-    UNZIPPED_LIMIT_BYTES,
     FunctionRunner,
     Invocation,
     assemble,
     lambda_environment,
 )
 from walletlake_cdk.deploy_check.state_machines import Execution, LocalStepFunctions
+
+__all__ = [
+    "API_HANDLER",
+    "COMMITTER_HANDLER",
+    "CONSUMER_HANDLER",
+    "ContainerReport",
+    "DeployCheck",
+    "DeployCheckError",
+    "FunctionReport",
+    "http_api_event",
+    "run_scenario",
+    "stream_event",
+]
 
 _logger = logging.getLogger(__name__)
 
@@ -87,80 +100,6 @@ _NAME_VARIABLES: Final = (
 
 class DeployCheckError(AssertionError):
     """A deployed function or state machine did not do what production needs of it."""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ContainerReport:
-    """The API task's line of the report."""
-
-    logical_id: str
-    image_bytes: int
-    start_seconds: float
-    memory_mb: int
-    missing_arm64: tuple[str, ...]
-    peak_rss_mb: float = 0.0
-    exit_code: int | None = None
-
-    @property
-    def passed(self) -> bool:
-        """Started, answered, stopped cleanly on SIGTERM, within memory, every wheel on ARM64."""
-        return not self.missing_arm64 and self.exit_code == 0 and self.peak_rss_mb <= self.memory_mb
-
-    def line(self) -> str:
-        """The task's line, in the functions' columns."""
-        result = "ok (served the API, exited 0 on SIGTERM)" if self.passed else "FAILED"
-        if self.missing_arm64:
-            result += f" no ARM64 wheel: {', '.join(self.missing_arm64)}"
-        if self.exit_code not in (0, None):
-            result += f" exit {self.exit_code}"
-        return (
-            f"{self.logical_id + ' (task)':<36} {self.image_bytes / 2**20:6.1f} MB image   "
-            f"start {self.start_seconds:5.2f} s  "
-            f"memory {self.peak_rss_mb:6.0f} / {self.memory_mb:>5} MB  {result}"
-        )
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class FunctionReport:
-    """One line of the check's report."""
-
-    logical_id: str
-    handler: str
-    memory_mb: int
-    unzipped_bytes: int
-    import_seconds: float | None
-    max_rss_mb: float
-    invocations: int
-    failures: int
-    last_error: str | None
-
-    @property
-    def passed(self) -> bool:
-        """Invoked, never failed, within the size and memory limits."""
-        return (
-            self.invocations > 0
-            and self.failures == 0
-            and self.unzipped_bytes <= UNZIPPED_LIMIT_BYTES
-            and self.max_rss_mb <= self.memory_mb
-        )
-
-    def line(self) -> str:
-        """``name  size  import  memory  result``: what ``make deploy-check`` prints."""
-        imported = f"{self.import_seconds:5.2f} s" if self.import_seconds is not None else "   —   "
-        if self.invocations == 0:
-            result = "NOT INVOKED"
-        elif self.failures:
-            result = f"FAILED {self.failures}/{self.invocations}: {self.last_error}"
-        else:
-            result = f"ok ({self.invocations} invocation{'s' if self.invocations != 1 else ''})"
-        if self.unzipped_bytes > UNZIPPED_LIMIT_BYTES:
-            result += " OVER 250 MB"
-        if self.max_rss_mb > self.memory_mb:
-            result += " OVER MemorySize"
-        return (
-            f"{self.logical_id:<36} {self.unzipped_bytes / 2**20:6.1f} / 250 MB  import {imported}  "
-            f"memory {self.max_rss_mb:6.0f} / {self.memory_mb:>5} MB  {result}"
-        )
 
 
 class DeployCheck:
@@ -544,35 +483,6 @@ def reachable_modules(handler: str) -> list[str]:
     return sorted(closure.modules) + sorted(closure.third_party)
 
 
-def stream_event(
-    stream_arn: str, shard_id: str, records: list[dict[str, Any]], *, windowed: bool
-) -> dict[str, Any]:
-    """A DynamoDB Streams event of one shard's records, as Lambda sends it.
-
-    ``windowed``: the mapping has a tumbling window, so the event also names the shard, the
-    stream, the window and its state (Lambda's "Time windows" of DynamoDB event sources).
-    """
-    from stream_processor.lambda_records import lambda_record
-
-    event: dict[str, Any] = {"Records": [lambda_record(record, stream_arn) for record in records]}
-    if windowed:
-        start = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
-        event.update(
-            {
-                "window": {
-                    "start": start.isoformat().replace("+00:00", "Z"),
-                    "end": (start + dt.timedelta(minutes=1)).isoformat().replace("+00:00", "Z"),
-                },
-                "state": {},
-                "shardId": shard_id,
-                "eventSourceARN": stream_arn,
-                "isFinalInvokeForWindow": False,
-                "isWindowTerminatedEarly": False,
-            }
-        )
-    return event
-
-
 def _describe(invocation: Invocation) -> str:
     payload = invocation.payload if isinstance(invocation.payload, dict) else {}
     return f"{invocation.error}: {str(payload.get('errorMessage', ''))[:160]}"
@@ -583,44 +493,6 @@ def _expect(answer: Mapping[str, Any], status: int, what: str) -> None:
         raise DeployCheckError(
             f"{what}: expected {status}, got {answer.get('statusCode')}: {answer.get('body')}"
         )
-
-
-def http_api_event(method: str, path: str, body: Mapping[str, Any] | None) -> dict[str, Any]:
-    """An API Gateway HTTP API event (payload format 2.0), IAM-authorized, as the integration sends it."""
-    now = dt.datetime.now(dt.UTC)
-    return {
-        "version": "2.0",
-        "routeKey": "$default",
-        "rawPath": path,
-        "rawQueryString": "",
-        "headers": {
-            "content-type": "application/json",
-            "host": "api.example.com",
-            "user-agent": "deploy-check",
-        },
-        "requestContext": {
-            "accountId": "123456789012",
-            "apiId": "deploycheck",
-            "authorizer": {
-                "iam": {"accountId": "123456789012", "userArn": "arn:aws:iam::123456789012:role/caller"}
-            },
-            "domainName": "api.example.com",
-            "http": {
-                "method": method,
-                "path": path,
-                "protocol": "HTTP/1.1",
-                "sourceIp": "192.0.2.1",
-                "userAgent": "deploy-check",
-            },
-            "requestId": str(uuid.uuid4()),
-            "routeKey": "$default",
-            "stage": "$default",
-            "time": now.strftime("%d/%b/%Y:%H:%M:%S +0000"),
-            "timeEpoch": int(time.time() * 1000),
-        },
-        "body": json.dumps(body) if body is not None else None,
-        "isBase64Encoded": False,
-    }
 
 
 #: The handlers of the deployed functions, by the step that calls them.
@@ -639,9 +511,10 @@ def run_scenario(check: DeployCheck, *, today: dt.date | None = None) -> dict[st
     day = today or dt.datetime.now(dt.UTC).date()
     outcome: dict[str, Any] = {"provisioned": check.provision()}
     outcome["api"] = check.api_step()
-    if check.task_containers() and check.assembly.resources("AWS::VpcLattice::Service"):
+    front = check.front() if check.task_containers() else None
+    if front is not None:
         try:
-            outcome["lattice"] = run_lattice_step(check)
+            outcome["lattice"] = run_lattice_step(front, check.container())
         except LatticeStepError as error:
             raise DeployCheckError(f"the Lattice front: {error}") from error
     outcome["stream"] = check.stream_step(CONSUMER_HANDLER)

@@ -24,7 +24,7 @@ from walletlake_cdk.deploy_check.assembly import ACCOUNT, REGION, CloudAssembly
 from walletlake_cdk.deploy_check.lattice import Caller, LatticeStandIn
 
 if TYPE_CHECKING:
-    from walletlake_cdk.deploy_check.check import DeployCheck
+    from walletlake_cdk.deploy_check.container import ContainerProcess
 
 WRITER_ROLE: Final = f"arn:aws:iam::{ACCOUNT}:role/walletlake-deploy-check"
 READER_ROLE: Final = f"arn:aws:iam::{ACCOUNT}:role/walletlake-deploy-check-reader"
@@ -86,12 +86,11 @@ def stand_in_for(assembly: CloudAssembly, upstream: str) -> LatticeStandIn | Non
     ).start()
 
 
-def run_lattice_step(check: DeployCheck) -> dict[str, Any]:
-    """Every caller of the module's docstring, each answer checked; the answers by case."""
-    front = check.front()
-    if front is None:
-        raise LatticeStepError("the template deploys no Lattice service")
-    task = check.container()
+def run_lattice_step(front: LatticeStandIn, task: ContainerProcess) -> dict[str, Any]:
+    """Every caller of the module's docstring, each answer checked; the answers by case.
+
+    ``front`` stands in front of ``task``, the API task running from its image's files.
+    """
     created = front.request(WRITER, "POST", "/api/v1/wallets/", {"user_id": str(uuid.uuid4())})
     _expect(created.status == 201 and created.forwarded, "the writer creates a wallet", created)
     wallet = json.loads(created.body)["id"]
@@ -130,7 +129,8 @@ def run_lattice_step(check: DeployCheck) -> dict[str, Any]:
     target = front.forwarded[-1]["x-amzn-lattice-target"]
     elsewhere = target.replace(front.service_arn, front.service_arn[:-4] + "beef")
     direct = {
-        "no identity": ({}, "PUT", deposit, {401}),
+        "no Lattice header": ({}, "PUT", deposit, {401, 403}),
+        "no identity": ({"x-amzn-lattice-target": target}, "PUT", deposit, {401}),
         "anonymous": (
             {"x-amzn-lattice-identity": "Type=Anonymous", "x-amzn-lattice-target": target},
             "PUT",
