@@ -157,7 +157,8 @@ def test_every_deployed_function_runs_from_its_files_and_the_nightly_machine_suc
     settings = check.local_settings()
     night = summary(check, settings.bucket, settings.lake_prefix)
     assert night["ok"] is True
-    assert night["ledger_rows"] == 4
+    # (4 entries of the API step, and the one deposit the Lattice step's callers were allowed)
+    assert night["ledger_rows"] == 4 + 1
 
 
 def test_the_consumer_lands_tumbling_window_batches_and_the_committer_commits_them(
@@ -173,8 +174,9 @@ def test_the_consumer_lands_tumbling_window_batches_and_the_committer_commits_th
     records = [key for key in stream["landed"] if key.startswith(f"{settings.lake_prefix}/_landed/")]
     assert len(records) == len(stream["shards"])
     # AND the committer, run from its own asset and layer with {"cycles": 1}, committed every row
-    # they name (4 ledger entries and 2 wallets)
-    assert scenario["landed_rows"] == 6
+    # they name (4 ledger entries and 2 wallets of the API step, the Lattice step's wallet and its
+    # one deposit: every refused request wrote nothing)
+    assert scenario["landed_rows"] == (4 + 2) + (1 + 1)
     assert scenario["commit"] == {"cycles": 1, "rows": scenario["landed_rows"]}
     committer = {report.handler: report for report in check.reports()}[COMMITTER_HANDLER]
     assert committer.passed, committer.line()
