@@ -42,7 +42,7 @@ import dataclasses
 from typing import Final
 
 import jsii
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import Duration, Names, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -157,7 +157,9 @@ def build_stream_consumer(
         )
     grant_key_via(handler.role, storage.lake_key, "s3", *S3_WRITE_KEY_ACTIONS)
     mapping = handler.function.add_event_source_mapping(
-        "TableStream",
+        # The id CDK's DynamoEventSource gave it: the same logical id, so a deploy updates the
+        # mapping in place instead of replacing it (a new mapping would start again at TRIM_HORIZON).
+        f"DynamoDBEventSource:{Names.node_unique_id(table.node)}",
         event_source_arn=table.table_stream_arn,
         starting_position=lambda_.StartingPosition.TRIM_HORIZON,
         batch_size=config.stream_batch_size,

@@ -487,3 +487,20 @@ def test_any_refused_request_alarms_the_on_call(template: Synthesized) -> None:
     assert alarm["EvaluationPeriods"] == 1
     assert alarm["AlarmActions"] == [{"Ref": template.logical_id("AWS::SNS::Topic", "AlertsTopic")}]
     assert "docs/operations.md" in alarm["AlarmDescription"]
+
+
+def test_the_stream_mapping_keeps_the_logical_id_cdks_event_source_gave_it(template: Synthesized) -> None:
+    # GIVEN the consumer's mapping, now granted without CDK's DynamoEventSource (whose grants of
+    # the table's and the queue's keys had no kms:ViaService)
+    (logical_id,) = template.resources("AWS::Lambda::EventSourceMapping")
+    # THEN its logical id is the one that construct gave it: a deploy updates it in place, never
+    # replaces it (a new mapping would read the stream again from TRIM_HORIZON)
+    assert logical_id.startswith("StreamConsumerFunctionDynamoDBEventSourceWalletLakeWalletsTable")
+    # AND the role reads the stream and sends to the queue, each key through its service only
+    statements = policy_statements(template, role_of(template, "walletlake.handlers.stream.handler"))
+    actions = {action for statement in statements for action in as_list(statement["Action"])}
+    assert {"dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:DescribeStream"} <= actions
+    assert {"sqs:SendMessage"} <= actions
+    for statement in statements:
+        if any(action.startswith("kms:") for action in as_list(statement["Action"])):
+            assert "kms:ViaService" in statement["Condition"]["StringEquals"], statement
