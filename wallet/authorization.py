@@ -7,10 +7,10 @@ a second service or target group pointing at the tasks with auth type ``NONE``, 
 by hand. So with a trusted front configured (``WALLETLAKE_TRUST_FRONT``), the server checks the
 same things again and refuses, before it reads the body, with nothing written:
 
-- 403 ``wrong_target``: the request came through a Lattice service other than this one
-  (``WALLETLAKE_LATTICE_SERVICE_ARN``; not checked when unset);
 - 401 ``unauthenticated``: no principal the front vouched for (no identity header, or
   ``Type=Anonymous``: Lattice forwards unsigned requests when a service's auth type is ``NONE``);
+- 403 ``wrong_target``: the request came through a Lattice service other than this one
+  (``WALLETLAKE_LATTICE_SERVICE_ARN``; not checked when unset);
 - 403 ``session_not_a_person``: the role session's name does not match the deployment's rule
   (``WALLETLAKE_CALLER_SESSION_PATTERN``), so the movement would not name who acted;
 - 403 ``caller_not_permitted``: the principal's role is not named in ``WALLETLAKE_CALLER_PERMISSIONS``;
@@ -47,6 +47,17 @@ _logger = logging.getLogger(__name__)
 LATTICE_TARGET_HEADER: Final = b"x-amzn-lattice-target"
 #: What no check applies to.
 OPEN_PATHS: Final = frozenset({"/healthz"})
+#: Every refusal by status and code, with its meaning: the OpenAPI document lists them on every
+#: route (only a deployment with a trusted front gives them).
+REFUSALS: Final[dict[int, dict[str, str]]] = {
+    401: {"unauthenticated": "no caller identity the API's trusted front vouched for; nothing was done."},
+    403: {
+        "wrong_target": "the request came through another VPC Lattice service; nothing was done.",
+        "session_not_a_person": "the caller's role session name names no person; nothing was done.",
+        "caller_not_permitted": "the caller's role is not a caller of this API; nothing was done.",
+        "operation_not_permitted": "the caller's role may not do this operation; nothing was done.",
+    },
+}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -80,15 +91,6 @@ def judge(
     if settings.trust_front == "none" or path in OPEN_PATHS:
         return None
     headers = list(headers)
-    if settings.trust_front == "lattice" and settings.lattice_service_arn is not None:
-        target = header_fields(_header(headers, LATTICE_TARGET_HEADER)).get("ServiceArn")
-        if target != settings.lattice_service_arn:
-            return Refusal(
-                403,
-                "wrong_target",
-                f"this API serves requests through {settings.lattice_service_arn} only, "
-                f"not {target or 'a request with no Lattice target'}",
-            )
     scope = {"headers": headers}
     principal = principal_of(scope, settings.trust_front, settings.default_principal)
     if principal is None:
@@ -98,6 +100,15 @@ def judge(
             "no caller identity the API's front vouched for: sign the request (SigV4, service "
             "vpc-lattice-svcs) and send it through the service network",
         )
+    if settings.trust_front == "lattice" and settings.lattice_service_arn is not None:
+        target = header_fields(_header(headers, LATTICE_TARGET_HEADER)).get("ServiceArn")
+        if target != settings.lattice_service_arn:
+            return Refusal(
+                403,
+                "wrong_target",
+                f"this API serves requests through {settings.lattice_service_arn} only, "
+                f"not {target or 'a request with no Lattice target'}",
+            )
     if settings.caller_session_pattern is not None:
         session = session_name(settings, headers, principal)
         if session is None or not re.fullmatch(settings.caller_session_pattern, session):
