@@ -29,8 +29,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-from collections.abc import Iterable
-from typing import Final
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -69,29 +69,30 @@ class Refusal:
     detail: str
 
 
-def judge(
-    settings: Settings, method: str, path: str, headers: Iterable[tuple[bytes, bytes]]
-) -> Refusal | None:
-    """The refusal a request earns, or None to serve it. Pure.
+def judge(settings: Settings, scope: Mapping[str, Any]) -> Refusal | None:
+    """The refusal the request of an ASGI ``scope`` earns, or None to serve it. Pure.
+
+    The scope's ``headers`` carry Lattice's identity; behind API Gateway its ``aws.event`` (as
+    Mangum passes the Lambda event) carries the IAM identity the gateway verified.
 
     Examples
     --------
     >>> from contracts.caller_permissions import CallerPermissions
     >>> settings = Settings(trust_front="lattice", caller_permissions=CallerPermissions.parse(
     ...     "arn:aws:iam::111122223333:role/payments=transfer+read"))
-    >>> judge(settings, "GET", "/api/v1/wallets/x/balance", []).code
+    >>> judge(settings, {"method": "GET", "path": "/api/v1/wallets/x/balance", "headers": []}).code
     'unauthenticated'
     >>> caller = [(b"x-amzn-lattice-identity",
     ...            b"Principal=arn:aws:sts::111122223333:assumed-role/payments/alice; Type=AWSIAM")]
-    >>> judge(settings, "PUT", "/api/v1/wallets/x/deposit", caller).code
+    >>> judge(settings, {"method": "PUT", "path": "/api/v1/wallets/x/deposit", "headers": caller}).code
     'operation_not_permitted'
-    >>> judge(settings, "PUT", "/api/v1/wallets/x/transfer/y", caller) is None
+    >>> judge(settings, {"method": "PUT", "path": "/api/v1/wallets/x/transfer/y", "headers": caller}) is None
     True
     """
+    method, path = scope["method"], scope["path"]
     if settings.trust_front == "none" or path in OPEN_PATHS:
         return None
-    headers = list(headers)
-    scope = {"headers": headers}
+    headers = list(scope.get("headers", ()))
     principal = principal_of(scope, settings.trust_front, settings.default_principal)
     if principal is None:
         return Refusal(
@@ -154,7 +155,7 @@ class Gatekeeper:
         if scope["type"] != "http" or self.settings.trust_front == "none":
             await self.app(scope, receive, send)
             return
-        refusal = judge(self.settings, scope["method"], scope["path"], scope["headers"])
+        refusal = judge(self.settings, scope)
         if refusal is None:
             await self.app(scope, receive, send)
             return
