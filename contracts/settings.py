@@ -19,79 +19,45 @@ default.
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
-import math
 import os
-import re
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, Literal
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
 
-QueryEngine = Literal["duckdb", "athena"]
-
-#: Eight hours: the hot window of seed 000, after which DynamoDB's TTL removes transaction items
-#: and the lake becomes the only history.
-DEFAULT_HOT_TTL_SECONDS = 8 * 60 * 60
-
-#: Two days: how long a nonce is remembered (seed 000 keeps its nonces 2 days), by an idempotency
-#: record of its own (``contracts.idempotency_table``), whatever became of the hot
-#: transaction item. Never shorter than the hot TTL: a nonce forgotten while its transaction item is
-#: still in the table would make a second request with it a replay of the first by chance alone.
-DEFAULT_IDEMPOTENCY_WINDOW_SECONDS: Final = 2 * 24 * 60 * 60
-
-#: Transactions one API process keeps in flight (``bench/hot_wallet.py`` measures the choice).
-DEFAULT_WRITES_IN_FLIGHT = 2
-
-#: Where ``walletlake serve`` listens unless told otherwise: loopback, so a laptop never exposes the
-#: API by accident; the container's environment says ``0.0.0.0`` (the load balancer reaches the task).
-DEFAULT_BIND_HOST: Final = "127.0.0.1"
-
-#: Seconds from SIGTERM to exit: a load balancer's deregistration delay must be longer (ALB's default
-#: is 300 s; walletlake's deployment sets 30 s), so no request is routed to a server that has left.
-DEFAULT_DRAIN_SECONDS: Final = 25
-#: The smallest drain bound: one second for requests, two for the commit queue and the last metrics.
-MIN_DRAIN_SECONDS: Final = 3
-
-#: Seconds an idle keep-alive connection stays open: longer than the load balancer's idle timeout
-#: (ALB's default is 60 s), so the balancer, never the server, closes an idle connection and never
-#: sends a request down one the server is closing.
-DEFAULT_KEEP_ALIVE_SECONDS: Final = 65
-
-#: Requests one API process serves at once before it answers 429 (admission control). At the
-#: 500-700 requests/s one process serves, 128 in flight is about 200 ms of waiting.
-DEFAULT_MAX_REQUESTS_IN_FLIGHT: Final = 128
-
-#: Seconds between two embedded-metric-format lines of one API process (0: none).
-DEFAULT_METRICS_INTERVAL_SECONDS: Final = 60
-
-#: Minutes one compaction unit may span (:mod:`lake.compaction_units`): whole five-minute slots
-#: that divide an hour, so units tile a day.
-COMPACTION_UNIT_MINUTES_CHOICES: Final = (5, 10, 15, 20, 30, 60)
-DEFAULT_COMPACTION_UNIT_MINUTES: Final = 60
-
-#: Parallel-scan segments of the AWS nightly snapshot (:mod:`lake.snapshots`), at
-#: most as many as a Distributed Map runs at once.
-DEFAULT_SNAPSHOT_SEGMENTS: Final = 4
-MAX_SNAPSHOT_SEGMENTS: Final = 10_000
-
-#: How the stream's tables (ledger, wallets, quarantine) are kept: ``iceberg`` tables committed by one
-#: committer (:mod:`lake.committer`), or the older plain Parquet under ``dt=`` prefixes.
-LakeFormat = Literal["parquet", "iceberg"]
-DEFAULT_LAKE_FORMAT: Final = "iceberg"
-#: Seconds between two commits of the committer: each commit appends everything landed since the
-#: last one, so this is the lake's freshness bound and one table's commit rate (one per interval).
-DEFAULT_COMMIT_INTERVAL_SECONDS: Final = 30
-
-#: Whose identity headers the API believes (:mod:`wallet.principals`): ``none`` (every write is
-#: attributed to ``default_principal``; identity headers are ignored, since any client can send
-#: them), ``lattice`` (VPC Lattice's ``x-amzn-lattice-identity``, on the ECS tasks only Lattice
-#: reaches) or ``apigateway`` (the IAM identity API Gateway verified, in the Lambda event).
-TrustFront = Literal["none", "lattice", "apigateway"]
-DEFAULT_TRUST_FRONT: Final = "none"
-#: Who a write is attributed to when no front vouches for its caller (a laptop, the embedded stack).
-DEFAULT_PRINCIPAL: Final = "local"
-
-#: Where the AWS reconciliation's UNLOADs write, under the workgroup's results prefix.
-DEFAULT_UNLOAD_PREFIX: Final = "athena-results/unload/reconcile"
+from contracts.setting_values import (
+    COMPACTION_UNIT_MINUTES_CHOICES,
+    DEFAULT_AUDIT_TAG_RETENTION_DAYS,
+    DEFAULT_BIND_HOST,
+    DEFAULT_COMMIT_INTERVAL_SECONDS,
+    DEFAULT_COMPACTION_UNIT_MINUTES,
+    DEFAULT_DRAIN_SECONDS,
+    DEFAULT_HOT_TTL_SECONDS,
+    DEFAULT_IDEMPOTENCY_WINDOW_SECONDS,
+    DEFAULT_KEEP_ALIVE_SECONDS,
+    DEFAULT_LAKE_FORMAT,
+    DEFAULT_MAX_REQUESTS_IN_FLIGHT,
+    DEFAULT_METRICS_INTERVAL_SECONDS,
+    DEFAULT_PRINCIPAL,
+    DEFAULT_SNAPSHOT_SEGMENTS,
+    DEFAULT_TRUST_FRONT,
+    DEFAULT_UNLOAD_PREFIX,
+    DEFAULT_WRITES_IN_FLIGHT,
+    KEY_PREFIX_TEXT,
+    MAX_SNAPSHOT_SEGMENTS,
+    MIN_DRAIN_SECONDS,
+    LakeFormat,
+    QueryEngine,
+    SettingsError,
+    TrustFront,
+    Variable,
+    host_or_address,
+    http_url,
+    integer_in,
+    key_prefix,
+    on_off,
+    one_of,
+    positive_number,
+    principal_name,
+)
 
 TABLE_VARIABLE: Final = "WALLETLAKE_TABLE"
 BUCKET_VARIABLE: Final = "WALLETLAKE_BUCKET"
@@ -118,6 +84,7 @@ LAKE_FORMAT_VARIABLE: Final = "WALLETLAKE_LAKE_FORMAT"
 ICEBERG_CATALOG_URI_VARIABLE: Final = "WALLETLAKE_ICEBERG_CATALOG_URI"
 ICEBERG_WAREHOUSE_VARIABLE: Final = "WALLETLAKE_ICEBERG_WAREHOUSE"
 COMMIT_INTERVAL_SECONDS_VARIABLE: Final = "WALLETLAKE_COMMIT_INTERVAL_SECONDS"
+AUDIT_TAG_RETENTION_DAYS_VARIABLE: Final = "WALLETLAKE_AUDIT_TAG_RETENTION_DAYS"
 TRUST_FRONT_VARIABLE: Final = "WALLETLAKE_TRUST_FRONT"
 DEFAULT_PRINCIPAL_VARIABLE: Final = "WALLETLAKE_DEFAULT_PRINCIPAL"
 ADMIN_ROUTES_VARIABLE: Final = "WALLETLAKE_ADMIN_ROUTES"
@@ -151,10 +118,6 @@ DEPLOYED_VARIABLES: Final = (
 LAMBDA_FUNCTION_VARIABLE: Final = "AWS_LAMBDA_FUNCTION_NAME"
 
 _S3_ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
-
-
-class SettingsError(ValueError):
-    """A ``WALLETLAKE_*`` variable is missing or holds a value walletlake cannot use."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -219,6 +182,9 @@ class Settings:
         embedded stack SeaweedFS's catalog and its table bucket's name.
     commit_interval_seconds:
         Seconds between two commits of the Iceberg committer.
+    audit_tag_retention_days:
+        How long a night's tags keep the snapshots it read: their max-ref-age, applied by the
+        committer's expiry (:mod:`lake.snapshot_expiry`) to every tag walletlake made.
     metrics_interval_seconds:
         Seconds between the CloudWatch embedded-metric-format lines each API process prints on
         stdout (:mod:`wallet.emf`), and once more at shutdown; 0 prints none.
@@ -257,6 +223,7 @@ class Settings:
     iceberg_catalog_uri: str | None = None
     iceberg_warehouse: str = "walletlake-tables"
     commit_interval_seconds: int = DEFAULT_COMMIT_INTERVAL_SECONDS
+    audit_tag_retention_days: int = DEFAULT_AUDIT_TAG_RETENTION_DAYS
     trust_front: TrustFront = DEFAULT_TRUST_FRONT
     default_principal: str = DEFAULT_PRINCIPAL
     admin_routes: bool = True
@@ -370,113 +337,6 @@ class HandlerSettings:
         return self._settings
 
 
-# --- the variables ---------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Variable:
-    """One ``WALLETLAKE_*`` variable: the :class:`Settings` field it sets and how its text is read.
-
-    Attributes
-    ----------
-    name:
-        The variable.
-    field:
-        The :class:`Settings` field it sets.
-    expects:
-        What a usable value is, for the error (``"an integer in 1..1000"``).
-    meaning:
-        One line for ``--help`` and the README, with the default.
-    parse:
-        Text (never empty) to the field's value; raises :class:`ValueError` when it is not
-        ``expects``.
-    """
-
-    name: str
-    field: str
-    expects: str
-    meaning: str
-    parse: Callable[[str], object] = str
-
-    def read(self, text: str) -> object:
-        """The field's value for ``text``, or :class:`SettingsError` naming the variable and the text."""
-        try:
-            return self.parse(text)
-        except ValueError:
-            # repr() keeps the message on one line whatever the value holds
-            raise SettingsError(f"{self.name} must be {self.expects}, not {text!r}") from None
-
-
-def _integer(low: int, high: int | None = None) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        value = int(text) if text.isascii() and text.isdigit() else low - 1
-        if value < low or (high is not None and value > high):
-            raise ValueError(text)
-        return value
-
-    return parse
-
-
-def _one_of(choices: Iterable[object]) -> Callable[[str], object]:
-    by_text = {str(choice): choice for choice in choices}
-
-    def parse(text: str) -> object:
-        if text not in by_text:
-            raise ValueError(text)
-        return by_text[text]
-
-    return parse
-
-
-def _positive_number(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(text)
-    return value
-
-
-def _key_prefix(text: str) -> str:
-    """A key prefix inside the bucket, without its surrounding slashes."""
-    prefix = text.strip("/")
-    if not prefix or "://" in prefix or any(character.isspace() for character in prefix):
-        raise ValueError(text)
-    return prefix
-
-
-def _url(text: str) -> str:
-    if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", text):
-        raise ValueError(text)
-    return text.rstrip("/")
-
-
-_KEY_PREFIX = "a key prefix inside the bucket (no s3://, no spaces)"
-
-_HOST_LABEL: Final = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-_HOSTNAME: Final = re.compile(rf"{_HOST_LABEL}(\.{_HOST_LABEL})*")
-
-
-def _principal(text: str) -> str:
-    if len(text) > 256 or not text.isprintable():
-        raise ValueError(text)
-    return text
-
-
-def _switch(text: str) -> bool:
-    if text not in ("on", "off"):
-        raise ValueError(text)
-    return text == "on"
-
-
-def _host(text: str) -> str:
-    """An IP address (``0.0.0.0``, ``::``) or a host name to listen on."""
-    try:
-        return str(ipaddress.ip_address(text))
-    except ValueError:
-        if len(text) > 253 or not _HOSTNAME.fullmatch(text):
-            raise
-        return text
-
-
 #: Every ``WALLETLAKE_*`` variable, in the order ``--help`` and the README list them.
 VARIABLES: Final[tuple[Variable, ...]] = (
     Variable(TABLE_VARIABLE, "table", "a table name", "the DynamoDB table (default wallets)"),
@@ -484,9 +344,9 @@ VARIABLES: Final[tuple[Variable, ...]] = (
     Variable(
         LAKE_PREFIX_VARIABLE,
         "lake_prefix",
-        _KEY_PREFIX,
+        KEY_PREFIX_TEXT,
         "key prefix of the lake inside the bucket (default lake)",
-        _key_prefix,
+        key_prefix,
     ),
     Variable(
         GLUE_DATABASE_VARIABLE,
@@ -505,14 +365,14 @@ VARIABLES: Final[tuple[Variable, ...]] = (
         "query_engine",
         "duckdb or athena",
         "duckdb or athena (default duckdb when an S3 endpoint variable is set)",
-        _one_of(("duckdb", "athena")),
+        one_of(("duckdb", "athena")),
     ),
     Variable(
         HOT_TTL_SECONDS_VARIABLE,
         "hot_ttl_seconds",
         "a positive integer",
         f"lifetime of transaction items in DynamoDB (default {DEFAULT_HOT_TTL_SECONDS})",
-        _integer(1),
+        integer_in(1),
     ),
     Variable(
         IDEMPOTENCY_WINDOW_SECONDS_VARIABLE,
@@ -520,7 +380,7 @@ VARIABLES: Final[tuple[Variable, ...]] = (
         "a positive integer",
         "seconds a nonce is remembered: the same request replays its first outcome, another body is "
         f"409; at least the hot TTL (default {DEFAULT_IDEMPOTENCY_WINDOW_SECONDS})",
-        _integer(1),
+        integer_in(1),
     ),
     Variable(
         IDEMPOTENCY_TABLE_VARIABLE,
@@ -547,42 +407,42 @@ VARIABLES: Final[tuple[Variable, ...]] = (
         "an integer in 1..1000",
         "transactions one API process keeps in flight; the rest group-commit "
         f"(default {DEFAULT_WRITES_IN_FLIGHT})",
-        _integer(1, 1000),
+        integer_in(1, 1000),
     ),
     Variable(
         COMPACTION_UNIT_MINUTES_VARIABLE,
         "compaction_unit_minutes",
         f"one of {', '.join(map(str, COMPACTION_UNIT_MINUTES_CHOICES))}",
         f"minutes of landing data one compaction unit merges (default {DEFAULT_COMPACTION_UNIT_MINUTES})",
-        _one_of(COMPACTION_UNIT_MINUTES_CHOICES),
+        one_of(COMPACTION_UNIT_MINUTES_CHOICES),
     ),
     Variable(
         SNAPSHOT_SEGMENTS_VARIABLE,
         "snapshot_segments",
         f"an integer in 1..{MAX_SNAPSHOT_SEGMENTS}",
         f"parallel-scan segments of the AWS nightly snapshot (default {DEFAULT_SNAPSHOT_SEGMENTS})",
-        _integer(1, MAX_SNAPSHOT_SEGMENTS),
+        integer_in(1, MAX_SNAPSHOT_SEGMENTS),
     ),
     Variable(
         SNAPSHOT_READ_UNITS_VARIABLE,
         "snapshot_read_units_per_second",
         "a positive number",
         "read units per second the AWS snapshot's segments share (default: unpaced)",
-        _positive_number,
+        positive_number,
     ),
     Variable(
         UNLOAD_PREFIX_VARIABLE,
         "unload_prefix",
-        _KEY_PREFIX,
+        KEY_PREFIX_TEXT,
         f"where the AWS reconciliation's UNLOADs write in the bucket (default {DEFAULT_UNLOAD_PREFIX})",
-        _key_prefix,
+        key_prefix,
     ),
     Variable(
         BIND_HOST_VARIABLE,
         "bind_host",
         "an IP address or a host name",
         f"address walletlake serve listens on (default {DEFAULT_BIND_HOST}; 0.0.0.0 in a container)",
-        _host,
+        host_or_address,
     ),
     Variable(
         DRAIN_SECONDS_VARIABLE,
@@ -590,7 +450,7 @@ VARIABLES: Final[tuple[Variable, ...]] = (
         f"an integer in {MIN_DRAIN_SECONDS}..3600",
         "seconds from SIGTERM to exit, every request in flight answered; shorter than the load "
         f"balancer's deregistration delay (default {DEFAULT_DRAIN_SECONDS})",
-        _integer(MIN_DRAIN_SECONDS, 3600),
+        integer_in(MIN_DRAIN_SECONDS, 3600),
     ),
     Variable(
         KEEP_ALIVE_SECONDS_VARIABLE,
@@ -598,7 +458,7 @@ VARIABLES: Final[tuple[Variable, ...]] = (
         "an integer in 1..4000",
         "seconds an idle keep-alive connection stays open; longer than the load balancer's idle "
         f"timeout (default {DEFAULT_KEEP_ALIVE_SECONDS})",
-        _integer(1, 4000),
+        integer_in(1, 4000),
     ),
     Variable(
         MAX_REQUESTS_IN_FLIGHT_VARIABLE,
@@ -606,7 +466,7 @@ VARIABLES: Final[tuple[Variable, ...]] = (
         "an integer in 1..100000",
         "requests one API process serves at once; beyond them it answers 429 with Retry-After "
         f"(default {DEFAULT_MAX_REQUESTS_IN_FLIGHT})",
-        _integer(1, 100_000),
+        integer_in(1, 100_000),
     ),
     Variable(
         METRICS_INTERVAL_SECONDS_VARIABLE,
@@ -614,21 +474,21 @@ VARIABLES: Final[tuple[Variable, ...]] = (
         "an integer in 0..3600",
         "seconds between an API process's CloudWatch embedded-metric-format lines on stdout; "
         f"0 prints none (default {DEFAULT_METRICS_INTERVAL_SECONDS})",
-        _integer(0, 3600),
+        integer_in(0, 3600),
     ),
     Variable(
         LAKE_FORMAT_VARIABLE,
         "lake_format",
         "iceberg or parquet",
         f"how the stream's tables are kept: Iceberg tables or plain Parquet (default {DEFAULT_LAKE_FORMAT})",
-        _one_of(("parquet", "iceberg")),
+        one_of(("parquet", "iceberg")),
     ),
     Variable(
         ICEBERG_CATALOG_URI_VARIABLE,
         "iceberg_catalog_uri",
         "an http(s) URL",
         "the Iceberg REST catalog (default: Glue's Iceberg endpoint in the region)",
-        _url,
+        http_url,
     ),
     Variable(
         ICEBERG_WAREHOUSE_VARIABLE,
@@ -643,21 +503,21 @@ VARIABLES: Final[tuple[Variable, ...]] = (
         "none, lattice or apigateway",
         "whose identity headers name a write's initiated_by: none (default: they are ignored), "
         "lattice (x-amzn-lattice-identity) or apigateway (the Lambda event's IAM identity)",
-        _one_of(("none", "lattice", "apigateway")),
+        one_of(("none", "lattice", "apigateway")),
     ),
     Variable(
         DEFAULT_PRINCIPAL_VARIABLE,
         "default_principal",
         "a principal name of 1..256 characters",
         f"the initiated_by of writes no trusted front vouches for (default {DEFAULT_PRINCIPAL})",
-        _principal,
+        principal_name,
     ),
     Variable(
         ADMIN_ROUTES_VARIABLE,
         "admin_routes",
         "on or off",
         "serve /docs, /redoc, /openapi.json and /metrics (default on; off on the deployed tasks)",
-        _switch,
+        on_off,
     ),
     Variable(
         COMMIT_INTERVAL_SECONDS_VARIABLE,
@@ -665,7 +525,15 @@ VARIABLES: Final[tuple[Variable, ...]] = (
         "an integer in 1..900",
         "seconds between two commits of the Iceberg committer, the lake's freshness bound "
         f"(default {DEFAULT_COMMIT_INTERVAL_SECONDS})",
-        _integer(1, 900),
+        integer_in(1, 900),
+    ),
+    Variable(
+        AUDIT_TAG_RETENTION_DAYS_VARIABLE,
+        "audit_tag_retention_days",
+        "an integer in 2..36500",
+        "days a night's tags keep the lake snapshots it read, for replays and audits "
+        f"(default {DEFAULT_AUDIT_TAG_RETENTION_DAYS})",
+        integer_in(2, 36_500),
     ),
 )
 
