@@ -285,12 +285,17 @@ def commit_landed(
     )
     expired = 0
     from lake.snapshot_expiry import EXPIRE_AT_LEAST, expirable, expire_snapshots
+    from lake.snapshot_tags import DAY_MS
 
     for name, table in zip(names, loaded, strict=True):
         # hourly, or as soon as enough snapshots are past retention: the cycle's cost grows with
         # the snapshots kept (lake.snapshot_expiry)
         if tidy or len(expirable(table.metadata, now)) >= EXPIRE_AT_LEAST:
-            expired += expire_snapshots(catalog.load_table(identifier(settings.glue_database, name)), clock())
+            expired += expire_snapshots(
+                catalog.load_table(identifier(settings.glue_database, name)),
+                clock(),
+                tag_retention_ms=settings.audit_tag_retention_days * DAY_MS,
+            )
     report = CommitReport(
         tables=tuple(results),
         records_deleted=tidied.deleted if tidied is not None else 0,
