@@ -15,7 +15,8 @@ from the last removed stretch on, found by the sequence numbers (every commit of
 takes the next one, so two neighbouring entries that are not consecutive lost something between
 them). An instant before it is refused (:class:`NotRetainedError`, one line naming the retention
 and the tags nearest the instant: a tag keeps a snapshot for audits, read by its id); a catalog
-that clears the log (Glue's) and one that leaves gaps (SeaweedFS's, pyiceberg's) answer alike.
+that clears the log (one built on the Java library) and one that leaves gaps (pyiceberg's) answer
+alike.
 """
 
 from __future__ import annotations
