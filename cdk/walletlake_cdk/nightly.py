@@ -294,6 +294,7 @@ def _unit_functions(
                 snapshot_segments=config.snapshot_segments,
                 snapshot_read_units_per_second=config.snapshot_read_units_per_second,
                 unload_prefix=UNLOAD_PREFIX,
+                audit_tag_retention_days=config.settings.audit_tag_retention_days,
             ),
         ),
         "compaction_lease": (
@@ -314,6 +315,7 @@ def _unit_functions(
                 snapshot_segments=config.snapshot_segments,
                 snapshot_read_units_per_second=config.snapshot_read_units_per_second,
                 unload_prefix=UNLOAD_PREFIX,
+                audit_tag_retention_days=config.settings.audit_tag_retention_days,
             ),
         ),
     }

@@ -957,6 +957,11 @@ def test_the_nightly_functions_may_tag_the_iceberg_tables_and_nothing_more(synth
         writes = {a for actions, _ in granted for a in actions if a.startswith("glue:") and "Get" not in a}
         assert writes == {"glue:UpdateTable"}, handler
         assert not any(resource == '"*"' for _, resource in granted), handler
+    # AND the committer (its expiry) and the functions that tag get the tags' retention
+    functions = functions_by_handler(synthesized)
+    for handler in (COMMITTER_HANDLER, RECONCILE_PLAN_HANDLER, RECONCILE_CLASSIFY_HANDLER):
+        environment = functions[handler]["Environment"]["Variables"]
+        assert environment["WALLETLAKE_AUDIT_TAG_RETENTION_DAYS"] == "400", handler
     # AND the planner writes only under the lake prefix (the tag's new metadata file)
     planner = actions_by_resource(
         policy_statements(synthesized, role_of(synthesized, RECONCILE_PLAN_HANDLER))
