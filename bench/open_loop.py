@@ -255,7 +255,7 @@ def baseline_checkout(ref: str) -> Iterator[Path]:
 def skewed_server(skew_ms: int) -> Iterator[str]:
     """This tree's API in this process, its clock ``skew_ms`` ahead: the stale-clock mix's writer."""
     from contracts.settings import Settings
-    from wallet.api import create_service
+    from wallet.service import create_service
     from wallet.store import WalletStore
 
     settings = Settings.from_env()

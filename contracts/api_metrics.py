@@ -57,6 +57,14 @@ OUTCOMES_UNKNOWN_KEPT: Final = "outcomes_unknown_after_failure"
 THROTTLED: Final = "requests_throttled"
 SHED: Final = "requests_shed"
 SERVER_ERRORS: Final = "requests_server_errors"
+#: Requests refused before anything was read or written (wallet.authorization): no principal a
+#: trusted front vouched for (401: no identity, anonymous), or one not allowed what it asked
+#: (403: another Lattice service's target, a role not named or not allowed the operation, a
+#: session name that names no person). Any of either is alarmed: Lattice lets through only
+#: signed callers its policy allows, so a refusal here means a path around it or a policy that
+#: drifted from the server's map.
+UNAUTHENTICATED: Final = "requests_unauthenticated"
+FORBIDDEN: Final = "requests_forbidden"
 
 #: Every counter, in the order ``GET /metrics`` lists them, with the CloudWatch metric it is
 #: published as (namespace ``walletlake``, dimension ``service=wallet-api``, unit Count; each
@@ -67,6 +75,8 @@ PUBLISHED: Final[dict[str, str]] = {
     THROTTLED: "RequestsThrottled",
     SHED: "RequestsShed",
     SERVER_ERRORS: "RequestsServerErrors",
+    UNAUTHENTICATED: "RequestsUnauthenticated",
+    FORBIDDEN: "RequestsForbidden",
     REPLAYS: "IdempotentReplays",
     MEMORY_REPLAYS: "ReplaysFromMemory",
     CLOCK_RETRIES: "DynamoDBClockRetries",

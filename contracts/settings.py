@@ -21,10 +21,22 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import Any
 
-from contracts.setting_values import (
+from contracts.caller_permissions import CallerPermissions
+from contracts.setting_names import (
+    ADMIN_ROUTES_VARIABLE,
+    ATHENA_WORKGROUP_VARIABLE,
+    AUDIT_LOG_VARIABLE,
+    AUDIT_TAG_RETENTION_DAYS_VARIABLE,
+    BIND_HOST_VARIABLE,
+    BUCKET_VARIABLE,
+    CALLER_PERMISSIONS_VARIABLE,
+    CALLER_SESSION_PATTERN_VARIABLE,
+    CHECKPOINT_TABLE_VARIABLE,
+    COMMIT_INTERVAL_SECONDS_VARIABLE,
     COMPACTION_UNIT_MINUTES_CHOICES,
+    COMPACTION_UNIT_MINUTES_VARIABLE,
     DEFAULT_AUDIT_TAG_RETENTION_DAYS,
     DEFAULT_BIND_HOST,
     DEFAULT_COMMIT_INTERVAL_SECONDS,
@@ -37,87 +49,121 @@ from contracts.setting_values import (
     DEFAULT_MAX_REQUESTS_IN_FLIGHT,
     DEFAULT_METRICS_INTERVAL_SECONDS,
     DEFAULT_PRINCIPAL,
+    DEFAULT_PRINCIPAL_VARIABLE,
     DEFAULT_SNAPSHOT_SEGMENTS,
     DEFAULT_TRUST_FRONT,
     DEFAULT_UNLOAD_PREFIX,
     DEFAULT_WRITES_IN_FLIGHT,
-    KEY_PREFIX_TEXT,
+    DEPLOYED_VARIABLES,
+    DRAIN_SECONDS_VARIABLE,
+    GLUE_DATABASE_VARIABLE,
+    HOT_TTL_SECONDS_VARIABLE,
+    ICEBERG_CATALOG_URI_VARIABLE,
+    ICEBERG_WAREHOUSE_VARIABLE,
+    IDEMPOTENCY_TABLE_VARIABLE,
+    IDEMPOTENCY_WINDOW_SECONDS_VARIABLE,
+    KEEP_ALIVE_SECONDS_VARIABLE,
+    LAKE_FORMAT_VARIABLE,
+    LAKE_PREFIX_VARIABLE,
+    LAMBDA_FUNCTION_VARIABLE,
+    LATTICE_SERVICE_ARN_VARIABLE,
+    LEASE_TABLE_VARIABLE,
+    MAX_REQUESTS_IN_FLIGHT_VARIABLE,
     MAX_SNAPSHOT_SEGMENTS,
+    METRICS_INTERVAL_SECONDS_VARIABLE,
     MIN_DRAIN_SECONDS,
+    QUERY_ENGINE_VARIABLE,
+    S3_ENDPOINT_VARIABLES,
+    SERVER_VARIABLES,
+    SNAPSHOT_READ_UNITS_VARIABLE,
+    SNAPSHOT_SEGMENTS_VARIABLE,
+    TABLE_VARIABLE,
+    TRUST_FRONT_VARIABLE,
+    UNLOAD_PREFIX_VARIABLE,
+    WRITES_IN_FLIGHT_VARIABLE,
     LakeFormat,
     QueryEngine,
     SettingsError,
     TrustFront,
+)
+from contracts.setting_variables import (
+    ENVIRONMENT_VARIABLES,
+    VARIABLES,
     Variable,
-    host_or_address,
-    http_url,
-    integer_in,
-    key_prefix,
-    on_off,
-    one_of,
-    positive_number,
-    principal_name,
+    environment_for,
+    variable_named,
 )
 
-TABLE_VARIABLE: Final = "WALLETLAKE_TABLE"
-BUCKET_VARIABLE: Final = "WALLETLAKE_BUCKET"
-LAKE_PREFIX_VARIABLE: Final = "WALLETLAKE_LAKE_PREFIX"
-GLUE_DATABASE_VARIABLE: Final = "WALLETLAKE_GLUE_DATABASE"
-ATHENA_WORKGROUP_VARIABLE: Final = "WALLETLAKE_ATHENA_WORKGROUP"
-QUERY_ENGINE_VARIABLE: Final = "WALLETLAKE_QUERY_ENGINE"
-HOT_TTL_SECONDS_VARIABLE: Final = "WALLETLAKE_HOT_TTL_SECONDS"
-IDEMPOTENCY_WINDOW_SECONDS_VARIABLE: Final = "WALLETLAKE_IDEMPOTENCY_WINDOW_SECONDS"
-IDEMPOTENCY_TABLE_VARIABLE: Final = "WALLETLAKE_IDEMPOTENCY_TABLE"
-CHECKPOINT_TABLE_VARIABLE: Final = "WALLETLAKE_CHECKPOINT_TABLE"
-LEASE_TABLE_VARIABLE: Final = "WALLETLAKE_LEASE_TABLE"
-WRITES_IN_FLIGHT_VARIABLE: Final = "WALLETLAKE_WRITES_IN_FLIGHT"
-COMPACTION_UNIT_MINUTES_VARIABLE: Final = "WALLETLAKE_COMPACTION_UNIT_MINUTES"
-SNAPSHOT_SEGMENTS_VARIABLE: Final = "WALLETLAKE_SNAPSHOT_SEGMENTS"
-SNAPSHOT_READ_UNITS_VARIABLE: Final = "WALLETLAKE_SNAPSHOT_READ_UNITS_PER_SECOND"
-UNLOAD_PREFIX_VARIABLE: Final = "WALLETLAKE_UNLOAD_PREFIX"
-BIND_HOST_VARIABLE: Final = "WALLETLAKE_BIND_HOST"
-DRAIN_SECONDS_VARIABLE: Final = "WALLETLAKE_DRAIN_SECONDS"
-KEEP_ALIVE_SECONDS_VARIABLE: Final = "WALLETLAKE_KEEP_ALIVE_SECONDS"
-MAX_REQUESTS_IN_FLIGHT_VARIABLE: Final = "WALLETLAKE_MAX_REQUESTS_IN_FLIGHT"
-METRICS_INTERVAL_SECONDS_VARIABLE: Final = "WALLETLAKE_METRICS_INTERVAL_SECONDS"
-LAKE_FORMAT_VARIABLE: Final = "WALLETLAKE_LAKE_FORMAT"
-ICEBERG_CATALOG_URI_VARIABLE: Final = "WALLETLAKE_ICEBERG_CATALOG_URI"
-ICEBERG_WAREHOUSE_VARIABLE: Final = "WALLETLAKE_ICEBERG_WAREHOUSE"
-COMMIT_INTERVAL_SECONDS_VARIABLE: Final = "WALLETLAKE_COMMIT_INTERVAL_SECONDS"
-AUDIT_TAG_RETENTION_DAYS_VARIABLE: Final = "WALLETLAKE_AUDIT_TAG_RETENTION_DAYS"
-TRUST_FRONT_VARIABLE: Final = "WALLETLAKE_TRUST_FRONT"
-DEFAULT_PRINCIPAL_VARIABLE: Final = "WALLETLAKE_DEFAULT_PRINCIPAL"
-ADMIN_ROUTES_VARIABLE: Final = "WALLETLAKE_ADMIN_ROUTES"
-
-#: What ``walletlake serve`` honours beyond the table: each is also a flag of the command, whose
-#: default is the variable; the container's task definition sets them.
-SERVER_VARIABLES: Final = (
-    BIND_HOST_VARIABLE,
-    DRAIN_SECONDS_VARIABLE,
-    KEEP_ALIVE_SECONDS_VARIABLE,
-    MAX_REQUESTS_IN_FLIGHT_VARIABLE,
-    METRICS_INTERVAL_SECONDS_VARIABLE,
-)
-
-#: What the CDK app gives every function and the API tasks (``settings_environment``): the
-#: resources it names, the query engine and the TTL. Each handler module requires these and its own
-#: knobs. The idempotency table is here because the write path (API tasks and API function) writes
-#: a record in every transaction and ``settings_environment`` is what their environment is made of.
-DEPLOYED_VARIABLES: Final = (
-    TABLE_VARIABLE,
-    IDEMPOTENCY_TABLE_VARIABLE,
-    BUCKET_VARIABLE,
-    LAKE_PREFIX_VARIABLE,
-    GLUE_DATABASE_VARIABLE,
-    ATHENA_WORKGROUP_VARIABLE,
-    QUERY_ENGINE_VARIABLE,
-    HOT_TTL_SECONDS_VARIABLE,
-)
-
-#: Lambda sets it in every function's environment, from the init phase on.
-LAMBDA_FUNCTION_VARIABLE: Final = "AWS_LAMBDA_FUNCTION_NAME"
-
-_S3_ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+#: What other modules import from here (the names live in the two modules above).
+__all__ = [
+    "ADMIN_ROUTES_VARIABLE",
+    "ATHENA_WORKGROUP_VARIABLE",
+    "AUDIT_LOG_VARIABLE",
+    "AUDIT_TAG_RETENTION_DAYS_VARIABLE",
+    "BIND_HOST_VARIABLE",
+    "BUCKET_VARIABLE",
+    "CALLER_PERMISSIONS_VARIABLE",
+    "CALLER_SESSION_PATTERN_VARIABLE",
+    "CHECKPOINT_TABLE_VARIABLE",
+    "COMMIT_INTERVAL_SECONDS_VARIABLE",
+    "COMPACTION_UNIT_MINUTES_CHOICES",
+    "COMPACTION_UNIT_MINUTES_VARIABLE",
+    "DEFAULT_AUDIT_TAG_RETENTION_DAYS",
+    "DEFAULT_BIND_HOST",
+    "DEFAULT_COMMIT_INTERVAL_SECONDS",
+    "DEFAULT_COMPACTION_UNIT_MINUTES",
+    "DEFAULT_DRAIN_SECONDS",
+    "DEFAULT_HOT_TTL_SECONDS",
+    "DEFAULT_IDEMPOTENCY_WINDOW_SECONDS",
+    "DEFAULT_KEEP_ALIVE_SECONDS",
+    "DEFAULT_LAKE_FORMAT",
+    "DEFAULT_MAX_REQUESTS_IN_FLIGHT",
+    "DEFAULT_METRICS_INTERVAL_SECONDS",
+    "DEFAULT_PRINCIPAL",
+    "DEFAULT_PRINCIPAL_VARIABLE",
+    "DEFAULT_SNAPSHOT_SEGMENTS",
+    "DEFAULT_TRUST_FRONT",
+    "DEFAULT_UNLOAD_PREFIX",
+    "DEFAULT_WRITES_IN_FLIGHT",
+    "DEPLOYED_VARIABLES",
+    "DRAIN_SECONDS_VARIABLE",
+    "ENVIRONMENT_VARIABLES",
+    "GLUE_DATABASE_VARIABLE",
+    "HOT_TTL_SECONDS_VARIABLE",
+    "ICEBERG_CATALOG_URI_VARIABLE",
+    "ICEBERG_WAREHOUSE_VARIABLE",
+    "IDEMPOTENCY_TABLE_VARIABLE",
+    "IDEMPOTENCY_WINDOW_SECONDS_VARIABLE",
+    "KEEP_ALIVE_SECONDS_VARIABLE",
+    "LAKE_FORMAT_VARIABLE",
+    "LAKE_PREFIX_VARIABLE",
+    "LAMBDA_FUNCTION_VARIABLE",
+    "LATTICE_SERVICE_ARN_VARIABLE",
+    "LEASE_TABLE_VARIABLE",
+    "MAX_REQUESTS_IN_FLIGHT_VARIABLE",
+    "MAX_SNAPSHOT_SEGMENTS",
+    "METRICS_INTERVAL_SECONDS_VARIABLE",
+    "MIN_DRAIN_SECONDS",
+    "QUERY_ENGINE_VARIABLE",
+    "S3_ENDPOINT_VARIABLES",
+    "SERVER_VARIABLES",
+    "SNAPSHOT_READ_UNITS_VARIABLE",
+    "SNAPSHOT_SEGMENTS_VARIABLE",
+    "TABLE_VARIABLE",
+    "TRUST_FRONT_VARIABLE",
+    "UNLOAD_PREFIX_VARIABLE",
+    "VARIABLES",
+    "WRITES_IN_FLIGHT_VARIABLE",
+    "HandlerSettings",
+    "LakeFormat",
+    "QueryEngine",
+    "Settings",
+    "SettingsError",
+    "TrustFront",
+    "Variable",
+    "environment_for",
+    "variable_named",
+]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -192,6 +238,14 @@ class Settings:
         Who a movement is attributed to (``initiated_by``): the principal the front verified, from
         its identity headers only when ``trust_front`` names that front; otherwise
         ``default_principal`` (:mod:`wallet.principals`).
+    caller_permissions, lattice_service_arn, caller_session_pattern:
+        Who a trusted front may vouch for and for what (:mod:`wallet.authorization`): the roles
+        and their operations (:mod:`contracts.caller_permissions`), the one Lattice service whose
+        requests are served, and the session names a role's session must have so that a movement
+        names a person. None: not checked.
+    audit_log:
+        ``stdout`` or a file the API writes its audit lines to (:mod:`contracts.audit_log`);
+        None: none.
     admin_routes:
         Whether the API serves ``/docs``, ``/redoc``, ``/openapi.json`` and ``/metrics``; the
         deployed tasks turn them off (their counters go to CloudWatch as EMF lines instead).
@@ -227,6 +281,10 @@ class Settings:
     trust_front: TrustFront = DEFAULT_TRUST_FRONT
     default_principal: str = DEFAULT_PRINCIPAL
     admin_routes: bool = True
+    caller_permissions: CallerPermissions | None = None
+    lattice_service_arn: str | None = None
+    caller_session_pattern: str | None = None
+    audit_log: str | None = None
 
     @property
     def catalog_uri(self) -> str:
@@ -252,10 +310,10 @@ class Settings:
         >>> Settings.from_env({}, require=["WALLETLAKE_TABLE"])
         Traceback (most recent call last):
         ...
-        contracts.settings.SettingsError: WALLETLAKE_TABLE is required but not set
+        contracts.setting_names.SettingsError: WALLETLAKE_TABLE is required but not set
         """
         env = os.environ if environ is None else environ
-        required = [_variable_named(name).name for name in require]
+        required = [variable_named(name).name for name in require]
         missing = [name for name in required if not env.get(name)]
         if missing:
             verb = "is" if len(missing) == 1 else "are"
@@ -266,7 +324,7 @@ class Settings:
             if text:
                 values[variable.field] = variable.read(text)
         if "query_engine" not in values:
-            has_local_s3 = any(env.get(name) for name in _S3_ENDPOINT_VARIABLES)
+            has_local_s3 = any(env.get(name) for name in S3_ENDPOINT_VARIABLES)
             values["query_engine"] = "duckdb" if has_local_s3 else "athena"
         region = env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION")
         if region:
@@ -298,7 +356,7 @@ class Settings:
         >>> Settings(table="t").to_env(["WALLETLAKE_TABLE", "WALLETLAKE_HOT_TTL_SECONDS"])
         {'WALLETLAKE_TABLE': 't', 'WALLETLAKE_HOT_TTL_SECONDS': '28800'}
         """
-        chosen = VARIABLES if names is None else [_variable_named(name) for name in names]
+        chosen = VARIABLES if names is None else [variable_named(name) for name in names]
         return environment_for(**{variable.field: getattr(self, variable.field) for variable in chosen})
 
     def replace(self, **changes: object) -> Settings:
@@ -335,241 +393,3 @@ class HandlerSettings:
         if self._settings is None:
             self._settings = Settings.from_env(self._environ, require=self.required)
         return self._settings
-
-
-#: Every ``WALLETLAKE_*`` variable, in the order ``--help`` and the README list them.
-VARIABLES: Final[tuple[Variable, ...]] = (
-    Variable(TABLE_VARIABLE, "table", "a table name", "the DynamoDB table (default wallets)"),
-    Variable(BUCKET_VARIABLE, "bucket", "a bucket name", "the lake bucket (default walletlake-lake)"),
-    Variable(
-        LAKE_PREFIX_VARIABLE,
-        "lake_prefix",
-        KEY_PREFIX_TEXT,
-        "key prefix of the lake inside the bucket (default lake)",
-        key_prefix,
-    ),
-    Variable(
-        GLUE_DATABASE_VARIABLE,
-        "glue_database",
-        "a database name",
-        "Glue database holding the lake tables (default walletlake)",
-    ),
-    Variable(
-        ATHENA_WORKGROUP_VARIABLE,
-        "athena_workgroup",
-        "a workgroup name",
-        "Athena workgroup for the AWS engine (default walletlake)",
-    ),
-    Variable(
-        QUERY_ENGINE_VARIABLE,
-        "query_engine",
-        "duckdb or athena",
-        "duckdb or athena (default duckdb when an S3 endpoint variable is set)",
-        one_of(("duckdb", "athena")),
-    ),
-    Variable(
-        HOT_TTL_SECONDS_VARIABLE,
-        "hot_ttl_seconds",
-        "a positive integer",
-        f"lifetime of transaction items in DynamoDB (default {DEFAULT_HOT_TTL_SECONDS})",
-        integer_in(1),
-    ),
-    Variable(
-        IDEMPOTENCY_WINDOW_SECONDS_VARIABLE,
-        "idempotency_window_seconds",
-        "a positive integer",
-        "seconds a nonce is remembered: the same request replays its first outcome, another body is "
-        f"409; at least the hot TTL (default {DEFAULT_IDEMPOTENCY_WINDOW_SECONDS})",
-        integer_in(1),
-    ),
-    Variable(
-        IDEMPOTENCY_TABLE_VARIABLE,
-        "idempotency_table",
-        "a table name",
-        "DynamoDB table of idempotency records, one per request for the idempotency window "
-        "(default walletlake-idempotency)",
-    ),
-    Variable(
-        CHECKPOINT_TABLE_VARIABLE,
-        "checkpoint_table",
-        "a table name",
-        "DynamoDB table of the local consumer's checkpoints",
-    ),
-    Variable(
-        LEASE_TABLE_VARIABLE,
-        "lease_table",
-        "a table name",
-        "DynamoDB table of the compaction lease (default walletlake-leases)",
-    ),
-    Variable(
-        WRITES_IN_FLIGHT_VARIABLE,
-        "writes_in_flight",
-        "an integer in 1..1000",
-        "transactions one API process keeps in flight; the rest group-commit "
-        f"(default {DEFAULT_WRITES_IN_FLIGHT})",
-        integer_in(1, 1000),
-    ),
-    Variable(
-        COMPACTION_UNIT_MINUTES_VARIABLE,
-        "compaction_unit_minutes",
-        f"one of {', '.join(map(str, COMPACTION_UNIT_MINUTES_CHOICES))}",
-        f"minutes of landing data one compaction unit merges (default {DEFAULT_COMPACTION_UNIT_MINUTES})",
-        one_of(COMPACTION_UNIT_MINUTES_CHOICES),
-    ),
-    Variable(
-        SNAPSHOT_SEGMENTS_VARIABLE,
-        "snapshot_segments",
-        f"an integer in 1..{MAX_SNAPSHOT_SEGMENTS}",
-        f"parallel-scan segments of the AWS nightly snapshot (default {DEFAULT_SNAPSHOT_SEGMENTS})",
-        integer_in(1, MAX_SNAPSHOT_SEGMENTS),
-    ),
-    Variable(
-        SNAPSHOT_READ_UNITS_VARIABLE,
-        "snapshot_read_units_per_second",
-        "a positive number",
-        "read units per second the AWS snapshot's segments share (default: unpaced)",
-        positive_number,
-    ),
-    Variable(
-        UNLOAD_PREFIX_VARIABLE,
-        "unload_prefix",
-        KEY_PREFIX_TEXT,
-        f"where the AWS reconciliation's UNLOADs write in the bucket (default {DEFAULT_UNLOAD_PREFIX})",
-        key_prefix,
-    ),
-    Variable(
-        BIND_HOST_VARIABLE,
-        "bind_host",
-        "an IP address or a host name",
-        f"address walletlake serve listens on (default {DEFAULT_BIND_HOST}; 0.0.0.0 in a container)",
-        host_or_address,
-    ),
-    Variable(
-        DRAIN_SECONDS_VARIABLE,
-        "drain_seconds",
-        f"an integer in {MIN_DRAIN_SECONDS}..3600",
-        "seconds from SIGTERM to exit, every request in flight answered; shorter than the load "
-        f"balancer's deregistration delay (default {DEFAULT_DRAIN_SECONDS})",
-        integer_in(MIN_DRAIN_SECONDS, 3600),
-    ),
-    Variable(
-        KEEP_ALIVE_SECONDS_VARIABLE,
-        "keep_alive_seconds",
-        "an integer in 1..4000",
-        "seconds an idle keep-alive connection stays open; longer than the load balancer's idle "
-        f"timeout (default {DEFAULT_KEEP_ALIVE_SECONDS})",
-        integer_in(1, 4000),
-    ),
-    Variable(
-        MAX_REQUESTS_IN_FLIGHT_VARIABLE,
-        "max_requests_in_flight",
-        "an integer in 1..100000",
-        "requests one API process serves at once; beyond them it answers 429 with Retry-After "
-        f"(default {DEFAULT_MAX_REQUESTS_IN_FLIGHT})",
-        integer_in(1, 100_000),
-    ),
-    Variable(
-        METRICS_INTERVAL_SECONDS_VARIABLE,
-        "metrics_interval_seconds",
-        "an integer in 0..3600",
-        "seconds between an API process's CloudWatch embedded-metric-format lines on stdout; "
-        f"0 prints none (default {DEFAULT_METRICS_INTERVAL_SECONDS})",
-        integer_in(0, 3600),
-    ),
-    Variable(
-        LAKE_FORMAT_VARIABLE,
-        "lake_format",
-        "iceberg or parquet",
-        f"how the stream's tables are kept: Iceberg tables or plain Parquet (default {DEFAULT_LAKE_FORMAT})",
-        one_of(("parquet", "iceberg")),
-    ),
-    Variable(
-        ICEBERG_CATALOG_URI_VARIABLE,
-        "iceberg_catalog_uri",
-        "an http(s) URL",
-        "the Iceberg REST catalog (default: Glue's Iceberg endpoint in the region)",
-        http_url,
-    ),
-    Variable(
-        ICEBERG_WAREHOUSE_VARIABLE,
-        "iceberg_warehouse",
-        "a warehouse name",
-        "the Iceberg catalog's warehouse: the account id on AWS, the table bucket locally "
-        "(default walletlake-tables)",
-    ),
-    Variable(
-        TRUST_FRONT_VARIABLE,
-        "trust_front",
-        "none, lattice or apigateway",
-        "whose identity headers name a write's initiated_by: none (default: they are ignored), "
-        "lattice (x-amzn-lattice-identity) or apigateway (the Lambda event's IAM identity)",
-        one_of(("none", "lattice", "apigateway")),
-    ),
-    Variable(
-        DEFAULT_PRINCIPAL_VARIABLE,
-        "default_principal",
-        "a principal name of 1..256 characters",
-        f"the initiated_by of writes no trusted front vouches for (default {DEFAULT_PRINCIPAL})",
-        principal_name,
-    ),
-    Variable(
-        ADMIN_ROUTES_VARIABLE,
-        "admin_routes",
-        "on or off",
-        "serve /docs, /redoc, /openapi.json and /metrics (default on; off on the deployed tasks)",
-        on_off,
-    ),
-    Variable(
-        COMMIT_INTERVAL_SECONDS_VARIABLE,
-        "commit_interval_seconds",
-        "an integer in 1..900",
-        "seconds between two commits of the Iceberg committer, the lake's freshness bound "
-        f"(default {DEFAULT_COMMIT_INTERVAL_SECONDS})",
-        integer_in(1, 900),
-    ),
-    Variable(
-        AUDIT_TAG_RETENTION_DAYS_VARIABLE,
-        "audit_tag_retention_days",
-        "an integer in 2..36500",
-        "days a night's tags keep the lake snapshots it read, for replays and audits "
-        f"(default {DEFAULT_AUDIT_TAG_RETENTION_DAYS})",
-        integer_in(2, 36_500),
-    ),
-)
-
-_BY_NAME: Final = {variable.name: variable for variable in VARIABLES}
-_BY_FIELD: Final = {variable.field: variable for variable in VARIABLES}
-
-
-def _variable_named(name: str) -> Variable:
-    if name not in _BY_NAME:
-        raise ValueError(f"not a walletlake variable: {name}")
-    return _BY_NAME[name]
-
-
-def environment_for(**values: object) -> dict[str, str]:
-    """The variables that set these :class:`Settings` fields, checked as :meth:`Settings.from_env` would.
-
-    The CDK app builds its functions' environments here, so a name or a value the code would
-    refuse fails the synth, not the function's cold start. A None value sets no variable.
-
-    Examples
-    --------
-    >>> environment_for(compaction_unit_minutes=5)
-    {'WALLETLAKE_COMPACTION_UNIT_MINUTES': '5'}
-    """
-    environment: dict[str, str] = {}
-    for field, value in values.items():
-        if field not in _BY_FIELD:
-            raise TypeError(f"no WALLETLAKE_* variable sets Settings.{field}")
-        if value is None:
-            continue
-        variable = _BY_FIELD[field]
-        text = ("on" if value else "off") if isinstance(value, bool) else str(value)
-        variable.read(text)
-        environment[variable.name] = text
-    return environment
-
-
-#: Every ``WALLETLAKE_*`` variable with its meaning, for ``--help`` texts and the README table.
-ENVIRONMENT_VARIABLES: Final[dict[str, str]] = {variable.name: variable.meaning for variable in VARIABLES}

@@ -60,7 +60,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from contracts.settings import Settings
 from wallet import validation
-from wallet.body_limit import MAX_BODY_BYTES, TOO_LARGE, BodyLimit
+from wallet.authorization import REFUSALS
+from wallet.body_limit import MAX_BODY_BYTES, TOO_LARGE
 from wallet.errors import (
     BalanceLimitExceededError,
     IdempotencyKeyReusedError,
@@ -86,7 +87,6 @@ from wallet.http_errors import (
     status_of,
     wallet_error_response,
 )
-from wallet.movement_routes import MovementRoutes
 from wallet.principals import principal_of
 from wallet.receipts import REPLAYED_HEADER, TRANSACTION_ID_HEADER, Receipt
 from wallet.store import WalletStore
@@ -135,24 +135,12 @@ class LeanRoute(APIRoute):
         return handle
 
 
-def create_service(settings: Settings | None = None, *, store: WalletStore | None = None) -> BodyLimit:
-    """What ``walletlake serve`` and the Lambda run: the app, with valid movements answered in front.
-
-    :class:`~wallet.movement_routes.MovementRoutes` sits outside FastAPI entirely (not even its
-    ``__call__`` runs for a valid deposit or transfer); everything else reaches :func:`create_app`.
-    In front of both, :class:`~wallet.body_limit.BodyLimit` answers 413 to an oversized body.
-    """
-    settings = settings or Settings.from_env()
-    store = store or WalletStore(settings)
-    return BodyLimit(MovementRoutes(create_app(settings, store=store), store, settings), store.telemetry)
-
-
 def create_app(settings: Settings | None = None, *, store: WalletStore | None = None) -> FastAPI:
     """Build the API around one :class:`~wallet.store.WalletStore` (one DynamoDB connection pool).
 
     ``settings`` default to :meth:`Settings.from_env`; the DynamoDB endpoint and credentials come
     from the AWS SDK's own variables and configuration. Every route is a FastAPI route here; the
-    served app puts :func:`create_service`'s movement routes in front of it.
+    served app puts :func:`wallet.service.create_service`'s movement routes in front of it.
     """
     settings = settings or Settings.from_env()
     store = store or WalletStore(settings)
@@ -583,6 +571,13 @@ def _errors(*errors: type[WalletError]) -> dict[int | str, dict[str, Any]]:
         "description": f"- `{TOO_LARGE}`: the body is above {MAX_BODY_BYTES} bytes; nothing was done.",
         "content": {_JSON: {"schema": _error_schema([TOO_LARGE])}},
     }
+    # Behind a trusted front any route refuses a caller it did not vouch for, or not for this
+    # operation, before it runs (wallet.authorization): nothing is written.
+    for status, codes in REFUSALS.items():
+        responses[status] = {
+            "description": "\n".join(f"- `{code}`: {meaning}" for code, meaning in codes.items()),
+            "content": {_JSON: {"schema": _error_schema(list(codes))}},
+        }
     # Any route can fail unexpectedly; the answer has the same body (and is logged with a trace).
     responses[500] = {
         "description": "- `internal_error`: an unexpected server error (logged); retry with the same nonce.\n"

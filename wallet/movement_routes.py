@@ -11,7 +11,7 @@ it already read, so every other answer is byte for byte the app's own:
 - a path or method that is not ``PUT`` of a deposit or a transfer (either spelling);
 - a body or path that :mod:`wallet.validation` refuses (the app then answers its 422).
 
-It runs outside the FastAPI app (:func:`wallet.api.create_service`), so it answers an unexpected
+It runs outside the FastAPI app (:func:`wallet.service.create_service`), so it answers an unexpected
 exception itself, the way the app's handler does: logged with its trace, 500 ``internal_error``.
 """
 

@@ -54,18 +54,39 @@ def principal_of(scope: Mapping[str, Any], trust: TrustFront, default: str) -> s
 def lattice_principal(header: str) -> str | None:
     """The ``Principal`` field of an ``x-amzn-lattice-identity`` value (``key=value`` pairs, ``;``-separated).
 
+    An anonymous caller (``Type=Anonymous``: Lattice forwards unsigned requests to a service whose
+    auth type is ``NONE``) has no principal, whatever else the header holds.
+
     Examples
     --------
     >>> lattice_principal("Principal=arn:aws:sts::1:assumed-role/payer/s1; SessionName=s1; Type=AWSIAM")
     'arn:aws:sts::1:assumed-role/payer/s1'
     >>> lattice_principal("Type=Anonymous") is None
     True
+    >>> lattice_principal("Principal=arn:aws:iam::1:role/boss; Type=Anonymous") is None
+    True
     """
+    fields = header_fields(header)
+    if fields.get("Type", "").lower() == "anonymous":
+        return None
+    principal = fields.get("Principal")
+    return _bounded(principal) if principal else None
+
+
+def header_fields(header: str) -> dict[str, str]:
+    """The ``key=value`` fields of a Lattice header (``;``-separated; the first of a repeated key).
+
+    Examples
+    --------
+    >>> header_fields("ServiceArn=arn:a;ServiceNetworkArn=arn:b; TargetGroupArn=arn:c")["TargetGroupArn"]
+    'arn:c'
+    """
+    fields: dict[str, str] = {}
     for field in header.split(";"):
         key, _, value = field.strip().partition("=")
-        if key == "Principal" and value:
-            return _bounded(value)
-    return None
+        if key and key not in fields:
+            fields[key] = value.strip()
+    return fields
 
 
 def _api_gateway_principal(event: object) -> str | None:

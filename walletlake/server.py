@@ -1,6 +1,6 @@
 """The app one long-running server process runs (``walletlake serve``): the API, fit for a fleet.
 
-:func:`create_server` puts two things around :func:`wallet.api.create_service` that only a
+:func:`create_server` puts two things around :func:`wallet.service.create_service` that only a
 long-running process behind a load balancer needs (the Lambda function serves one request per
 invocation and has neither):
 
@@ -31,8 +31,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from contracts.settings import Settings
 from wallet.admission import AdmissionControl
-from wallet.api import create_service
 from wallet.emf import EmfPublisher
+from wallet.service import create_service
 from wallet.store import WalletStore
 
 _logger = logging.getLogger(__name__)

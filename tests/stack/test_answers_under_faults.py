@@ -41,9 +41,9 @@ from support.fault_world import FaultWorld, FaultyDynamoDB
 from contracts.idempotency_table import OUTCOME, idempotency_key
 from contracts.settings import Settings
 from contracts.wallets_table import Attr, wallet_key
-from wallet.api import create_service
 from wallet.dynamodb import DynamoDBClient
 from wallet.dynamodb_calls import RetryPolicy
+from wallet.service import create_service
 from wallet.store import WalletStore
 
 pytestmark = pytest.mark.stack

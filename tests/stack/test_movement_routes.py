@@ -106,9 +106,9 @@ def test_the_movement_routes_answer_every_case_as_the_fastapi_routes(settings: S
 def test_the_served_app_puts_the_movement_routes_in_front_of_the_fastapi_app(settings: Settings) -> None:
     from fastapi import FastAPI
 
-    from wallet.api import create_service
     from wallet.body_limit import BodyLimit
     from wallet.movement_routes import MovementRoutes
+    from wallet.service import create_service
 
     service = create_service(settings)
     assert isinstance(service, BodyLimit)  # an oversized body is refused before anything runs

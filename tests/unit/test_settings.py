@@ -287,7 +287,7 @@ def test_a_handler_module_fails_its_cold_start_naming_a_missing_variable(module:
     # THEN the import fails, its last line naming the variable
     assert failed.returncode != 0
     assert failed.stderr.strip().splitlines()[-1] == (
-        f"contracts.settings.SettingsError: {required[-1]} is required but not set"
+        f"contracts.setting_names.SettingsError: {required[-1]} is required but not set"
     )
 
 
@@ -299,7 +299,8 @@ def test_a_handler_module_fails_its_cold_start_naming_a_malformed_variable(modul
     failed = cold_start(module, environment)
     assert failed.returncode != 0
     assert failed.stderr.strip().splitlines()[-1] == (
-        "contracts.settings.SettingsError: WALLETLAKE_HOT_TTL_SECONDS must be a positive integer, not '8h'"
+        "contracts.setting_names.SettingsError: "
+        "WALLETLAKE_HOT_TTL_SECONDS must be a positive integer, not '8h'"
     )
 
 

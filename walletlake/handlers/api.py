@@ -14,11 +14,12 @@ from typing import Any, Final, cast
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from mangum import Mangum
+from mangum.types import ASGI
 from mangum.types import LambdaContext as MangumContext
 
 from contracts.api_metrics import SERVICE
 from contracts.settings import DEPLOYED_VARIABLES, Settings
-from wallet.api import create_service
+from wallet.service import create_service
 
 #: What the CDK app sets for the API function (``cdk/walletlake_cdk/write_api.py``).
 REQUIRED_VARIABLES: Final = DEPLOYED_VARIABLES
@@ -29,7 +30,7 @@ SETTINGS: Final = Settings.from_env(require=REQUIRED_VARIABLES)
 logger = Logger(service=SERVICE)
 
 #: ASGI lifespan is off: the app has no startup work beyond what create_service already did.
-_asgi = Mangum(create_service(SETTINGS), lifespan="off")
+_asgi = Mangum(cast(ASGI, create_service(SETTINGS)), lifespan="off")
 
 
 @logger.inject_lambda_context(log_event=False)

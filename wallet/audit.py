@@ -1,0 +1,159 @@
+"""Every request on record: one JSON line per request, in VPC Lattice's access-log field names.
+
+Who read which balance, who created a wallet, who sent a replay, who was refused: the server writes
+it as it answers (``WALLETLAKE_AUDIT_LOG``: ``stdout`` on the tasks, whose log driver ships it to
+CloudWatch Logs; a file on the embedded stack, which the local engine reads as ``api_access_log``).
+The fields are :data:`contracts.audit_log.AUDIT_COLUMNS`: Lattice's names for what Lattice also
+records, so one query (``who_did_what``) reads Lattice's logs on AWS and these lines locally, plus
+what only the server knows (the operation, the wallets, the transaction, a replay, the error code).
+
+Each line is written with one ``write(2)`` on a descriptor opened for appending: lines of several
+worker processes sharing a file or a pipe never interleave (POSIX appends, and pipe writes under
+``PIPE_BUF``, are atomic; a line is bounded well under it). ``/healthz`` is not recorded: health
+checks every few seconds would bury the requests.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+import orjson
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from contracts.caller_permissions import operation_of
+from contracts.settings import Settings
+from wallet.authorization import LATTICE_TARGET_HEADER, OPEN_PATHS, session_name
+from wallet.principals import header_fields, principal_of
+from wallet.receipts import REPLAYED_HEADER, TRANSACTION_ID_HEADER
+
+#: The header naming the caller's VPC (``SourceVpcArn=...``).
+LATTICE_NETWORK_HEADER: Final = b"x-amzn-lattice-network"
+_WALLETS: Final = re.compile(r"/api/v1/wallets/(?P<wallet>[^/]+)(?:/transfer/(?P<target>[^/]+))?")
+#: Longest field value kept (paths, agents, ARNs); a line stays far under ``PIPE_BUF`` (4,096).
+_MAX_FIELD: Final = 512
+_TXN_HEADER: Final = TRANSACTION_ID_HEADER.lower().encode()
+_REPLAYED_HEADER: Final = REPLAYED_HEADER.lower().encode()
+
+
+def open_sink(destination: str) -> Callable[[bytes], None]:
+    """A function writing one line to ``destination`` (``stdout`` or a file path) in one ``write(2)``."""
+    if destination == "stdout":
+        descriptor = 1
+    else:
+        os.makedirs(os.path.dirname(destination) or ".", exist_ok=True)
+        descriptor = os.open(destination, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+
+    def write(line: bytes) -> None:
+        os.write(descriptor, line)
+
+    return write
+
+
+def audit_line(
+    settings: Settings,
+    scope: Scope,
+    *,
+    started: float,
+    duration_ms: int,
+    status: int,
+    response_headers: list[tuple[bytes, bytes]],
+    body: bytes,
+) -> bytes:
+    """The JSON line of one answered request (pure but for nothing: all inputs given)."""
+    headers = scope["headers"]
+    method, path = scope["method"], scope["path"]
+    principal = principal_of(scope, settings.trust_front, settings.default_principal)
+    wallets = _WALLETS.match(path)
+    operation = operation_of(method, path)
+    wallet = wallets["wallet"] if wallets else None
+    answer = _answer(body) if body else {}
+    if operation == "create_wallet" and status in (200, 201):
+        wallet = answer.get("id") if isinstance(answer.get("id"), str) else None
+    refusal = answer.get("error") if status >= 400 and isinstance(answer.get("error"), str) else None
+    record: dict[str, Any] = {
+        "startTime": dt.datetime.fromtimestamp(started, dt.UTC).isoformat(timespec="milliseconds")[:-6] + "Z",
+        "requestMethod": method,
+        "requestPath": _bounded(path),
+        "responseCode": status,
+        "callerPrincipal": principal,
+        "sourceVpcArn": header_fields(_header(headers, LATTICE_NETWORK_HEADER)).get("SourceVpcArn"),
+        "serviceArn": header_fields(_header(headers, LATTICE_TARGET_HEADER)).get("ServiceArn"),
+        "targetGroupArn": header_fields(_header(headers, LATTICE_TARGET_HEADER)).get("TargetGroupArn"),
+        "authDeniedReason": None,
+        "duration": duration_ms,
+        "userAgent": _bounded(_header(headers, b"user-agent")) or None,
+        "operation": operation,
+        "walletId": _bounded(wallet) if wallet else None,
+        "targetWalletId": _bounded(wallets["target"]) if wallets and wallets["target"] else None,
+        "transactionId": _header(response_headers, _TXN_HEADER) or None,
+        "replayed": _header(response_headers, _REPLAYED_HEADER) == "true",
+        "refusal": refusal,
+        "sessionName": session_name(settings, headers, principal) if principal else None,
+    }
+    return orjson.dumps(record) + b"\n"
+
+
+class AuditTrail:
+    """ASGI middleware writing :func:`audit_line` for every request ``app`` answers."""
+
+    def __init__(self, app: ASGIApp, settings: Settings, sink: Callable[[bytes], None]) -> None:
+        self.app = app
+        self.settings = settings
+        self.sink = sink
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on, keeping what its answer said; write the line once it is sent."""
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        started, clock = time.time(), time.monotonic()
+        creates = operation_of(scope["method"], scope["path"]) == "create_wallet"
+        answer: dict[str, Any] = {"status": 500, "headers": [], "body": b""}
+
+        async def keeping(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                answer["status"] = message["status"]
+                answer["headers"] = list(message.get("headers", ()))
+            elif message["type"] == "http.response.body" and (answer["status"] >= 400 or creates):
+                # an error's code, or the created wallet's id: small bodies, read up to a bound
+                answer["body"] = (answer["body"] + message.get("body", b""))[:4096]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, keeping)
+        finally:
+            self.sink(
+                audit_line(
+                    self.settings,
+                    scope,
+                    started=started,
+                    duration_ms=round((time.monotonic() - clock) * 1000),
+                    status=answer["status"],
+                    response_headers=answer["headers"],
+                    body=answer["body"],
+                )
+            )
+
+
+def _answer(body: bytes) -> dict[str, Any]:
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str:
+    for key, value in headers:
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return ""
+
+
+def _bounded(text: str) -> str:
+    return text[:_MAX_FIELD]
