@@ -21,7 +21,8 @@ Nightly (01:30 UTC)
     units) → plan the reconciliation (catch-up days first) → per day, Athena runs the two heavy
     queries as ``UNLOAD`` to Parquet through Step Functions' native ``startQueryExecution.sync``
     (no function waits on Athena) → a small function classifies the result with the same pure
-    code as the local run and writes the same objects.
+    code as the local run and writes the same objects. On the Iceberg lake the planning function
+    tags the snapshots the night pins before any step reads them (``lake.snapshot_tags``).
 
 Why a state machine at all (not the schedule invoking Lambda): it reports failures that a function
 cannot report itself (a timeout, an out-of-memory kill) to SNS, retries only Lambda's service
@@ -58,6 +59,7 @@ from walletlake_cdk.catalog import Catalog
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import FunctionAssets, PythonFunction, log_retention, python_function
 from walletlake_cdk.storage import ATHENA_RESULTS_PREFIX, Storage
+from walletlake_cdk.stream_consumer import iceberg_glue_arns
 
 #: Lambda handlers of the units (modules elsewhere export them).
 COMPACTION_PLAN_HANDLER: Final = "walletlake.handlers.compaction.plan_handler"
@@ -87,6 +89,9 @@ ATHENA_SYNC_ACTIONS: Final = (
     "athena:GetWorkGroup",
     "athena:GetDataCatalog",
 )
+#: What pinning and tagging a night's snapshots asks of Glue's Iceberg REST endpoint (planning
+#: tags them before anything reads them; classification tags them ``reconciled-{day}``).
+NIGHT_TAG_GLUE_ACTIONS: Final = ("glue:GetCatalog", "glue:GetTable", "glue:UpdateTable")
 #: Glue reads of the lake tables (Athena resolves the tables through the caller's permissions).
 GLUE_READ_ACTIONS: Final = ("glue:GetDatabase", "glue:GetTable", "glue:GetTables", "glue:GetPartitions")
 #: The planning functions do little work; their peak is what their imports take (130-150 MB
@@ -289,6 +294,7 @@ def _unit_functions(
                 snapshot_segments=config.snapshot_segments,
                 snapshot_read_units_per_second=config.snapshot_read_units_per_second,
                 unload_prefix=UNLOAD_PREFIX,
+                audit_tag_retention_days=config.settings.audit_tag_retention_days,
             ),
         ),
         "compaction_lease": (
@@ -309,6 +315,7 @@ def _unit_functions(
                 snapshot_segments=config.snapshot_segments,
                 snapshot_read_units_per_second=config.snapshot_read_units_per_second,
                 unload_prefix=UNLOAD_PREFIX,
+                audit_tag_retention_days=config.settings.audit_tag_retention_days,
             ),
         ),
     }
@@ -671,12 +678,35 @@ def _grant_snapshot_segment(role: iam.IRole, grants: _Grants) -> None:
 
 
 def _grant_reconcile_plan(role: iam.IRole, grants: _Grants) -> None:
-    """Planning lists snapshots and reads earlier runs' summaries (catch-up days)."""
+    """Planning lists snapshots and reads earlier runs' summaries (catch-up days); on the Iceberg
+    lake it also pins the tables' snapshots and tags them (:func:`_grant_night_tags`)."""
     _list_lake(role, grants)
     role.add_to_principal_policy(
         iam.PolicyStatement(actions=["s3:GetObject"], resources=[grants.storage.lake_objects_arn])
     )
-    grants.storage.data_key.grant_decrypt(role)
+    if grants.config.iceberg:
+        _grant_night_tags(role, grants)
+        # the endpoint writes the table's new metadata file with the caller's permissions, as
+        # for the committer's commits (the lake prefix: the nightly roles' reviewed object scope)
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["s3:PutObject"], resources=[grants.storage.lake_objects_arn])
+        )
+        grants.storage.data_key.grant_encrypt_decrypt(role)
+    else:
+        grants.storage.data_key.grant_decrypt(role)
+
+
+def _grant_night_tags(role: iam.IRole, grants: _Grants) -> None:
+    """Load the stream's Iceberg tables and tag their snapshots through Glue's Iceberg REST
+    endpoint: GetConfig → ``glue:GetCatalog``, LoadTable → ``glue:GetTable``, a tag's commit
+    (UpdateTable) → ``glue:UpdateTable``; on the catalog, the lake's database and its Iceberg
+    tables only (``walletlake_cdk.committer`` has the endpoint's mapping)."""
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=list(NIGHT_TAG_GLUE_ACTIONS),
+            resources=iceberg_glue_arns(grants.table.stack, grants.config),
+        )
+    )
 
 
 def _grant_reconcile_classify(role: iam.IRole, grants: _Grants) -> None:
@@ -697,6 +727,8 @@ def _grant_reconcile_classify(role: iam.IRole, grants: _Grants) -> None:
     )
     storage.data_key.grant_encrypt_decrypt(role)
     _grant_athena(role, grants)
+    if grants.config.iceberg:  # the day's ``reconciled-{day}`` tags
+        _grant_night_tags(role, grants)
 
 
 def _grant_athena(role: iam.IRole, grants: _Grants) -> None:
