@@ -34,7 +34,7 @@ by that share, plus its wall time not spent on CPU (local disk here, S3 there: S
 are not included).
 
 4. *Measured, the long view* (``--days``, 400): the table after 400 days of nightly
-   ``reconciled-`` tags (each kept by its 400-day max-ref-age, removed after it by the
+   tags, planning's and ``reconciled-`` (each kept by its 400-day max-ref-age, removed after it by the
    committer's expiry) and an export replay every 30 days (one progress source per export),
    built as in 2 and written by pyiceberg (:func:`measure_years`).
 
@@ -374,8 +374,9 @@ def measure_new(folder: Path, commits: int, *, quick: bool) -> dict[str, Any]:
     }
 
 
-#: The long view (``--days``): a tag per night (``reconciled-{day}``, kept 400 days by its
-#: max-ref-age) and an export replay a month, each export of 500 data files.
+#: The long view (``--days``): two tags per night (planning's ``night-{day}-{id}`` and
+#: ``reconciled-{day}``, kept 400 days by their max-ref-age) and an export replay a month, each
+#: export of 500 data files.
 YEAR_DAYS = 400
 EXPORTS_PER_DAYS = 30
 FILES_PER_EXPORT = 500
@@ -391,9 +392,10 @@ def measure_years(folder: Path, days: int) -> dict[str, Any]:
     from pyiceberg.table.metadata import SnapshotLogEntry
     from pyiceberg.table.refs import SnapshotRef, SnapshotRefType
 
+    from contracts.settings import DEFAULT_AUDIT_TAG_RETENTION_DAYS
     from lake.committer import progress_text
     from lake.snapshot_expiry import expired_tags
-    from queries.time_travel import AUDIT_TAG_RETENTION_MS
+    from lake.snapshot_tags import DAY_MS
 
     catalog = catalog_in(folder / "years")
     table_id = identifier(NAMESPACE, "ledger")
@@ -429,11 +431,13 @@ def measure_years(folder: Path, days: int) -> dict[str, Any]:
     ]
     refs = {"main": SnapshotRef(snapshot_id=real.snapshot_id, snapshot_ref_type=SnapshotRefType.BRANCH)}
     for night, snapshot in zip(range(days), nights, strict=True):
-        refs[f"reconciled-night-{night:04d}"] = SnapshotRef(
-            snapshot_id=snapshot.snapshot_id,
-            snapshot_ref_type=SnapshotRefType.TAG,
-            max_ref_age_ms=AUDIT_TAG_RETENTION_MS,
-        )
+        # planning's tag and classification's, on the same snapshot (lake.snapshot_tags)
+        for name in (f"night-{night:04d}-{snapshot.snapshot_id}", f"reconciled-night-{night:04d}"):
+            refs[name] = SnapshotRef(
+                snapshot_id=snapshot.snapshot_id,
+                snapshot_ref_type=SnapshotRefType.TAG,
+                max_ref_age_ms=DEFAULT_AUDIT_TAG_RETENTION_DAYS * DAY_MS,
+            )
     exports = days // EXPORTS_PER_DAYS
     progress = new_progress(HORIZON_SECONDS)
     old_progress = dict(progress)
@@ -524,7 +528,8 @@ def _print(report: dict[str, Any]) -> None:
     )
     years = report["years"]
     print(
-        f"after {years['days']} days, a tag a night and {years['exports']} exports of "
+        f"after {years['days']} days, two tags a night (planning's, classification's) and "
+        f"{years['exports']} exports of "
         f"{FILES_PER_EXPORT} files [m]: metadata.json {years['metadata_bytes'] / mb:,.2f} MB, "
         f"{years['snapshots_kept']} snapshots, "
         f"{years['tags_kept']} tags; progress property {years['property_bytes']:,} bytes "

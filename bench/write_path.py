@@ -112,15 +112,15 @@ def server_cpu(pid: int) -> float:
     return total
 
 
-def server_metrics(url: str) -> dict[str, int]:
+def server_metrics(url: str, headers: dict[str, str] | None = None) -> dict[str, int]:
     """The counters of ``/metrics`` (one worker's, enough with --workers 1)."""
-    body = orjson.loads(urllib3.request("GET", url + "/metrics").data)
+    body = orjson.loads(urllib3.request("GET", url + "/metrics", headers=headers).data)
     return {key: value for key, value in body.items() if isinstance(value, int) and key != "pid"}
 
 
-def fund(url: str, wallets: int, clients: int) -> list[str]:
+def fund(url: str, wallets: int, clients: int, headers: dict[str, str] | None = None) -> list[str]:
     """Create ``wallets`` wallets and give each $1,000,000 (plenty for small random transfers)."""
-    client = WalletApiClient(url, max_connections=clients)
+    client = WalletApiClient(url, max_connections=clients, headers=headers)
     with ThreadPoolExecutor(clients) as pool:
         created = list(pool.map(lambda _: client.create_wallet(str(uuid.uuid4())), range(wallets)))
         ids = [answer.body["id"] for answer in created]
@@ -159,11 +159,13 @@ def run_phase(
     clients: int,
     seconds: float,
     request: Request,
+    headers: dict[str, str] | None = None,
 ) -> Phase:
     """``clients`` threads call ``request(client, rng, counter)`` until the deadline.
 
     Several ``url``s (a fleet of servers) take the clients in turn, client ``i`` the ``i``-th
-    modulo their number; CPU and ``/metrics`` are summed over every server.
+    modulo their number; CPU and ``/metrics`` are summed over every server. ``headers`` go with
+    the ``/metrics`` reads (a server behind a trusted front answers only a vouched-for caller).
     """
     urls = [url] if isinstance(url, str) else list(url)
     pids = [pid] if isinstance(pid, int) else list(pid)
@@ -174,7 +176,7 @@ def run_phase(
     def fleet_metrics() -> dict[str, int]:
         summed: collections.Counter[str] = collections.Counter()
         for each in urls:
-            summed.update(server_metrics(each))
+            summed.update(server_metrics(each, headers))
         return dict(summed)
 
     idle_before = fleet_cpu()

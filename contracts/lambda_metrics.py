@@ -48,8 +48,8 @@ COMMIT_SECONDS: Final = "CommitSeconds"
 #: Landed files a table could not take, kept aside under ``_misfits/`` (any one alarms: its rows
 #: are not in the table until ``walletlake lake reland``).
 MISFIT_FILES: Final = "MisfitFiles"
-#: Landed files gone from storage when their batch was committed (any one alarms: their rows are
-#: not in the table; only an export replay brings them back).
+#: Landed files gone from storage when their batch was committed (any one alarms: their whole
+#: batch is left out of every table; only an export replay brings it back).
 MISSING_FILES: Final = "MissingFiles"
 #: Tidy passes in a row that stopped short of the landing log's end (0: caught up). The committer
 #: tidies every cycle while behind; a long streak means records land faster than it deletes them.

@@ -76,6 +76,11 @@ DEFAULT_PRINCIPAL: Final = "local"
 #: Where the AWS reconciliation's UNLOADs write, under the workgroup's results prefix.
 DEFAULT_UNLOAD_PREFIX: Final = "athena-results/unload/reconcile"
 
+#: Days a night's tags keep the Iceberg snapshots it read (``night-…`` at planning,
+#: ``reconciled-{day}``: replays and audits), a year and a month; at least two, so that a night's
+#: run and a rerun of it keep them.
+DEFAULT_AUDIT_TAG_RETENTION_DAYS: Final = 400
+
 TABLE_VARIABLE: Final = "WALLETLAKE_TABLE"
 BUCKET_VARIABLE: Final = "WALLETLAKE_BUCKET"
 LAKE_PREFIX_VARIABLE: Final = "WALLETLAKE_LAKE_PREFIX"
@@ -101,6 +106,7 @@ LAKE_FORMAT_VARIABLE: Final = "WALLETLAKE_LAKE_FORMAT"
 ICEBERG_CATALOG_URI_VARIABLE: Final = "WALLETLAKE_ICEBERG_CATALOG_URI"
 ICEBERG_WAREHOUSE_VARIABLE: Final = "WALLETLAKE_ICEBERG_WAREHOUSE"
 COMMIT_INTERVAL_SECONDS_VARIABLE: Final = "WALLETLAKE_COMMIT_INTERVAL_SECONDS"
+AUDIT_TAG_RETENTION_DAYS_VARIABLE: Final = "WALLETLAKE_AUDIT_TAG_RETENTION_DAYS"
 TRUST_FRONT_VARIABLE: Final = "WALLETLAKE_TRUST_FRONT"
 DEFAULT_PRINCIPAL_VARIABLE: Final = "WALLETLAKE_DEFAULT_PRINCIPAL"
 ADMIN_ROUTES_VARIABLE: Final = "WALLETLAKE_ADMIN_ROUTES"

@@ -19,6 +19,7 @@ from contracts.setting_names import (
     ADMIN_ROUTES_VARIABLE,
     ATHENA_WORKGROUP_VARIABLE,
     AUDIT_LOG_VARIABLE,
+    AUDIT_TAG_RETENTION_DAYS_VARIABLE,
     BIND_HOST_VARIABLE,
     BUCKET_VARIABLE,
     CALLER_PERMISSIONS_VARIABLE,
@@ -27,6 +28,7 @@ from contracts.setting_names import (
     COMMIT_INTERVAL_SECONDS_VARIABLE,
     COMPACTION_UNIT_MINUTES_CHOICES,
     COMPACTION_UNIT_MINUTES_VARIABLE,
+    DEFAULT_AUDIT_TAG_RETENTION_DAYS,
     DEFAULT_BIND_HOST,
     DEFAULT_COMMIT_INTERVAL_SECONDS,
     DEFAULT_COMPACTION_UNIT_MINUTES,
@@ -417,6 +419,14 @@ VARIABLES: Final[tuple[Variable, ...]] = (
         "seconds between two commits of the Iceberg committer, the lake's freshness bound "
         f"(default {DEFAULT_COMMIT_INTERVAL_SECONDS})",
         _integer(1, 900),
+    ),
+    Variable(
+        AUDIT_TAG_RETENTION_DAYS_VARIABLE,
+        "audit_tag_retention_days",
+        "an integer in 2..36500",
+        "days a night's tags keep the lake snapshots it read, for replays and audits "
+        f"(default {DEFAULT_AUDIT_TAG_RETENTION_DAYS})",
+        _integer(2, 36_500),
     ),
 )
 

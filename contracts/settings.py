@@ -28,6 +28,7 @@ from contracts.setting_names import (
     ADMIN_ROUTES_VARIABLE,
     ATHENA_WORKGROUP_VARIABLE,
     AUDIT_LOG_VARIABLE,
+    AUDIT_TAG_RETENTION_DAYS_VARIABLE,
     BIND_HOST_VARIABLE,
     BUCKET_VARIABLE,
     CALLER_PERMISSIONS_VARIABLE,
@@ -36,6 +37,7 @@ from contracts.setting_names import (
     COMMIT_INTERVAL_SECONDS_VARIABLE,
     COMPACTION_UNIT_MINUTES_CHOICES,
     COMPACTION_UNIT_MINUTES_VARIABLE,
+    DEFAULT_AUDIT_TAG_RETENTION_DAYS,
     DEFAULT_BIND_HOST,
     DEFAULT_COMMIT_INTERVAL_SECONDS,
     DEFAULT_COMPACTION_UNIT_MINUTES,
@@ -97,6 +99,7 @@ __all__ = [
     "ADMIN_ROUTES_VARIABLE",
     "ATHENA_WORKGROUP_VARIABLE",
     "AUDIT_LOG_VARIABLE",
+    "AUDIT_TAG_RETENTION_DAYS_VARIABLE",
     "BIND_HOST_VARIABLE",
     "BUCKET_VARIABLE",
     "CALLER_PERMISSIONS_VARIABLE",
@@ -105,6 +108,7 @@ __all__ = [
     "COMMIT_INTERVAL_SECONDS_VARIABLE",
     "COMPACTION_UNIT_MINUTES_CHOICES",
     "COMPACTION_UNIT_MINUTES_VARIABLE",
+    "DEFAULT_AUDIT_TAG_RETENTION_DAYS",
     "DEFAULT_BIND_HOST",
     "DEFAULT_COMMIT_INTERVAL_SECONDS",
     "DEFAULT_COMPACTION_UNIT_MINUTES",
@@ -224,6 +228,9 @@ class Settings:
         embedded stack SeaweedFS's catalog and its table bucket's name.
     commit_interval_seconds:
         Seconds between two commits of the Iceberg committer.
+    audit_tag_retention_days:
+        How long a night's tags keep the snapshots it read: their max-ref-age, applied by the
+        committer's expiry (:mod:`lake.snapshot_expiry`) to every tag walletlake made.
     metrics_interval_seconds:
         Seconds between the CloudWatch embedded-metric-format lines each API process prints on
         stdout (:mod:`wallet.emf`), and once more at shutdown; 0 prints none.
@@ -270,6 +277,7 @@ class Settings:
     iceberg_catalog_uri: str | None = None
     iceberg_warehouse: str = "walletlake-tables"
     commit_interval_seconds: int = DEFAULT_COMMIT_INTERVAL_SECONDS
+    audit_tag_retention_days: int = DEFAULT_AUDIT_TAG_RETENTION_DAYS
     trust_front: TrustFront = DEFAULT_TRUST_FRONT
     default_principal: str = DEFAULT_PRINCIPAL
     admin_routes: bool = True

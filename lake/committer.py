@@ -83,7 +83,7 @@ from lake.landing_tidy import (
     tidy_pass,
     tidy_pending,
 )
-from lake.misfits import MISFITS_FOLDER, misfit_location, note_missing, quarantine_misfit
+from lake.misfits import MISFITS_FOLDER, misfit_location, note_missing, quarantine_batch, quarantine_misfit
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -141,6 +141,8 @@ _FILE_CHECKERS: Final = 16
 #: :data:`_MAX_REFUSALS` in all.
 _ATTEMPTS: Final = 5
 _MAX_REFUSALS: Final = 50
+#: Why a file present in storage is left out: a file of its batch is gone (the batch goes whole).
+_BATCH_LEFT_OUT: Final = "its batch is left out"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -151,7 +153,8 @@ class TableCommit:
     table had already committed (redeliveries, or batches another committer took first);
     ``deferred_batches``: batches without rows for it, left for later; ``misfit_files``: landed
     files that did not fit the table, quarantined and left out; ``missing_files``: landed files
-    gone from storage, noted and left out; ``blocked``: why the table was not
+    gone from storage; ``quarantined_batches``: batches left out whole because a file of theirs
+    (in any table) is gone, each noted with why; ``blocked``: why the table was not
     committed to at all (a type change it cannot take), empty when it was.
     """
 
@@ -166,6 +169,7 @@ class TableCommit:
     attempts: int = 0
     misfit_files: int = 0
     missing_files: int = 0
+    quarantined_batches: int = 0
     blocked: str = ""
 
     def as_dict(self) -> dict[str, Any]:
@@ -200,6 +204,11 @@ class CommitReport:
         return sum(table.missing_files for table in self.tables)
 
     @property
+    def quarantined_batches(self) -> int:
+        """Batches left out whole for a missing file (each table's commit finds the same: the most)."""
+        return max((table.quarantined_batches for table in self.tables), default=0)
+
+    @property
     def blocked_tables(self) -> int:
         """Tables held by a type change they cannot take (the ``BlockedTables`` metric)."""
         return sum(1 for table in self.tables if table.blocked)
@@ -211,6 +220,7 @@ class CommitReport:
             "rows": self.rows,
             "misfit_files": self.misfit_files,
             "missing_files": self.missing_files,
+            "quarantined_batches": self.quarantined_batches,
             "blocked_tables": self.blocked_tables,
             "records_deleted": self.records_deleted,
             "snapshots_expired": self.snapshots_expired,
@@ -285,12 +295,17 @@ def commit_landed(
     )
     expired = 0
     from lake.snapshot_expiry import EXPIRE_AT_LEAST, expirable, expire_snapshots
+    from lake.snapshot_tags import DAY_MS
 
     for name, table in zip(names, loaded, strict=True):
         # hourly, or as soon as enough snapshots are past retention: the cycle's cost grows with
         # the snapshots kept (lake.snapshot_expiry)
         if tidy or len(expirable(table.metadata, now)) >= EXPIRE_AT_LEAST:
-            expired += expire_snapshots(catalog.load_table(identifier(settings.glue_database, name)), clock())
+            expired += expire_snapshots(
+                catalog.load_table(identifier(settings.glue_database, name)),
+                clock(),
+                tag_retention_ms=settings.audit_tag_retention_days * DAY_MS,
+            )
     report = CommitReport(
         tables=tuple(results),
         records_deleted=tidied.deleted if tidied is not None else 0,
@@ -390,7 +405,9 @@ def commit_table(
             )
         step("commit")
         try:
-            snapshot_id, aside = commit_decision(table, decision, files, misfits_root=misfits_root)
+            snapshot_id, aside, quarantined = commit_decision(
+                table, decision, files, misfits_root=misfits_root
+            )
         except CommitStateUnknownException as error:
             landed = committed_snapshot(catalog.load_table(table_id), decision.commit_id)
             if landed is not None:
@@ -429,8 +446,9 @@ def commit_table(
             snapshot_id,
             time.monotonic() - started,
             attempts=attempt,
-            misfit_files=sum(1 for _, _, missing in aside if not missing),
+            misfit_files=sum(1 for _, why, missing in aside if not missing and why != _BATCH_LEFT_OUT),
             missing_files=sum(1 for _, _, missing in aside if missing),
+            quarantined_batches=quarantined,
         )
 
 
@@ -458,36 +476,52 @@ def committed_snapshot(table: Table, commit_id: str) -> int | None:
 
 def commit_decision(
     table: Table, decision: Decision, files: Sequence[LandedFile], *, misfits_root: str | None = None
-) -> tuple[int | None, list[tuple[LandedFile, str, bool]]]:
+) -> tuple[int | None, list[tuple[LandedFile, str, bool]], int]:
     """Append the files and set the progress in one commit, valid only while ``main`` is still the
-    snapshot ``table`` was loaded at; refused (never rebased) otherwise. Returns the snapshot id
-    and the files set aside, with why and whether the file was missing.
+    snapshot ``table`` was loaded at; refused (never rebased) otherwise. Returns the snapshot id,
+    the files set aside (with why and whether the file was missing) and how many batches were
+    left out whole.
 
     ``table`` must be the one the decision was made from: its current snapshot is what the commit
     asserts. A decision without files sets the property alone (no snapshot is made), under the
     same assertion. Files are described from their landing records
     (:mod:`lake.iceberg_data_files`: no footer read; records of an older walletlake, from their
     footers). A file that does not fit the table (a column it lacks, a type it cannot read) is
-    quarantined (:func:`lake.misfits.quarantine_misfit`); a file gone from storage is noted
-    (:func:`lake.misfits.note_missing`); either is left out, and the rest of its batch, the later
-    batches and the other tables commit as usual.
+    quarantined (:func:`lake.misfits.quarantine_misfit`) and left out, the rest of its batch, the
+    later batches and the other tables committing as usual. A batch with a file gone from storage
+    (in any table) is left out **whole**, in every table, and noted once with why
+    (:func:`lake.misfits.quarantine_batch`): its rows reach no table, so a replay of its range
+    brings it back whole; the later batches and the other tables commit as usual.
     """
     from pyiceberg.table.update import AssertRefSnapshotId
 
     from lake.iceberg_catalog import strict_commits
 
     strict = strict_commits(table)
+    every = [file for record in decision.chosen for file in record.files]
     with ThreadPoolExecutor(max_workers=_FILE_CHECKERS) as pool:
-        described = list(pool.map(lambda file: _describe(table, file), files))
+        # one HEAD per file of every chosen batch, whatever its table: a batch with a file gone is
+        # left out whole, here and in every other table's commit (each finds the same files gone)
+        present = dict(
+            zip([f.path for f in every], pool.map(lambda f: _exists(table, f.path), every), strict=True)
+        )
+        broken = [record for record in decision.chosen if not all(present[f.path] for f in record.files)]
+        left_out = {file.path for record in broken for file in record.files}
+        taken = [file for file in files if file.path not in left_out]
+        described = list(pool.map(lambda file: _describe(table, file, present.get(file.path)), taken))
+    for record in broken:
+        quarantine_batch(table, record, {f.path for f in record.files if not present[f.path]}, misfits_root)
     data_files = [data_file for data_file, _, _ in described if data_file is not None]
     aside = [
-        (file, reason, missing) for file, (_, reason, missing) in zip(files, described, strict=True) if reason
+        (file, reason, missing) for file, (_, reason, missing) in zip(taken, described, strict=True) if reason
     ]
     for file, reason, missing in aside:
         if missing:
             note_missing(table, file.path, reason, misfits_root)
         else:
             quarantine_misfit(table, file.path, reason, misfits_root)
+    # the table's own files of a batch left out whole: counted as missing when gone, else only left out
+    aside += [(file, _BATCH_LEFT_OUT, not present[file.path]) for file in files if file.path in left_out]
     transaction = strict.transaction()
     main = table.metadata.refs.get("main")
     expected = AssertRefSnapshotId(snapshot_id=main.snapshot_id if main else None, ref="main")  # type: ignore[call-arg]
@@ -500,22 +534,28 @@ def commit_decision(
                 append.append_data_file(data_file)
     committed = transaction.commit_transaction()
     snapshot = committed.current_snapshot()
-    return (snapshot.snapshot_id if snapshot is not None else None), aside
+    return (snapshot.snapshot_id if snapshot is not None else None), aside, len(broken)
 
 
-def _describe(table: Table, file: LandedFile) -> tuple[DataFile | None, str, bool]:
+def _exists(table: Table, path: str) -> bool:
+    return bool(table.io.new_input(path).exists())
+
+
+def _describe(
+    table: Table, file: LandedFile, present: bool | None = None
+) -> tuple[DataFile | None, str, bool]:
     """A file's Iceberg description, or why it is set aside (and whether because it is missing).
 
-    One HEAD for its existence; its description from the landing record when it has one (checked
-    against the table's schema: :func:`lake.iceberg_data_files.fit_problem`), from its footer
-    otherwise.
+    One HEAD for its existence (none when ``present`` says it was made); its description from the
+    landing record when it has one (checked against the table's schema:
+    :func:`lake.iceberg_data_files.fit_problem`), from its footer otherwise.
     """
     from pyiceberg.io.pyarrow import parquet_file_to_data_file
 
     from lake.iceberg_data_files import data_file_of, fit_problem
 
     gone = f"missing: {file.path} is not in storage (removed since it landed)"
-    if not table.io.new_input(file.path).exists():
+    if not (_exists(table, file.path) if present is None else present):
         return None, gone, True
     if file.description is not None and all(
         field.name in file.description.get("partition", {}) for field in table.metadata.spec().fields

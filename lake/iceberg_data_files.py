@@ -7,8 +7,9 @@ size, per-column sizes, value, null and NaN counts, lower and upper bounds: pyic
 from the bytes in memory). The committer then builds the ``DataFile`` from the record
 (:func:`data_file_of`) after a pure check that the file's field ids and types still fit the
 table (:func:`fit_problem`): no GET of any footer at commit, and a file removed since it landed
-(orphan removal after a long outage, a deletion by hand) is found by one HEAD and set aside with
-its batch's reason instead of failing every table's cycle.
+(orphan removal after a long outage, a deletion by hand) is found by one HEAD and its whole batch
+left out of every table, with a reason (:func:`lake.misfits.quarantine_batch`), instead of failing
+every table's cycle.
 """
 
 from __future__ import annotations

@@ -418,6 +418,10 @@ def _logged(result: CompactionResult) -> CompactionResult:
     return result
 
 
+#: Tries of an expiry whose snapshots a concurrent expiry removed first.
+_EXPIRY_ATTEMPTS: Final = 3
+
+
 def expire_snapshots(
     settings: Settings,
     catalog: Catalog,
@@ -430,20 +434,34 @@ def expire_snapshots(
     """Expire snapshots older than ``older_than_seconds``, keeping the current one, the
     ``retain_last`` newest of the main branch and every snapshot a tag or branch names.
 
+    Safe beside the committer's own expiry (:mod:`lake.snapshot_expiry`): when the other removed
+    some of the same snapshots first (pyiceberg raises ``ValueError``) or a ref moved, the choice
+    is made again from the table as it is now.
+
     pyiceberg 0.12's ``ExpireSnapshots`` refuses a tagged or branch-head snapshot itself
     (``by_id`` raises, ``older_than`` skips them, and the commit drops them again); the selection
     here keeps them as well, so the answer names only what was really expired.
     """
-    current = catalog.load_table(identifier(settings.glue_database, table))
-    keep = protected_snapshots(current, retain_last)
-    cutoff_ms = (clock() - older_than_seconds) * 1000
-    doomed = sorted(
-        snapshot.snapshot_id
-        for snapshot in current.metadata.snapshots
-        if snapshot.timestamp_ms < cutoff_ms and snapshot.snapshot_id not in keep
-    )
-    if doomed:
-        current.maintenance.expire_snapshots().by_ids(doomed).commit()
+    from pyiceberg.exceptions import CommitFailedException
+
+    for attempt in range(1, _EXPIRY_ATTEMPTS + 1):
+        current = catalog.load_table(identifier(settings.glue_database, table))
+        keep = protected_snapshots(current, retain_last)
+        cutoff_ms = (clock() - older_than_seconds) * 1000
+        doomed = sorted(
+            snapshot.snapshot_id
+            for snapshot in current.metadata.snapshots
+            if snapshot.timestamp_ms < cutoff_ms and snapshot.snapshot_id not in keep
+        )
+        try:
+            if doomed:
+                current.maintenance.expire_snapshots().by_ids(doomed).commit()
+            break
+        except (CommitFailedException, ValueError) as error:
+            # a concurrent expiry (the committer's) removed some first, or a tag moved: decide again
+            _logger.warning("expiry of %s decided again (%s): %s", table, attempt, error)
+            if attempt == _EXPIRY_ATTEMPTS:
+                doomed = []
     result = ExpiryResult(table, tuple(doomed), len(current.metadata.snapshots) - len(doomed))
     _logger.info("expiry %s", json.dumps(result.as_dict()))
     return result

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from contracts.lake_tables import PARTITION_COLUMN, STREAM_TABLES
@@ -28,12 +28,15 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
 
     from contracts.settings import Settings
+    from lake.landing_log import LandingRecord
 
 _logger = logging.getLogger(__name__)
 
 #: Folder of a table's location where landed files that do not fit it are kept, with a reason
 #: (when no lake-bucket root is given: :func:`misfit_location`).
 MISFITS_FOLDER: Final = "misfits"
+#: Folder of the misfits root holding the notes of batches left out whole (:func:`quarantine_batch`).
+BATCHES_FOLDER: Final = "_batches"
 #: The stream a re-landed misfit's source belongs to: a permanent one
 #: (:data:`lake.landing_log.PERMANENT_STREAMS`), so its committed position is never forgotten
 #: and a rerun of the re-land years later still lands nothing.
@@ -82,6 +85,53 @@ def note_missing(table: Table, path: str, reason: str, root: str | None = None) 
         sink.write(note)
     _logger.error("landed file %s of %s is missing: %s", path, table.name()[-1], reason)
     return f"{target}.reason.json"
+
+
+def batch_note_location(table: Table, record: LandingRecord, root: str | None = None) -> str:
+    """Where the note of a batch left out whole is kept:
+    ``{root}/_batches/{stream}~{shard}~{first}-{last}.reason.json`` (the committer's root is the
+    lake bucket's ``{lake_prefix}/_misfits/``), or without a root under the table's ``misfits/``;
+    the same for every table, so each table's commit writes the same note."""
+    name = f"{record.stream}~{record.shard}~{record.first}-{record.last}.reason.json"
+    base = root.rstrip("/") if root is not None else f"{table.location().rstrip('/')}/{MISFITS_FOLDER}"
+    return f"{base}/{BATCHES_FOLDER}/{name}"
+
+
+def quarantine_batch(
+    table: Table, record: LandingRecord, gone: Collection[str], root: str | None = None
+) -> str:
+    """Note a batch left out of every table because files of it are gone from storage (orphan
+    removal after a long committer outage, a deletion by hand): one ``.reason.json`` naming the
+    batch (its source and range, its landing record), every file it landed (``missing`` or not)
+    and why (:func:`batch_note_location`). The batch's rows then reach no table, so a replay of
+    its range (an export: docs/operations.md, "Misfit files") brings it back whole, never half of
+    it twice; other batches and tables are untouched. Returns the note's location. Idempotent."""
+    target = batch_note_location(table, record, root)
+    missing = sorted(path for path in gone)
+    note = {
+        "batch": record.source,
+        "first": record.first,
+        "last": record.last,
+        "landing_record": record.key,
+        "reason": f"missing: {', '.join(missing)} not in storage (removed since it landed); "
+        "the whole batch is left out of every table",
+        "files": [
+            {"table": file.table, "path": file.path, "rows": file.rows, "missing": file.path in gone}
+            for file in record.files
+        ],
+        "missing": True,
+    }
+    with table.io.new_output(target).create(overwrite=True) as sink:
+        sink.write(json.dumps(note).encode())
+    _logger.error(
+        "batch %s %d-%d left out of %s: %s",
+        record.source,
+        record.first,
+        record.last,
+        table.name()[-1],
+        note["reason"],
+    )
+    return target
 
 
 def reland_source(table: str, misfit_path: str) -> str:

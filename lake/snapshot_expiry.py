@@ -24,6 +24,7 @@ import logging
 from typing import TYPE_CHECKING, Final
 
 from lake.iceberg_tables import SNAPSHOT_RETENTION_HOURS, SNAPSHOTS_TO_KEEP
+from lake.snapshot_tags import is_walletlake_tag
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -62,17 +63,23 @@ def expirable(
     ]
 
 
-def expired_tags(metadata: TableMetadata, now: float) -> list[str]:
-    """Tags past their own ``max-ref-age-ms`` (pure): the age of the snapshot a tag names, as
-    Iceberg's Java expiry measures it. Removing them is what lets an audit tag's snapshot, and its
-    files, go once its retention (:data:`queries.time_travel.AUDIT_TAG_RETENTION_MS`, 400 days)
-    is over; ``main`` and branches are never removed."""
+def expired_tags(metadata: TableMetadata, now: float, *, tag_retention_ms: int | None = None) -> list[str]:
+    """Tags past their retention (pure): the age of the snapshot a tag names, as Iceberg's Java
+    expiry measures it, against the tag's own ``max-ref-age-ms``, or for a tag walletlake made
+    (:func:`lake.snapshot_tags.is_walletlake_tag`) against ``tag_retention_ms`` when given (the
+    audit retention setting, ``WALLETLAKE_AUDIT_TAG_RETENTION_DAYS``, so a changed setting applies
+    to the tags made before it too). Removing them is what lets a night's snapshots, and their
+    files, go once their retention is over; ``main`` and branches are never removed."""
     doomed = []
     for name, ref in metadata.refs.items():
-        if ref.snapshot_ref_type != "tag" or ref.max_ref_age_ms is None:
+        if ref.snapshot_ref_type != "tag":
+            continue
+        limit = tag_retention_ms if tag_retention_ms is not None and is_walletlake_tag(name) else None
+        limit = ref.max_ref_age_ms if limit is None else limit
+        if limit is None:
             continue
         snapshot = metadata.snapshot_by_id(ref.snapshot_id)
-        if snapshot is None or now * 1000 - snapshot.timestamp_ms > ref.max_ref_age_ms:
+        if snapshot is None or now * 1000 - snapshot.timestamp_ms > limit:
             doomed.append(name)
     return sorted(doomed)
 
@@ -83,8 +90,9 @@ def expire_snapshots(
     *,
     retention_hours: float = SNAPSHOT_RETENTION_HOURS,
     keep: int = SNAPSHOTS_TO_KEEP,
+    tag_retention_ms: int | None = None,
 ) -> int:
-    """Remove the table's tags past their max-ref-age (:func:`expired_tags`), then its
+    """Remove the table's tags past their retention (:func:`expired_tags`), then its
     :func:`expirable` snapshots; returns how many snapshots were removed.
 
     A concurrent commit (the committer's next, a compaction) is not disturbed: the update removes
@@ -95,7 +103,7 @@ def expire_snapshots(
     """
     from pyiceberg.exceptions import CommitFailedException
 
-    tags = expired_tags(table.metadata, now)
+    tags = expired_tags(table.metadata, now, tag_retention_ms=tag_retention_ms)
     try:
         if tags:
             with table.manage_snapshots() as manage:

@@ -50,10 +50,12 @@ import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
+from contracts.audit_log import AUDIT_TABLE
 from contracts.lake_tables import PARTITION_COLUMN, TABLES, glue_type
 from contracts.settings import Settings
 from lake.iceberg_catalog import load_table
 from queries._athena_dialect import MACROS, AthenaDialectError, lake_schema, local_gap, to_duckdb
+from queries._audit_view import audit_schema, audit_view
 from queries._iceberg_views import Snapshots, check_pins, is_iceberg_view, resolve
 from queries._lake_views import with_views
 from queries._metadata_tables import METADATA_TABLES, metadata_table, split_name
@@ -271,7 +273,7 @@ class DuckDBEngine:
     def translate(self, sql: str, params: Mapping[str, QueryValue]) -> str:
         """The DuckDB SQL a Trino query with parameters becomes (``AthenaDialectError``: refused)."""
         iceberg = frozenset(table for table in TABLES if is_iceberg_view(self.settings, table))
-        return to_duckdb(render(sql, params), lake_schema(iceberg))
+        return to_duckdb(render(sql, params), {**lake_schema(iceberg), **audit_schema()})
 
     def arrow(self, sql: str, params: Mapping[str, QueryValue]) -> pa.Table:
         """Run a Trino query and return its result as Arrow, integers as ``int64``.
@@ -288,8 +290,13 @@ class DuckDBEngine:
             for table, moment in clauses.timestamps.items():
                 named[table] = self._snapshot_at(table, moment)
             tables = _referenced_tables(query)
-            self._refresh_views(tables - METADATA_TABLES, check_pins(named) if named else None)
+            lake_tables = tables - METADATA_TABLES - {AUDIT_TABLE}
+            self._refresh_views(lake_tables, check_pins(named) if named else None)
             self._register_metadata(tables & METADATA_TABLES)
+            if AUDIT_TABLE in tables:
+                self._connection.execute(
+                    f"CREATE OR REPLACE TEMP VIEW {AUDIT_TABLE} AS {audit_view(self.settings.audit_log)}"
+                )
             try:
                 relation = self._connection.sql(query)
             except duckdb.CatalogException as error:
@@ -396,7 +403,8 @@ def _referenced_tables(query: str) -> set[str]:
     return {
         table.name
         for table in tree.find_all(exp.Table)
-        if (table.name in TABLES or table.name in METADATA_TABLES) and table.name not in ctes
+        if (table.name in TABLES or table.name in METADATA_TABLES or table.name == AUDIT_TABLE)
+        and table.name not in ctes
     }
 
 

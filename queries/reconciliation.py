@@ -51,7 +51,7 @@ from queries.reconciliation_runs import (
     record_day,
     recorded_run,
 )
-from queries.time_travel import current_versions
+from queries.time_travel import gone_versions, pin_night
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -81,9 +81,10 @@ def reconcile(
     replaces them) and a JSON summary under ``{lake_prefix}/_reports/reconciliation/``. Days
     before it whose run is missing or had lagging wallets are reconciled first, oldest first.
 
-    On the Iceberg lake the queries read the tables' current snapshots, pinned for the whole run;
-    their ids are recorded in the summary and tagged ``reconciled-YYYY-MM-DD`` (kept for audits
-    through snapshot expiry), so :func:`replay` can read exactly the same rows again.
+    On the Iceberg lake the queries read the tables' current snapshots, pinned for the whole run
+    and tagged before anything reads them (``night-{day}-{id}``); their ids are recorded in the
+    summary and tagged ``reconciled-YYYY-MM-DD`` as well (both kept through snapshot expiry for
+    the audit retention), so :func:`replay` can read exactly the same rows again.
 
     Raises :class:`ReconciliationError` when there is no snapshot to compare with.
     """
@@ -94,7 +95,8 @@ def reconcile(
         raise ReconciliationError(
             f"no complete balance snapshot taken on {day} or later; run `walletlake snapshot` first"
         )
-    versions = current_versions(settings) if settings.lake_format == "iceberg" else {}
+    # pinned and tagged before anything reads them (the night protected before it is used)
+    versions = pin_night(settings, day) if settings.lake_format == "iceberg" else {}
     owned = engine is None
     engine = engine or engine_for(settings, versions=versions)
     try:
@@ -144,6 +146,12 @@ def replay(settings: Settings, day: dt.date, *, s3: S3Client | None = None) -> R
     if not versions:
         raise ReconciliationError(
             f"the reconciliation of {day} recorded no Iceberg snapshots: it cannot be replayed"
+        )
+    gone = gone_versions(settings, versions) if settings.lake_format == "iceberg" else []
+    if gone:
+        raise ReconciliationError(
+            f"the lake snapshots the reconciliation of {day} read are gone from {', '.join(gone)} "
+            f"(its tags are kept {settings.audit_tag_retention_days} days): it cannot be replayed"
         )
     snapshot = snapshot_taken_at(s3, settings, dt.datetime.fromisoformat(recorded["snapshot_at"]))
     if snapshot is None:

@@ -31,7 +31,7 @@ from queries.reconciliation import (
 )
 from queries.reconciliation_rules import classify
 from queries.reconciliation_runs import days_to_catch_up, record_day
-from queries.time_travel import current_versions, pin_versions
+from queries.time_travel import pin_night, pin_versions
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -51,7 +51,8 @@ def unload_statement(sql: str, location: str) -> str:
 def plan_reconciliation(s3: S3Client, settings: Settings, day: dt.date, *, run: str) -> dict[str, Any]:
     """The days to reconcile (catch-up days, oldest first, then ``day``) with their UNLOAD statements.
 
-    Each run's UNLOADs write under ``settings.unload_prefix``/``run`` in the lake bucket.
+    Each run's UNLOADs write under ``settings.unload_prefix``/``run`` in the lake bucket. The
+    Iceberg snapshots the statements pin are tagged first (:func:`queries.time_travel.pin_night`).
 
     Raises :class:`ReconciliationError` when no complete snapshot was taken on ``day`` or later.
     """
@@ -60,8 +61,10 @@ def plan_reconciliation(s3: S3Client, settings: Settings, day: dt.date, *, run: 
         raise ReconciliationError(f"no complete balance snapshot taken on {day} or later")
     days = [*days_to_catch_up(s3, settings, day), day]
     # The Iceberg tables are read as of their current snapshots, the same for every day and every
-    # step of the night (the UNLOADs here, the second pass in classify), and recorded with the run.
-    versions = current_versions(settings) if settings.lake_format == "iceberg" else {}
+    # step of the night (the UNLOADs here, the second pass in classify), and recorded with the run:
+    # tagged here, before any step reads them, so that no expiry removes them while the night (or a
+    # rerun of it) runs.
+    versions = pin_night(settings, day) if settings.lake_format == "iceberg" else {}
     items = []
     for each in days:
         parameters = day_parameters(each, snapshot)

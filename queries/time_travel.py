@@ -4,15 +4,17 @@ A reconciliation records, per Iceberg table, the snapshot id it read (:func:`cur
 Rerunning it reads those snapshots instead of the tables' current state: on Athena every reference
 to a pinned table gets Trino's ``FOR VERSION AS OF <id>`` (:func:`pin_versions`, one parse of the
 rendered SQL by sqlglot); on DuckDB the table's view reads ``iceberg_scan`` at that snapshot
-(:mod:`queries._duckdb`). Snapshots a reconciliation read are tagged (:func:`tag_versions`), so
-snapshot expiry keeps them (and their files) for as long as the tag's retention.
+(:mod:`queries._duckdb`). The snapshots a night reads are tagged when the night is planned, before
+anything reads them (:func:`pin_night`), and again ``reconciled-{day}`` once a day is recorded
+(:func:`tag_versions`), so snapshot expiry keeps them (and their files) for the audit retention
+(``WALLETLAKE_AUDIT_TAG_RETENTION_DAYS``, :mod:`lake.snapshot_tags`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import sqlglot
 from sqlglot import exp
@@ -27,9 +29,6 @@ if TYPE_CHECKING:
 #: Per Iceberg table, the snapshot id a query reads; None for a table that had no snapshot yet
 #: (read as empty on DuckDB; Athena cannot pin "no snapshot", so it reads such a table as it is).
 LakeVersions = Mapping[str, int | None]
-
-#: How long a reconciliation's snapshots are kept for audits (a year and a month).
-AUDIT_TAG_RETENTION_MS: Final = 400 * 24 * 3600 * 1000
 
 
 def pin_versions(sql: str, versions: LakeVersions) -> str:
@@ -119,19 +118,56 @@ def versions_as_of(
     return versions
 
 
+def pin_night(settings: Settings, day: dt.date, catalog: Catalog | None = None) -> dict[str, int | None]:
+    """The current snapshot of every Iceberg table, each tagged ``night-{day}-{id}`` before it is
+    returned (:func:`lake.snapshot_tags.night_tag`): what a night's planning pins, protected
+    before anything reads it, so no expiry can remove it while the night (or a rerun of it) runs,
+    and a replay finds it as long as the tag lives. Planning again with the same snapshots
+    changes nothing."""
+    from lake.iceberg_catalog import cached_catalog
+    from lake.iceberg_tables import identifier
+    from lake.snapshot_tags import DAY_MS, keep_tag, night_tag
+
+    catalog = catalog or cached_catalog(settings)
+    versions: dict[str, int | None] = {}
+    for name in STREAM_TABLES:
+        table = catalog.load_table(identifier(settings.glue_database, name))
+        snapshot = table.current_snapshot()
+        versions[name] = snapshot.snapshot_id if snapshot is not None else None
+        if snapshot is not None:
+            retention_ms = settings.audit_tag_retention_days * DAY_MS
+            keep_tag(
+                table, snapshot.snapshot_id, night_tag(day, snapshot.snapshot_id), max_ref_age_ms=retention_ms
+            )
+    return versions
+
+
+def gone_versions(settings: Settings, versions: LakeVersions, catalog: Catalog | None = None) -> list[str]:
+    """The tables whose pinned snapshot no longer exists (its tags expired with the retention)."""
+    from lake.iceberg_catalog import cached_catalog
+    from lake.iceberg_tables import identifier
+
+    catalog = catalog or cached_catalog(settings)
+    gone = []
+    for name, snapshot_id in versions.items():
+        table = catalog.load_table(identifier(settings.glue_database, name))
+        if snapshot_id is not None and table.metadata.snapshot_by_id(snapshot_id) is None:
+            gone.append(name)
+    return gone
+
+
 def tag_versions(
     settings: Settings, versions: LakeVersions, tag: str, catalog: Catalog | None = None
 ) -> None:
-    """Tag each table's snapshot ``tag`` (replacing an older tag of that name), kept for audits."""
+    """Tag each table's snapshot ``tag`` (replacing an older tag of that name), kept for the audit
+    retention (``WALLETLAKE_AUDIT_TAG_RETENTION_DAYS``)."""
     from lake.iceberg_catalog import cached_catalog
     from lake.iceberg_tables import identifier
+    from lake.snapshot_tags import DAY_MS, set_tag
 
     catalog = catalog or cached_catalog(settings)
     for name, snapshot_id in versions.items():
         if snapshot_id is None:
             continue
         table = catalog.load_table(identifier(settings.glue_database, name))
-        with table.manage_snapshots() as manage:
-            if tag in table.metadata.refs:
-                manage.remove_tag(tag)
-            manage.create_tag(snapshot_id, tag, max_ref_age_ms=AUDIT_TAG_RETENTION_MS)
+        set_tag(table, snapshot_id, tag, max_ref_age_ms=settings.audit_tag_retention_days * DAY_MS)

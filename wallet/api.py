@@ -60,6 +60,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from contracts.settings import Settings
 from wallet import validation
+from wallet.authorization import REFUSALS
 from wallet.body_limit import MAX_BODY_BYTES, TOO_LARGE
 from wallet.errors import (
     BalanceLimitExceededError,
@@ -570,6 +571,13 @@ def _errors(*errors: type[WalletError]) -> dict[int | str, dict[str, Any]]:
         "description": f"- `{TOO_LARGE}`: the body is above {MAX_BODY_BYTES} bytes; nothing was done.",
         "content": {_JSON: {"schema": _error_schema([TOO_LARGE])}},
     }
+    # Behind a trusted front any route refuses a caller it did not vouch for, or not for this
+    # operation, before it runs (wallet.authorization): nothing is written.
+    for status, codes in REFUSALS.items():
+        responses[status] = {
+            "description": "\n".join(f"- `{code}`: {meaning}" for code, meaning in codes.items()),
+            "content": {_JSON: {"schema": _error_schema(list(codes))}},
+        }
     # Any route can fail unexpectedly; the answer has the same body (and is logged with a trace).
     responses[500] = {
         "description": "- `internal_error`: an unexpected server error (logged); retry with the same nonce.\n"

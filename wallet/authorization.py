@@ -7,10 +7,10 @@ a second service or target group pointing at the tasks with auth type ``NONE``, 
 by hand. So with a trusted front configured (``WALLETLAKE_TRUST_FRONT``), the server checks the
 same things again and refuses, before it reads the body, with nothing written:
 
-- 403 ``wrong_target``: the request came through a Lattice service other than this one
-  (``WALLETLAKE_LATTICE_SERVICE_ARN``; not checked when unset);
 - 401 ``unauthenticated``: no principal the front vouched for (no identity header, or
   ``Type=Anonymous``: Lattice forwards unsigned requests when a service's auth type is ``NONE``);
+- 403 ``wrong_target``: the request came through a Lattice service other than this one
+  (``WALLETLAKE_LATTICE_SERVICE_ARN``; not checked when unset);
 - 403 ``session_not_a_person``: the role session's name does not match the deployment's rule
   (``WALLETLAKE_CALLER_SESSION_PATTERN``), so the movement would not name who acted;
 - 403 ``caller_not_permitted``: the principal's role is not named in ``WALLETLAKE_CALLER_PERMISSIONS``;
@@ -29,8 +29,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-from collections.abc import Iterable
-from typing import Final
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -47,6 +47,17 @@ _logger = logging.getLogger(__name__)
 LATTICE_TARGET_HEADER: Final = b"x-amzn-lattice-target"
 #: What no check applies to.
 OPEN_PATHS: Final = frozenset({"/healthz"})
+#: Every refusal by status and code, with its meaning: the OpenAPI document lists them on every
+#: route (only a deployment with a trusted front gives them).
+REFUSALS: Final[dict[int, dict[str, str]]] = {
+    401: {"unauthenticated": "no caller identity the API's trusted front vouched for; nothing was done."},
+    403: {
+        "wrong_target": "the request came through another VPC Lattice service; nothing was done.",
+        "session_not_a_person": "the caller's role session name names no person; nothing was done.",
+        "caller_not_permitted": "the caller's role is not a caller of this API; nothing was done.",
+        "operation_not_permitted": "the caller's role may not do this operation; nothing was done.",
+    },
+}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -58,28 +69,38 @@ class Refusal:
     detail: str
 
 
-def judge(
-    settings: Settings, method: str, path: str, headers: Iterable[tuple[bytes, bytes]]
-) -> Refusal | None:
-    """The refusal a request earns, or None to serve it. Pure.
+def judge(settings: Settings, scope: Mapping[str, Any]) -> Refusal | None:
+    """The refusal the request of an ASGI ``scope`` earns, or None to serve it. Pure.
+
+    The scope's ``headers`` carry Lattice's identity; behind API Gateway its ``aws.event`` (as
+    Mangum passes the Lambda event) carries the IAM identity the gateway verified.
 
     Examples
     --------
     >>> from contracts.caller_permissions import CallerPermissions
     >>> settings = Settings(trust_front="lattice", caller_permissions=CallerPermissions.parse(
     ...     "arn:aws:iam::111122223333:role/payments=transfer+read"))
-    >>> judge(settings, "GET", "/api/v1/wallets/x/balance", []).code
+    >>> judge(settings, {"method": "GET", "path": "/api/v1/wallets/x/balance", "headers": []}).code
     'unauthenticated'
     >>> caller = [(b"x-amzn-lattice-identity",
     ...            b"Principal=arn:aws:sts::111122223333:assumed-role/payments/alice; Type=AWSIAM")]
-    >>> judge(settings, "PUT", "/api/v1/wallets/x/deposit", caller).code
+    >>> judge(settings, {"method": "PUT", "path": "/api/v1/wallets/x/deposit", "headers": caller}).code
     'operation_not_permitted'
-    >>> judge(settings, "PUT", "/api/v1/wallets/x/transfer/y", caller) is None
+    >>> judge(settings, {"method": "PUT", "path": "/api/v1/wallets/x/transfer/y", "headers": caller}) is None
     True
     """
+    method, path = scope["method"], scope["path"]
     if settings.trust_front == "none" or path in OPEN_PATHS:
         return None
-    headers = list(headers)
+    headers = list(scope.get("headers", ()))
+    principal = principal_of(scope, settings.trust_front, settings.default_principal)
+    if principal is None:
+        return Refusal(
+            401,
+            "unauthenticated",
+            "no caller identity the API's front vouched for: sign the request (SigV4, service "
+            "vpc-lattice-svcs) and send it through the service network",
+        )
     if settings.trust_front == "lattice" and settings.lattice_service_arn is not None:
         target = header_fields(_header(headers, LATTICE_TARGET_HEADER)).get("ServiceArn")
         if target != settings.lattice_service_arn:
@@ -89,15 +110,6 @@ def judge(
                 f"this API serves requests through {settings.lattice_service_arn} only, "
                 f"not {target or 'a request with no Lattice target'}",
             )
-    scope = {"headers": headers}
-    principal = principal_of(scope, settings.trust_front, settings.default_principal)
-    if principal is None:
-        return Refusal(
-            401,
-            "unauthenticated",
-            "no caller identity the API's front vouched for: sign the request (SigV4, service "
-            "vpc-lattice-svcs) and send it through the service network",
-        )
     if settings.caller_session_pattern is not None:
         session = session_name(settings, headers, principal)
         if session is None or not re.fullmatch(settings.caller_session_pattern, session):
@@ -143,7 +155,7 @@ class Gatekeeper:
         if scope["type"] != "http" or self.settings.trust_front == "none":
             await self.app(scope, receive, send)
             return
-        refusal = judge(self.settings, scope["method"], scope["path"], scope["headers"])
+        refusal = judge(self.settings, scope)
         if refusal is None:
             await self.app(scope, receive, send)
             return

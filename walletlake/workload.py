@@ -48,10 +48,18 @@ class WalletApiClient:
     """
 
     def __init__(
-        self, base_url: str, *, max_connections: int = 16, timeout: float = 30.0, retries: int = 6
+        self,
+        base_url: str,
+        *,
+        max_connections: int = 16,
+        timeout: float = 30.0,
+        retries: int = 6,
+        headers: dict[str, str] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.retries = retries
+        #: Sent with every request (urllib3 replaces, not merges, a pool's headers with a request's).
+        self.headers = dict(headers or {})
         self._pool = urllib3.PoolManager(
             maxsize=max_connections,
             block=False,
@@ -84,7 +92,7 @@ class WalletApiClient:
     def send(self, method: str, path: str, body: dict[str, Any] | None) -> Answer:
         """One request, retried with the same body on 429/5xx/no answer (jittered backoff)."""
         payload = orjson.dumps(body) if body is not None else None
-        headers = {"Content-Type": "application/json"} if payload is not None else None
+        headers = {**self.headers, **({"Content-Type": "application/json"} if payload is not None else {})}
         attempt = 0
         while True:
             attempt += 1

@@ -93,7 +93,10 @@ def build_committer(
         description="walletlake committer: append the landed batches to the Iceberg tables, every interval",
         environment={
             **environment,
-            **environment_for(commit_interval_seconds=config.commit_interval_seconds),
+            **environment_for(
+                commit_interval_seconds=config.commit_interval_seconds,
+                audit_tag_retention_days=config.settings.audit_tag_retention_days,
+            ),
         },
         memory_mb=config.committer_memory_mb,
         timeout=COMMITTER_TIMEOUT,

@@ -377,6 +377,12 @@ class DeploymentConfig:
             "glue_database": get("glue_database") or settings.glue_database,
             "athena_workgroup": get("athena_workgroup") or settings.athena_workgroup,
             "lake_format": str(get("lake_format") or settings.lake_format).strip().lower(),
+            # how long the nightly tags keep their snapshots (docs/operations.md)
+            "audit_tag_retention_days": _coerce(
+                "audit_tag_retention_days",
+                get("audit_tag_retention_days") or settings.audit_tag_retention_days,
+                settings.audit_tag_retention_days,
+            ),
         }
         values: dict[str, Any] = {"settings": settings.replace(query_engine="athena", **names)}
         for field in dataclasses.fields(cls):

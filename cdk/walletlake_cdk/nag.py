@@ -113,7 +113,8 @@ def suppress_reviewed_findings(reviewed: ReviewedConstructs) -> None:
     # a sub-prefix of the lake's: the same reviewed wildcard, narrower.
     own_tables = _bucket_objects_regex(
         re.escape(reviewed.lake_prefix).replace("/", "\\/")
-        + "\\/(balance_snapshots|daily_balances|reconciliation|_reports\\/reconciliation)\\/"
+        + "\\/(balance_snapshots|daily_balances|reconciliation|_reports\\/reconciliation"
+        + "|iceberg\\/\\*\\/metadata)\\/"
     )
     for role in reviewed.nightly_roles:
         _iam5(role, _KMS_FAMILY_REASON, kms_families)

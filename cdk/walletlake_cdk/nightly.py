@@ -21,7 +21,8 @@ Nightly (01:30 UTC)
     units) → plan the reconciliation (catch-up days first) → per day, Athena runs the two heavy
     queries as ``UNLOAD`` to Parquet through Step Functions' native ``startQueryExecution.sync``
     (no function waits on Athena) → a small function classifies the result with the same pure
-    code as the local run and writes the same objects.
+    code as the local run and writes the same objects. On the Iceberg lake the planning function
+    tags the snapshots the night pins before any step reads them (``lake.snapshot_tags``).
 
 Why a state machine at all (not the schedule invoking Lambda): it reports failures that a function
 cannot report itself (a timeout, an out-of-memory kill) to SNS, retries only Lambda's service
@@ -52,7 +53,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from contracts import lambda_metrics
-from contracts.lake_layout import table_prefix
+from contracts.lake_layout import ICEBERG_FOLDER, table_prefix
 from contracts.lake_tables import TABLES
 from contracts.lease_table import LEASE_TABLE
 from contracts.settings import DEFAULT_UNLOAD_PREFIX, environment_for
@@ -68,6 +69,7 @@ from walletlake_cdk.storage import (
     Storage,
     grant_key_via,
 )
+from walletlake_cdk.stream_consumer import iceberg_glue_arns
 
 #: Lambda handlers of the units (modules elsewhere export them).
 COMPACTION_PLAN_HANDLER: Final = "walletlake.handlers.compaction.plan_handler"
@@ -97,6 +99,9 @@ ATHENA_SYNC_ACTIONS: Final = (
     "athena:GetWorkGroup",
     "athena:GetDataCatalog",
 )
+#: What pinning and tagging a night's snapshots asks of Glue's Iceberg REST endpoint (planning
+#: tags them before anything reads them; classification tags them ``reconciled-{day}``).
+NIGHT_TAG_GLUE_ACTIONS: Final = ("glue:GetCatalog", "glue:GetTable", "glue:UpdateTable")
 #: Glue reads of the lake tables (Athena resolves the tables through the caller's permissions).
 GLUE_READ_ACTIONS: Final = ("glue:GetDatabase", "glue:GetTable", "glue:GetTables", "glue:GetPartitions")
 #: The planning functions do little work; their peak is what their imports take (130-150 MB
@@ -299,6 +304,7 @@ def _unit_functions(
                 snapshot_segments=config.snapshot_segments,
                 snapshot_read_units_per_second=config.snapshot_read_units_per_second,
                 unload_prefix=UNLOAD_PREFIX,
+                audit_tag_retention_days=config.settings.audit_tag_retention_days,
             ),
         ),
         "compaction_lease": (
@@ -319,6 +325,7 @@ def _unit_functions(
                 snapshot_segments=config.snapshot_segments,
                 snapshot_read_units_per_second=config.snapshot_read_units_per_second,
                 unload_prefix=UNLOAD_PREFIX,
+                audit_tag_retention_days=config.settings.audit_tag_retention_days,
             ),
         ),
     }
@@ -688,22 +695,49 @@ def _grant_snapshot_segment(role: iam.IRole, grants: _Grants) -> None:
 
 
 def _grant_reconcile_plan(role: iam.IRole, grants: _Grants) -> None:
-    """Planning lists snapshots and reads earlier runs' summaries (catch-up days)."""
+    """Planning lists snapshots and reads earlier runs' summaries (catch-up days); on the Iceberg
+    lake it also pins the tables' snapshots and tags them (:func:`_grant_night_tags`)."""
     _list_lake(role, grants)
     role.add_to_principal_policy(
         iam.PolicyStatement(actions=["s3:GetObject"], resources=[grants.storage.lake_objects_arn])
     )
-    grant_key_via(role, grants.storage.lake_key, "s3", *S3_READ_KEY_ACTIONS)
+    if grants.config.iceberg:
+        _grant_night_tags(role, grants)
+        # the endpoint writes the table's new metadata file with the caller's permissions, as
+        # for the committer's commits (the lake prefix: the nightly roles' reviewed object scope)
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["s3:PutObject"], resources=[grants.storage.lake_objects_arn])
+        )
+        grant_key_via(role, grants.storage.lake_key, "s3", *S3_WRITE_KEY_ACTIONS)
+    else:
+        grant_key_via(role, grants.storage.lake_key, "s3", *S3_READ_KEY_ACTIONS)
 
 
-def classify_output_arns(storage: Storage) -> list[str]:
-    """What a day's classification writes: its daily balances, its findings, its summaries."""
+def _grant_night_tags(role: iam.IRole, grants: _Grants) -> None:
+    """Load the stream's Iceberg tables and tag their snapshots through Glue's Iceberg REST
+    endpoint: GetConfig → ``glue:GetCatalog``, LoadTable → ``glue:GetTable``, a tag's commit
+    (UpdateTable) → ``glue:UpdateTable``; on the catalog, the lake's database and its Iceberg
+    tables only (``walletlake_cdk.committer`` has the endpoint's mapping)."""
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=list(NIGHT_TAG_GLUE_ACTIONS),
+            resources=iceberg_glue_arns(grants.table.stack, grants.config),
+        )
+    )
+
+
+def classify_output_arns(storage: Storage, *, iceberg: bool = False) -> list[str]:
+    """What a day's classification writes: its daily balances, its findings, its summaries, and on
+    the Iceberg lake the metadata files of its ``reconciled-{day}`` tags' commits."""
     prefix = storage.lake_prefix
     reports = summary_key(prefix, dt.date(2000, 1, 1)).split("/dt=", 1)[0]
-    return [
+    arns = [
         storage.lake_bucket.arn_for_objects(f"{table_prefix(prefix, table)}*")
         for table in ("daily_balances", "reconciliation")
     ] + [storage.lake_bucket.arn_for_objects(f"{reports}/*")]
+    if iceberg:
+        arns.append(storage.lake_bucket.arn_for_objects(f"{prefix}/{ICEBERG_FOLDER}/*/metadata/*"))
+    return arns
 
 
 def _grant_reconcile_classify(role: iam.IRole, grants: _Grants) -> None:
@@ -719,7 +753,9 @@ def _grant_reconcile_classify(role: iam.IRole, grants: _Grants) -> None:
         iam.PolicyStatement(actions=["s3:GetObject"], resources=[storage.lake_objects_arn])
     )
     role.add_to_principal_policy(
-        iam.PolicyStatement(actions=["s3:PutObject"], resources=classify_output_arns(storage))
+        iam.PolicyStatement(
+            actions=["s3:PutObject"], resources=classify_output_arns(storage, iceberg=grants.config.iceberg)
+        )
     )
     role.add_to_principal_policy(
         iam.PolicyStatement(actions=["s3:PutObject"], resources=[storage.athena_results_arn])
@@ -730,6 +766,8 @@ def _grant_reconcile_classify(role: iam.IRole, grants: _Grants) -> None:
     grant_key_via(role, storage.lake_key, "s3", *S3_WRITE_KEY_ACTIONS)
     grant_key_via(role, storage.results_key, "s3", *S3_WRITE_KEY_ACTIONS)
     _grant_athena(role, grants)
+    if grants.config.iceberg:  # the day's ``reconciled-{day}`` tags
+        _grant_night_tags(role, grants)
 
 
 def _grant_athena(role: iam.IRole, grants: _Grants) -> None:

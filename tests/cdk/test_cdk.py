@@ -41,6 +41,7 @@ from walletlake_cdk.nightly import (
     COMPACTION_PLAN_HANDLER,
     COMPACTION_UNIT_HANDLER,
     LEASE_BUSY,
+    NIGHT_TAG_GLUE_ACTIONS,
     PLAN_NIGHT_HANDLER,
     RECONCILE_CLASSIFY_HANDLER,
     RECONCILE_PLAN_HANDLER,
@@ -937,6 +938,52 @@ def test_the_nightly_machine_snapshots_and_reconciles_without_compacting(synthes
     assert order == ["PlanNight", "SnapshotSegments", "PlanReconciliation", "ReconcileDays", "ReportSuccess"]
     for step in order[:-1]:
         assert "ReportError" in [catch["Next"] for catch in states[step]["Catch"]], step
+
+
+def test_the_nightly_functions_may_tag_the_iceberg_tables_and_nothing_more(synthesized: Synthesized) -> None:
+    # GIVEN the nightly planning and classification functions' grants (Iceberg lake)
+    stream_tables = {f"table/{SETTINGS.glue_database}/{name}" for name in STREAM_TABLES}
+    for handler in (RECONCILE_PLAN_HANDLER, RECONCILE_CLASSIFY_HANDLER):
+        granted = actions_by_resource(policy_statements(synthesized, role_of(synthesized, handler)))
+        # THEN each may load the stream's tables and commit their tags through Glue's Iceberg
+        # REST endpoint (planning tags the night's snapshots before anything reads them)
+        updated = {resource for actions, resource in granted if "glue:UpdateTable" in actions}
+        assert {table for table in stream_tables if any(table in resource for resource in updated)} == (
+            stream_tables
+        ), handler
+        assert all(
+            any(
+                part in resource
+                for part in (*stream_tables, ":catalog", f"database/{SETTINGS.glue_database}")
+            )
+            for resource in updated
+        ), (handler, updated)
+        tagging = [actions for actions, resource in granted if "glue:UpdateTable" in actions]
+        assert all(actions == frozenset(NIGHT_TAG_GLUE_ACTIONS) for actions in tagging), handler
+        # AND no other catalog write, and nothing on "*"
+        writes = {a for actions, _ in granted for a in actions if a.startswith("glue:") and "Get" not in a}
+        assert writes == {"glue:UpdateTable"}, handler
+        assert not any(resource == '"*"' for _, resource in granted), handler
+    # AND the committer (its expiry) and the functions that tag get the tags' retention
+    functions = functions_by_handler(synthesized)
+    for handler in (COMMITTER_HANDLER, RECONCILE_PLAN_HANDLER, RECONCILE_CLASSIFY_HANDLER):
+        environment = functions[handler]["Environment"]["Variables"]
+        assert environment["WALLETLAKE_AUDIT_TAG_RETENTION_DAYS"] == "400", handler
+    # AND the planner writes only under the lake prefix (the tag's new metadata file)
+    planner = actions_by_resource(
+        policy_statements(synthesized, role_of(synthesized, RECONCILE_PLAN_HANDLER))
+    )
+    puts = [resource for actions, resource in planner if "s3:PutObject" in actions]
+    assert puts
+    assert all(f"/{SETTINGS.lake_prefix}/*" in resource for resource in puts)
+
+
+def test_the_parquet_lake_planner_reads_only(parquet: Synthesized) -> None:
+    # GIVEN the plain-Parquet lake: no Iceberg catalog, no tags
+    granted = actions_by_resource(policy_statements(parquet, role_of(parquet, RECONCILE_PLAN_HANDLER)))
+    # THEN its planner has no Glue action and writes nothing
+    assert not [a for actions, _ in granted for a in actions if a.startswith("glue:")]
+    assert not [resource for actions, resource in granted if "s3:PutObject" in actions]
 
 
 def test_committer_alarms_catch_errors_and_rows_landing_without_commits(synthesized: Synthesized) -> None:

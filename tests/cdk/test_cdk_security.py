@@ -504,3 +504,17 @@ def test_the_stream_mapping_keeps_the_logical_id_cdks_event_source_gave_it(templ
     for statement in statements:
         if any(action.startswith("kms:") for action in as_list(statement["Action"])):
             assert "kms:ViaService" in statement["Condition"]["StringEquals"], statement
+
+
+def test_who_did_what_is_a_named_query_over_the_access_log_table(template: Synthesized) -> None:
+    # GIVEN the named queries of the nightly job's workgroup (analysts read them, run them in theirs)
+    queries = {
+        q["Properties"]["Name"]: q["Properties"]
+        for q in template.resources("AWS::Athena::NamedQuery").values()
+    }
+    # THEN who_did_what reads the Glue table Lattice's access logs land in, in the lake's database
+    query = queries["who_did_what"]
+    assert f"FROM {AUDIT_TABLE}" in query["QueryString"]
+    assert query["Database"] == "walletlake"
+    tables = [t["Properties"]["TableInput"]["Name"] for t in template.resources("AWS::Glue::Table").values()]
+    assert AUDIT_TABLE in tables

@@ -53,6 +53,21 @@ def config_with_callers(get: Callable[[str], Any]) -> DeploymentConfig:
     return DeploymentConfig.from_context(lambda key: get(key) or LATTICE_DEFAULTS.get(key))
 
 
+def test_the_tags_retention_is_a_context_value_checked_as_the_functions_read_it() -> None:
+    from contracts.settings import SettingsError, environment_for
+
+    # GIVEN -c audit_tag_retention_days=30, and a value the functions would refuse
+    config = config_with_callers({"audit_tag_retention_days": "30"}.get)
+    refused = config_with_callers({"audit_tag_retention_days": "1"}.get)
+    # THEN the deployed settings carry it, and the refused one fails the synth in one line
+    assert config.settings.audit_tag_retention_days == 30
+    assert environment_for(audit_tag_retention_days=30) == {"WALLETLAKE_AUDIT_TAG_RETENTION_DAYS": "30"}
+    with pytest.raises(
+        SettingsError, match=r"WALLETLAKE_AUDIT_TAG_RETENTION_DAYS must be an integer in 2\.\.36500"
+    ):
+        environment_for(audit_tag_retention_days=refused.settings.audit_tag_retention_days)
+
+
 def test_context_strings_become_typed_settings_and_names() -> None:
     # GIVEN context as the CDK CLI passes it (-c key=value gives strings)
     context = {

@@ -64,27 +64,28 @@ def test_identity_headers_are_ignored_unless_the_front_is_trusted(settings: Sett
 
     # GIVEN the same API trusting VPC Lattice (the deployed tasks: only Lattice reaches them)
     with serve(settings.replace(trust_front="lattice")) as api:
-        wallet = api.create()
+        wallet = api.create(headers=lattice(PAYER_ROLE))
         api.http.put(
             f"/api/v1/wallets/{wallet}/deposit/",
             json={"amount": "5", "nonce": "n1"},
             headers=lattice(PAYER_ROLE),
         )
-        # a request that did not come through Lattice has no verified principal: attributed to no one
-        api.http.put(f"/api/v1/wallets/{wallet}/deposit/", json={"amount": "5", "nonce": "n2"})
+        # a request that did not come through Lattice has no verified principal: refused, not run
+        unattributed = api.http.put(f"/api/v1/wallets/{wallet}/deposit/", json={"amount": "5", "nonce": "n2"})
         first = api.http.get(f"/api/v1/wallets/{wallet}/transactions/n1", headers=lattice(PAYER_ROLE)).json()
-        second = api.http.get(f"/api/v1/wallets/{wallet}/transactions/n2").json()
         # the outcome is its caller's alone: anyone else is told there is none, and not by whom
         other = api.http.get(f"/api/v1/wallets/{wallet}/transactions/n1", headers=lattice(FORGED))
         unsigned = api.http.get(f"/api/v1/wallets/{wallet}/transactions/n1")
         transactions = {item[Attr.NONCE]: item for item in api.table().transactions}
-    # THEN the verified principal is on the receipt and the transaction item; none when absent
+    # THEN the verified principal is on the receipt and the transaction item; an unsigned movement
+    # is refused before it runs (wallet.authorization), so no movement is ever unattributed
     assert first["initiated_by"] == transactions["n1"][Attr.INITIATED_BY] == PAYER_ROLE
-    assert second["initiated_by"] is None
+    assert error_of(unattributed) == (401, "unauthenticated")
+    assert "n2" not in transactions
+    assert other.status_code == 404
+    assert error_of(unsigned) == (401, "unauthenticated")
     for refused in (other, unsigned):
-        assert refused.status_code == 404
         assert PAYER_ROLE not in refused.text
-    assert Attr.INITIATED_BY not in transactions["n2"]
 
 
 def test_a_too_large_body_gets_413_and_writes_nothing(settings: Settings) -> None:
@@ -116,8 +117,8 @@ def test_the_principal_reaches_the_ledger_row_through_the_stream_the_committer_a
     # GIVEN the Iceberg lake and an API trusting VPC Lattice
     settings = make_settings(lake_format="iceberg").replace(trust_front="lattice")
     with serve(settings) as api:
-        payer, payee = api.create(), api.create()
         headers = lattice(PAYER_ROLE)
+        payer, payee = api.create(headers=headers), api.create(headers=headers)
         api.http.put(
             f"/api/v1/wallets/{payer}/deposit/", json={"amount": "100", "nonce": "d"}, headers=headers
         )
@@ -202,7 +203,7 @@ def test_an_old_lake_takes_initiated_by_by_name_and_its_rows_read_null(
     # WHEN the new version deploys (provisioning adds the column by name) and an attributed write lands
     done = ensure_tables(open_catalog(settings), settings.glue_database)
     with serve(settings.replace(trust_front="lattice")) as api:
-        wallet = api.create()
+        wallet = api.create(headers=lattice(PAYER_ROLE))
         api.http.put(
             f"/api/v1/wallets/{wallet}/deposit/",
             json={"amount": "7", "nonce": "new"},

@@ -112,3 +112,52 @@ def test_a_reconciled_night_replays_identically_after_more_commits(
 def test_replay_refuses_a_day_without_a_recorded_iceberg_run(settings: Settings) -> None:
     with pytest.raises(ReconciliationError, match="no recorded reconciliation"):
         replay(settings, dt.date(2026, 1, 2))
+
+
+def test_a_night_is_tagged_at_planning_and_replays_identically_after_the_committers_expiry(
+    make_settings: Callable[..., Settings],
+) -> None:
+    import time
+
+    from lake.iceberg_tables import SNAPSHOT_RETENTION_HOURS
+    from lake.snapshot_expiry import expire_snapshots
+    from lake.snapshot_tags import DAY_MS, night_tag
+    from queries.reconciliation_athena import plan_reconciliation
+
+    settings = make_settings(lake_format="iceberg")
+    today = dt.datetime.now(dt.UTC).date()
+    writer = TableWriter(settings.table)
+    writer.workload(wallets=3, deposits=6, transfers=4)
+    land_and_commit(settings)
+    take_snapshot(settings, max_read_units_per_second=None)
+    s3 = boto3.client("s3", region_name=settings.region)
+
+    # GIVEN the nightly job's planning step (the AWS path: before any UNLOAD or classification)
+    plan = plan_reconciliation(s3, settings, today, run="exec-tags")
+    pinned = {name: int(v) for name, v in plan["days"][-1]["lake_snapshots"].items() if v is not None}
+    # THEN every table it pinned is tagged already, kept for the audit retention
+    for name, snapshot_id in pinned.items():
+        tag = load_table(settings, name, open_catalog(settings)).metadata.refs[night_tag(today, snapshot_id)]
+        assert (tag.snapshot_id, tag.max_ref_age_ms) == (
+            snapshot_id,
+            settings.audit_tag_retention_days * DAY_MS,
+        )
+
+    # WHEN the night is reconciled, more entries commit, and the committer's expiry runs hours later
+    # removing every untagged snapshot but the newest
+    first = reconcile(settings, today)
+    writer.workload(wallets=1, deposits=3, transfers=0, seed=11)
+    land_and_commit(settings)
+    later = time.time() + (SNAPSHOT_RETENTION_HOURS + 1) * 3600
+    for name in ("ledger", "wallets", "quarantine"):
+        expire_snapshots(load_table(settings, name, open_catalog(settings)), later, keep=1)
+
+    # THEN the planned snapshots are still there, and a replay of the night is identical
+    for name, snapshot_id in pinned.items():
+        assert (
+            load_table(settings, name, open_catalog(settings)).metadata.snapshot_by_id(snapshot_id)
+            is not None
+        )
+    replayed = replay(settings, today)
+    assert replayed.identical, replayed.differences
+    assert replayed.report.ledger_rows == first.ledger_rows

@@ -106,11 +106,16 @@ def test_the_movement_routes_answer_every_case_as_the_fastapi_routes(settings: S
 def test_the_served_app_puts_the_movement_routes_in_front_of_the_fastapi_app(settings: Settings) -> None:
     from fastapi import FastAPI
 
+    from wallet.audit import AuditTrail
+    from wallet.authorization import Gatekeeper
     from wallet.body_limit import BodyLimit
     from wallet.movement_routes import MovementRoutes
     from wallet.service import create_service
 
-    service = create_service(settings)
-    assert isinstance(service, BodyLimit)  # an oversized body is refused before anything runs
-    assert isinstance(service.app, MovementRoutes)
-    assert isinstance(service.app.app, FastAPI)
+    service = create_service(settings.replace(audit_log="stdout"))
+    assert isinstance(service, AuditTrail)  # every answer on record, refusals included
+    assert isinstance(service.app, Gatekeeper)  # a caller nobody vouched for is refused first
+    assert isinstance(service.app.app, BodyLimit)  # an oversized body is refused before anything runs
+    assert isinstance(service.app.app.app, MovementRoutes)
+    assert isinstance(service.app.app.app.app, FastAPI)
+    assert isinstance(create_service(settings.replace(audit_log=None)), Gatekeeper)  # no audit layer

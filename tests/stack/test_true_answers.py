@@ -62,8 +62,9 @@ async def _servers(
             store.client.close()
 
 
-async def _wallet(api: httpx.AsyncClient, funds: int = 0) -> str:
-    wallet_id = str((await api.post("/api/v1/wallets/", json={"user_id": str(uuid.uuid4())})).json()["id"])
+async def _wallet(api: httpx.AsyncClient, funds: int = 0, headers: dict[str, str] | None = None) -> str:
+    created = await api.post("/api/v1/wallets/", json={"user_id": str(uuid.uuid4())}, headers=headers)
+    wallet_id = str(created.json()["id"])
     if funds:
         assert (
             await api.put(f"/api/v1/wallets/{wallet_id}/deposit/", json={"amount": funds, "nonce": "f"})
@@ -71,8 +72,8 @@ async def _wallet(api: httpx.AsyncClient, funds: int = 0) -> str:
     return wallet_id
 
 
-async def _balance(api: httpx.AsyncClient, wallet_id: str) -> int:
-    return int((await api.get(f"/api/v1/wallets/{wallet_id}/balance")).json()["balance"])
+async def _balance(api: httpx.AsyncClient, wallet_id: str, headers: dict[str, str] | None = None) -> int:
+    return int((await api.get(f"/api/v1/wallets/{wallet_id}/balance", headers=headers)).json()["balance"])
 
 
 def _error(response: httpx.Response) -> tuple[int, str]:
@@ -292,7 +293,7 @@ def test_point_6_a_nonce_belongs_to_its_caller(settings: Settings) -> None:
     async def scenario() -> list[Any]:
         world = _world(lattice)
         async with _servers(lattice, world) as (api,):
-            wallet_id = await _wallet(api)
+            wallet_id = await _wallet(api, headers=caller(alice))
             path = f"/api/v1/wallets/{wallet_id}/deposit/"
             body = {"amount": 25, "nonce": "n"}
             first = await api.put(path, json=body, headers=caller(alice))
@@ -304,7 +305,7 @@ def test_point_6_a_nonce_belongs_to_its_caller(settings: Settings) -> None:
                 stolen,
                 await api.get(lookup, headers=caller(bob)),
                 await api.get(lookup, headers=caller(alice)),
-                await _balance(api, wallet_id),
+                await _balance(api, wallet_id, caller(alice)),
             ]
 
     first, stolen, bobs_lookup, alices_lookup, balance = asyncio.run(scenario())

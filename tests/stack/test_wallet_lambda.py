@@ -83,10 +83,16 @@ def test_the_lambda_front_attributes_a_write_to_the_iam_identity_api_gateway_ver
 
     handler = importlib.reload(walletlake.handlers.api).handler
     caller = "arn:aws:iam::123456789012:role/payments"
-    created = handler(
-        http_api_event("POST", "/api/v1/wallets/", {"user_id": str(uuid.uuid4())}), FakeLambdaContext()
-    )
+    create = http_api_event("POST", "/api/v1/wallets/", {"user_id": str(uuid.uuid4())})
+    create["requestContext"]["authorizer"] = {"iam": {"userArn": caller}}
+    created = handler(create, FakeLambdaContext())
     wallet_id = orjson.loads(created["body"])["id"]
+    # a request API Gateway did not authorize (no IAM identity in the event) is refused, not run
+    unsigned = handler(
+        http_api_event("PUT", f"/api/v1/wallets/{wallet_id}/deposit/", {"amount": "25", "nonce": "u"}),
+        FakeLambdaContext(),
+    )
+    assert (unsigned["statusCode"], orjson.loads(unsigned["body"])["error"]) == (401, "unauthenticated")
     # WHEN a deposit arrives signed by a role (and with a forged Lattice header besides)
     event = http_api_event("PUT", f"/api/v1/wallets/{wallet_id}/deposit/", {"amount": "25", "nonce": "n"})
     event["requestContext"]["authorizer"] = {"iam": {"userArn": caller}}

@@ -42,3 +42,13 @@ def test_every_named_query_is_documented_with_an_example(analysts_doc: str) -> N
     for query in list_queries():
         assert f"`{query.name}`" in section, query.name
         assert f"walletlake query {query.name}" in section, query.name
+
+
+def test_the_audit_table_is_documented_with_every_column_and_its_type(analysts_doc: str) -> None:
+    # GIVEN the audit table's section, one schema for Lattice's logs and the API's own lines
+    from contracts.audit_log import AUDIT_COLUMNS, AUDIT_TABLE
+
+    section = _section(analysts_doc, f"### `{AUDIT_TABLE}`")
+    rows = [match.groupdict() for line in section.splitlines() if (match := _ROW.match(line))]
+    # THEN it lists exactly the contract's columns, in order, with their types
+    assert [(row["name"], row["type"]) for row in rows] == list(AUDIT_COLUMNS)

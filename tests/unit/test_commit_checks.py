@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from support.sql_lake import NAMESPACE, column, record, sql_catalog, wallet_rows, write_file
 
-from lake.committer import COMMIT_ID_PROPERTY, commit_table, committed_snapshot
+from lake.committer import COMMIT_ID_PROPERTY, commit_table, committed_snapshot, read_progress
 from lake.iceberg_tables import identifier
 from lake.landing_log import LandedFile, LandingRecord
 
@@ -155,16 +155,17 @@ def test_the_commit_reads_no_footer_and_appends_what_the_footer_would_say(
     assert (task.file.record_count, task.file.lower_bounds) == (3, footer.lower_bounds)
 
 
-def test_a_missing_file_sets_aside_only_its_own_file_with_a_reason(tmp_path: Path) -> None:
+def test_a_missing_file_leaves_out_its_whole_batch_in_every_table_and_nothing_else(tmp_path: Path) -> None:
     import json
 
-    from lake.misfits import misfit_location
+    from lake.misfits import batch_note_location
 
-    # GIVEN three batches; the second's wallets file was deleted after it landed
+    # GIVEN three batches of two shards; the second's wallets file was deleted after it landed,
+    # its ledger file is still there
     catalog = sql_catalog(tmp_path)
-    first = record(tmp_path, wallets=["w1"])
+    first = record(tmp_path, wallets=["w1"], entries=["t1:credit"])
     gone = record(tmp_path, wallets=["w2"], entries=["t2:credit"])
-    third = record(tmp_path, shard="shard-2", wallets=["w3"])
+    third = record(tmp_path, shard="shard-2", wallets=["w3"], entries=["t3:credit"])
     gone_file = next(file for file in gone.files if file.table == "wallets")
     Path(gone_file.path.removeprefix("file://")).unlink()
     listed = [first, gone, third]
@@ -175,12 +176,22 @@ def test_a_missing_file_sets_aside_only_its_own_file_with_a_reason(tmp_path: Pat
         catalog, identifier(NAMESPACE, "ledger"), listed, live_sources={r.source for r in listed}
     )
 
-    # THEN the wallets commit leaves that one file out, noted with why; every other file commits
+    # THEN the second batch is left out of both tables, its ledger file too (whole, never half):
+    # the other batches, of its shard and of the other, commit in both
     assert (wallets.rows, wallets.missing_files, wallets.misfit_files, wallets.batches) == (2, 1, 0, 3)
+    assert (ledger.rows, ledger.missing_files, ledger.misfit_files, ledger.batches) == (2, 0, 0, 3)
+    assert wallets.quarantined_batches == ledger.quarantined_batches == 1
     assert sorted(column(catalog, "wallets", "wallet_id")) == ["w1", "w3"]
-    assert (ledger.rows, ledger.missing_files) == (1, 0)
-    assert column(catalog, "ledger", "entry_id") == ["t2:credit"]
-    note = Path(misfit_location(catalog.load_table(WALLETS), gone_file.path).removeprefix("file://"))
-    reason = json.loads(Path(f"{note}.reason.json").read_text())
-    assert reason["missing"] is True
-    assert reason["reason"].startswith("missing: ")
+    assert sorted(column(catalog, "ledger", "entry_id")) == ["t1:credit", "t3:credit"]  # type: ignore[type-var]
+    # AND both positions move past it: later batches of its shard are not held behind it
+    for table in (WALLETS, identifier(NAMESPACE, "ledger")):
+        assert int(read_progress(catalog.load_table(table))[gone.source][0]) == gone.last
+    # AND one note says which batch, which file is gone and why, listing every file it landed
+    note_at = batch_note_location(catalog.load_table(WALLETS), gone)
+    note = json.loads(Path(note_at.removeprefix("file://")).read_text())
+    assert (note["batch"], note["first"], note["last"]) == (gone.source, gone.first, gone.last)
+    assert note["reason"].startswith(f"missing: {gone_file.path} not in storage")
+    assert {(f["table"], f["missing"]) for f in note["files"]} == {("wallets", True), ("ledger", False)}
+    # AND the next cycle commits nothing more of it (its range is behind the positions)
+    again = commit_table(catalog, WALLETS, listed, live_sources={r.source for r in listed})
+    assert (again.rows, again.quarantined_batches) == (0, 0)

@@ -1,17 +1,26 @@
 """Random schedules of the lake's writers on pyiceberg's SQL catalog (hypothesis): every entry is
-in the lake exactly once, and every instant reads exactly what was committed then, or is refused.
+in the lake exactly once, every instant reads exactly what was committed then, or is refused, and
+every night planned replays exactly what it pinned, or is refused once its tags expired.
 
-A schedule (hypothesis: 60 of up to 20 steps, and one written out: a tag, commits, an expiry)
+A schedule (hypothesis: 60 of up to 20 steps, and one written out: a night, commits, an expiry)
 mixes stream batches, late (dead-lettered) batches, export chunks, quarantine replays, a misfit
 and its re-land, reruns of landed batches, two committers listing the log at different moments,
 crashes before any step of a commit, expiries (also between a committer's decision and its
-commit), nightly tags and a type promotion (the ledger created when ``wallet_version`` was an
-``int``, promoted to ``long`` by provisioning mid-schedule; refusals have their own tests,
-``tests/unit/test_type_changes.py``).
+commit, and past the tags' retention), a night's planning (its snapshots pinned and tagged by
+:func:`queries.time_travel.pin_night`) and its classification's tag, and a type promotion (the
+ledger created when ``wallet_version`` was an ``int``, promoted to ``long`` by provisioning
+mid-schedule; refusals have their own tests, ``tests/unit/test_type_changes.py``). Every instant
+is also read from the log as a catalog applying Iceberg's Java rule would have cleared it
+(:func:`lake.snapshot_log.retained_log`): both answer alike.
+
+The run prints what it did (schedules, steps, nights, instants); the same figures every time with
+a fixed seed: ``.venv/bin/pytest -q -n0 tests/unit/test_lake_schedules.py --hypothesis-seed=0``.
 """
 
 from __future__ import annotations
 
+import collections
+import datetime as dt
 import itertools
 import time
 from dataclasses import dataclass, field
@@ -26,17 +35,23 @@ from hypothesis import strategies as st
 from support.sql_lake import NAMESPACE, ledger_rows, sql_catalog, wallet_rows, write_file
 
 import lake.iceberg_tables
+from contracts.settings import Settings
 from lake.commit_progress import read_progress
 from lake.committer import commit_table
 from lake.iceberg_tables import SNAPSHOT_RETENTION_HOURS, ensure_tables, identifier
 from lake.landing_log import LandedFile, LandingRecord
 from lake.misfits import reland_source
 from lake.snapshot_expiry import expire_snapshots
-from lake.snapshot_log import NotRetainedError, snapshot_at
+from lake.snapshot_log import NotRetainedError, retained_log, snapshot_at
+from lake.snapshot_tags import DAY_MS
+from queries.time_travel import gone_versions, pin_night, tag_versions
 
 TABLES = ("ledger", "wallets")
 CONTRACT = lake.iceberg_tables.iceberg_arrow_schema
 _names = itertools.count(1)
+SETTINGS = Settings(glue_database=NAMESPACE)
+#: What the schedules did, printed at the end of the run.
+COUNTS: collections.Counter[str] = collections.Counter()
 
 
 class CrashError(Exception):
@@ -58,6 +73,10 @@ class Lake:
     positions: dict[str, int] = field(default_factory=dict)
     history: list[tuple[int, int, frozenset[str]]] = field(default_factory=list)  # (ms, id, entries)
     promoted: bool = False
+    #: Nights planned: (day, pinned ledger snapshot, what it held, planned before the last
+    #: expiry past the tags' retention)
+    nights: list[tuple[dt.date, int, frozenset[str]]] = field(default_factory=list)
+    years_passed_after: int = 0  # how many nights were planned before the last such expiry
 
     def land(self, stream: str, shard: str, *, misfit: bool = False, wallet: bool = True) -> None:
         n = next(_names)
@@ -144,12 +163,30 @@ class Lake:
             # keeping the last one only (the lake keeps 10): short schedules reach the gaps too
             expire_snapshots(table, time.time() + (SNAPSHOT_RETENTION_HOURS + 1) * 3600, keep=1)
 
-    def tag(self) -> None:
-        table = self.catalog.load_table(identifier(NAMESPACE, "ledger"))
-        snapshot = table.current_snapshot()
-        if snapshot is not None:
-            with table.manage_snapshots() as manage:
-                manage.create_tag(snapshot.snapshot_id, f"night-{next(_names)}")
+    def years(self) -> None:
+        """An expiry past the tags' retention: every night planned so far may lose its snapshots."""
+        for name in TABLES:
+            table = self.catalog.load_table(identifier(NAMESPACE, name))
+            later = time.time() + (SETTINGS.audit_tag_retention_days + 1) * 86_400
+            retention = SETTINGS.audit_tag_retention_days * DAY_MS
+            expire_snapshots(table, later, keep=1, tag_retention_ms=retention)
+        self.years_passed_after = len(self.nights)
+
+    def night(self) -> None:
+        """A night's planning: the tables' snapshots pinned and tagged before anything reads them."""
+        day = dt.date(2026, 3, 1) + dt.timedelta(days=len(self.nights))
+        versions = pin_night(SETTINGS, day, self.catalog)
+        pinned = versions["ledger"]
+        if pinned is not None:
+            table = self.catalog.load_table(identifier(NAMESPACE, "ledger"))
+            held = frozenset(table.scan(snapshot_id=pinned).to_arrow().column("entry_id").to_pylist())
+            self.nights.append((day, pinned, held))
+
+    def classify(self) -> None:
+        """The last night's classification: its day tagged ``reconciled-{day}`` as well."""
+        if self.nights:
+            day, pinned, _ = self.nights[-1]
+            tag_versions(SETTINGS, {"ledger": pinned}, f"reconciled-{day.isoformat()}", self.catalog)
 
 
 COMMIT = st.tuples(
@@ -172,7 +209,9 @@ OPERATIONS = st.one_of(
     st.tuples(st.just("misfit"), st.none()),
     st.tuples(st.just("reland"), st.none()),
     st.tuples(st.just("rerun"), st.integers(0, 20)),
-    st.tuples(st.just("tag"), st.none()),
+    st.tuples(st.just("night"), st.none()),
+    st.tuples(st.just("classify"), st.none()),
+    st.tuples(st.just("years"), st.none()),
     st.tuples(st.just("promote"), st.none()),
 )
 
@@ -190,18 +229,28 @@ def int_wallet_version(table: str) -> pa.Schema:
 @example(
     schedule=[
         ("land-and-commit", None),
-        ("tag", None),
+        ("night", None),
         ("land-and-commit", None),
         ("land-and-commit", None),
         ("expire", None),
+        ("classify", None),
         ("promote", None),
         ("land-and-commit", None),
     ]
 )
+@example(  # a night whose tags outlive nothing: its snapshot goes with them, and it is refused
+    schedule=[
+        ("land-and-commit", None),
+        ("night", None),
+        ("land-and-commit", None),
+        ("years", None),
+        ("night", None),
+        ("land-and-commit", None),
+    ]
+)
 @given(schedule=st.lists(OPERATIONS, min_size=4, max_size=20))
-def test_any_schedule_commits_every_entry_once_and_reads_every_instant_exactly_or_refuses(
-    tmp_path_factory: Any, schedule: list[tuple[str, Any]]
-) -> None:
+def schedules(tmp_path_factory: Any, schedule: list[tuple[str, Any]]) -> None:
+    """One schedule, run and checked."""
     old_contract = pytest.MonkeyPatch()
     old_contract.setattr(lake.iceberg_tables, "iceberg_arrow_schema", int_wallet_version)
     try:
@@ -209,6 +258,31 @@ def test_any_schedule_commits_every_entry_once_and_reads_every_instant_exactly_o
     finally:
         old_contract.undo()
     check(the_lake)
+    COUNTS["schedules"] += 1
+    COUNTS["steps"] += len(schedule) + 1  # and the closing cycle
+    COUNTS.update(f"step:{operation}" for operation, _ in schedule)
+
+
+def test_any_schedule_commits_every_entry_once_and_reads_every_instant_and_night_exactly_or_refuses(
+    tmp_path_factory: Any, capsys: pytest.CaptureFixture[str], record_property: Any
+) -> None:
+    COUNTS.clear()
+    schedules(tmp_path_factory=tmp_path_factory)
+    # THEN the schedules reached what they are for: nights replayed, refusals, both logs compared
+    reaches = (
+        "schedules",
+        "nights exact",
+        "nights refused (tags expired)",
+        "instants exact",
+        "instants refused",
+    )
+    for reached in reaches:
+        assert COUNTS[reached] > 0, (reached, dict(COUNTS))
+    line = ", ".join(f"{name}: {count}" for name, count in sorted(COUNTS.items()))
+    for name, count in COUNTS.items():
+        record_property(name, count)
+    with capsys.disabled():
+        print(f"\nlake schedules: {line}")
 
 
 def run(tmp_path_factory: Any, schedule: list[tuple[str, Any]], old_contract: pytest.MonkeyPatch) -> Lake:
@@ -238,12 +312,16 @@ def run(tmp_path_factory: Any, schedule: list[tuple[str, Any]], old_contract: py
             lake.commit(max(0, len(lake.log) - left_out), crash_at, expire_between)
         elif operation == "expire":
             lake.expire()
+        elif operation == "night":
+            lake.night()
+        elif operation == "classify":
+            lake.classify()
+        elif operation == "years":
+            lake.years()
         elif operation == "promote":
             old_contract.undo()  # the contract's int64 deployed: provisioning promotes the column
             ensure_tables(lake.catalog, NAMESPACE)
             lake.promoted = True
-        else:
-            lake.tag()
     lake.commit(len(lake.log), None, False)
     return lake
 
@@ -265,6 +343,9 @@ def check(lake: Lake) -> None:
     event(f"promoted: {lake.promoted}")
     # every instant of the ledger's history reads what was committed then, or is refused
     metadata = ledger.metadata
+    # the same table as a catalog applying Iceberg's Java rule (history cleared before a removed
+    # entry) would have written it: every instant answers alike
+    cleared = metadata.model_copy(update={"snapshot_log": retained_log(metadata)})
     refused = exact = 0
     for at_ms in sorted({ms + delta for ms, _, _ in lake.history for delta in (-1, 0, 1)}):
         committed = [entries for ms, _, entries in lake.history if ms <= at_ms]
@@ -273,7 +354,10 @@ def check(lake: Lake) -> None:
             snapshot_id = snapshot_at(metadata, at_ms)
         except NotRetainedError:
             refused += 1
+            with pytest.raises(NotRetainedError):
+                snapshot_at(cleared, at_ms)
             continue
+        assert snapshot_at(cleared, at_ms) == snapshot_id
         read = (
             frozenset(ledger.scan(snapshot_id=snapshot_id).to_arrow().column("entry_id").to_pylist())
             if snapshot_id is not None
@@ -282,3 +366,15 @@ def check(lake: Lake) -> None:
         assert read == expected, at_ms
         exact += 1
     event(f"instants refused: {'some' if refused else 'none'}; exact: {'some' if exact else 'none'}")
+    COUNTS["instants exact"] += exact
+    COUNTS["instants refused"] += refused
+
+    # every night planned replays exactly what it pinned, as long as its tags live; one whose
+    # tags expired (planned before an expiry past the retention) is refused, never read as another
+    for index, (_, pinned, held) in enumerate(lake.nights):
+        if gone_versions(SETTINGS, {"ledger": pinned}, lake.catalog):
+            assert index < lake.years_passed_after, "a night lost its snapshot while its tags lived"
+            COUNTS["nights refused (tags expired)"] += 1
+            continue
+        assert frozenset(ledger.scan(snapshot_id=pinned).to_arrow().column("entry_id").to_pylist()) == held
+        COUNTS["nights exact"] += 1

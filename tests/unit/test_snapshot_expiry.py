@@ -142,3 +142,41 @@ def test_an_instant_in_an_expired_stretch_is_refused_naming_retention_and_tags(t
     assert [snapshot_at(after, stamps[s]) for s in history[4:]] == history[4:]
     # AND a table's first instants, before any snapshot, read as empty
     assert snapshot_at(before, stamps[history[0]] - 1) is None
+
+
+def test_the_maintenance_expiry_beside_the_committers_own_decides_again_and_does_not_crash(
+    tmp_path: Path,
+) -> None:
+    from contracts.settings import Settings
+    from lake.iceberg_maintenance import expire_snapshots as maintenance_expiry
+
+    # GIVEN 14 commits, and `walletlake compact`'s expiry that loaded the table before the
+    # committer's expiry removed the same snapshots
+    catalog, table_id, history = _committed(tmp_path, 14)
+    stale = catalog.load_table(table_id)  # type: ignore[attr-defined]
+    later = time.time() + (SNAPSHOT_RETENTION_HOURS + 1) * 3600
+    assert expire_snapshots(catalog.load_table(table_id), later) == 4  # type: ignore[attr-defined]
+
+    class FirstLoadStale:
+        """The catalog, its first answer the table as loaded before the committer's expiry."""
+
+        def __init__(self) -> None:
+            self.loads = 0
+
+        def load_table(self, identifier: object) -> object:
+            self.loads += 1
+            return stale if self.loads == 1 else catalog.load_table(identifier)  # type: ignore[attr-defined]
+
+    # WHEN the maintenance expiry commits its choice made from the stale table
+    result = maintenance_expiry(
+        Settings(glue_database=NAMESPACE),
+        FirstLoadStale(),
+        "wallets",
+        3600,
+        10,
+        clock=lambda: later,  # type: ignore[arg-type]
+    )
+
+    # THEN it decided again from the table as it is: nothing left to expire, no crash
+    assert result.expired == ()
+    assert [s.snapshot_id for s in catalog.load_table(table_id).snapshots()] == history[-10:]  # type: ignore[attr-defined]

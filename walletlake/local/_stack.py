@@ -25,7 +25,7 @@ from typing import Any
 import boto3
 
 from contracts.checkpoint_table import LEASE_KEY
-from contracts.settings import ICEBERG_CATALOG_URI_VARIABLE, Settings
+from contracts.settings import AUDIT_LOG_VARIABLE, ICEBERG_CATALOG_URI_VARIABLE, Settings
 from walletlake.local._provision import provision
 from walletlake.local._seaweedfs import (
     SeaweedPorts,
@@ -136,10 +136,22 @@ class EmbeddedStack:
         self.endpoints: Endpoints | None = None
 
     def environment(self) -> dict[str, str]:
-        """SDK variables for this stack (only valid once started)."""
+        """SDK variables for this stack (only valid once started), and where the API's audit goes.
+
+        ``WALLETLAKE_AUDIT_LOG``: an API started in a shell with these exports writes its audit
+        lines under the stack's logs folder, where the local ``api_access_log`` reads them.
+        """
         if self.endpoints is None:
             raise StackError("the embedded stack is not started")
-        return self.endpoints.environment(self.settings.region)
+        return {
+            **self.endpoints.environment(self.settings.region),
+            AUDIT_LOG_VARIABLE: str(self.audit_log_path),
+        }
+
+    @property
+    def audit_log_path(self) -> Path:
+        """The file the stack's API processes write their audit lines to."""
+        return self.data_dir / "logs" / "api-audit.jsonl"
 
     def start(self) -> Endpoints:
         """Start the servers, wait until they answer, and provision every resource.
