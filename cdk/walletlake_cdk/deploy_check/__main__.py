@@ -80,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         print(check.container_report.line())
     for report in reports:
         print(report.line())
+    lattice = outcome.get("lattice")
+    if isinstance(lattice, dict):
+        answers = ", ".join(f"{case} {status}" for case, status in lattice.items() if isinstance(status, int))
+        print(f"Lattice stand-in and the task's own checks: {answers}")
     for name in ("hourly", "nightly"):
         execution = outcome.get(name)
         if isinstance(execution, Execution):
