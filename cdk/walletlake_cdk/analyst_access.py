@@ -26,7 +26,7 @@ from contracts.audit_log import ACCESS_LOG_PREFIX, AUDIT_TABLE
 from contracts.lake_tables import TABLES
 from walletlake_cdk.catalog import analyst_workgroup
 from walletlake_cdk.config import DeploymentConfig
-from walletlake_cdk.nightly import ATHENA_ACTIONS, GLUE_READ_ACTIONS
+from walletlake_cdk.nightly_grants import ATHENA_ACTIONS, GLUE_READ_ACTIONS
 from walletlake_cdk.storage import ANALYST_RESULTS_PREFIX, Storage
 
 

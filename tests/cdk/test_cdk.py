@@ -41,13 +41,12 @@ from walletlake_cdk.nightly import (
     COMPACTION_PLAN_HANDLER,
     COMPACTION_UNIT_HANDLER,
     LEASE_BUSY,
-    NIGHT_TAG_GLUE_ACTIONS,
     PLAN_NIGHT_HANDLER,
     RECONCILE_CLASSIFY_HANDLER,
     RECONCILE_PLAN_HANDLER,
     SNAPSHOT_SEGMENT_HANDLER,
-    UNLOAD_PREFIX,
 )
+from walletlake_cdk.nightly_grants import NIGHT_TAG_GLUE_ACTIONS, UNLOAD_PREFIX
 from walletlake_cdk.storage import ATHENA_RESULTS_PREFIX
 from walletlake_cdk.stream_consumer import CONSUMER_HANDLER
 from walletlake_cdk.write_api import API_HANDLER, TABLE_ACTIONS

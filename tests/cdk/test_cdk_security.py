@@ -21,7 +21,8 @@ from contracts.audit_log import ACCESS_LOG_PREFIX, ACCESS_LOG_RETENTION_DAYS, AU
 from contracts.caller_permissions import OPERATIONS, ROUTES, CallerPermissions
 from contracts.settings import Settings
 from walletlake_cdk.monitoring import REFUSED_REQUESTS_ALARM
-from walletlake_cdk.nightly import RECONCILE_CLASSIFY_HANDLER, SNAPSHOT_SEGMENT_HANDLER, UNLOAD_PREFIX
+from walletlake_cdk.nightly import RECONCILE_CLASSIFY_HANDLER, SNAPSHOT_SEGMENT_HANDLER
+from walletlake_cdk.nightly_grants import UNLOAD_PREFIX
 from walletlake_cdk.storage import ANALYST_RESULTS_PREFIX, ATHENA_RESULTS_PREFIX
 
 pytestmark = pytest.mark.slow
