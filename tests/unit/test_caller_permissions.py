@@ -8,7 +8,6 @@ the routes to the API's own document and to IAM's wildcard rules.
 from __future__ import annotations
 
 import re
-import uuid
 from typing import Any
 
 import pytest
@@ -29,7 +28,8 @@ ACCOUNT = "111122223333"
 MAP = CallerPermissions.parse(
     f"arn:aws:iam::{ACCOUNT}:role/treasury=deposit+read, arn:aws:iam::{ACCOUNT}:role/teams/payments"
 )
-WALLET, PAYEE = str(uuid.uuid4()), str(uuid.uuid4())
+#: Fixed ids: parametrized test ids must be the same in every xdist worker.
+WALLET, PAYEE = "8a6e0804-2bd0-4672-b79d-d97027f9071a", "1f0c5d2e-3b4a-4c6d-8e9f-0a1b2c3d4e5f"
 
 
 def iam_like(pattern: str) -> re.Pattern[str]:
