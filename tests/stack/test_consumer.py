@@ -135,8 +135,10 @@ def test_ttl_expiry_of_hot_items_changes_nothing_in_the_lake(settings: Settings)
     keys_before = lake_keys(settings)
     assert len(ledger_before) == 3 + 2 * 4
 
-    # WHEN DynamoDB Local's TTL process really deletes the transaction items
-    poll_until(lambda: writer.transaction_items() == 0, timeout=180, interval=1.0, what="TTL deletions")
+    # WHEN DynamoDB Local's TTL process really deletes the transaction items (its sweeper walks
+    # every table of the session's stack: 3 s alone, once 180 s into a full suite run, so the
+    # deadline is generous; the poll ends as soon as they are gone)
+    poll_until(lambda: writer.transaction_items() == 0, timeout=600, interval=1.0, what="TTL deletions")
     # ... and the consumer drains until it has seen every expiry on the stream
     expired = [first.ttl_expired]
     later: list[Any] = []
