@@ -12,17 +12,21 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 from botocore.exceptions import ClientError
+from support.fresh_resources import fresh_settings
 from support.stream_records import TableWriter, assert_exact_ledger, lake_keys, poll_until, read_lake_table
 
-from contracts.settings import Settings
+from contracts.settings import LAKE_FORMAT_VARIABLE, Settings
 from stream_processor.checkpoints import CheckpointConflictError, CheckpointStore
 from stream_processor.consumer import ConsumeError, drain
 from stream_processor.shards import Shard, lineage_order, ready_shards
+from walletlake.local import EmbeddedStack, patched_environ, provision
 
 pytestmark = pytest.mark.stack
 
@@ -126,7 +130,25 @@ def test_a_crash_anywhere_neither_loses_nor_doubles_an_entry(settings: Settings,
     assert sorted(wallet_ids) == sorted(writer.model.wallets)
 
 
-def test_ttl_expiry_of_hot_items_changes_nothing_in_the_lake(settings: Settings) -> None:
+@pytest.fixture
+def ttl_settings(tmp_path: Path) -> Iterator[Settings]:
+    """Fresh resources on a stack of this test's own.
+
+    DynamoDB Local's TTL sweeper walks every table of its server: on the session's stack, after a
+    full suite's tables and idempotency records, it took over 300 s to reach this test's items
+    (3 s on a stack of its own).
+    """
+    with (
+        EmbeddedStack(tmp_path / "stack") as stack,
+        patched_environ({**stack.environment(), LAKE_FORMAT_VARIABLE: "parquet"}),
+    ):
+        settings = fresh_settings()
+        provision(settings)
+        yield settings
+
+
+def test_ttl_expiry_of_hot_items_changes_nothing_in_the_lake(ttl_settings: Settings) -> None:
+    settings = ttl_settings
     # GIVEN transactions written with a one-second hot window, and drained into the lake
     writer = TableWriter(settings.table, ttl_seconds=1)
     writer.workload(wallets=3, deposits=3, transfers=4)
@@ -135,10 +157,8 @@ def test_ttl_expiry_of_hot_items_changes_nothing_in_the_lake(settings: Settings)
     keys_before = lake_keys(settings)
     assert len(ledger_before) == 3 + 2 * 4
 
-    # WHEN DynamoDB Local's TTL process really deletes the transaction items (its sweeper walks
-    # every table of the session's stack: 3 s alone, once 180 s into a full suite run, so the
-    # deadline is generous; the poll ends as soon as they are gone)
-    poll_until(lambda: writer.transaction_items() == 0, timeout=600, interval=1.0, what="TTL deletions")
+    # WHEN DynamoDB Local's TTL process really deletes the transaction items
+    poll_until(lambda: writer.transaction_items() == 0, timeout=180, interval=1.0, what="TTL deletions")
     # ... and the consumer drains until it has seen every expiry on the stream
     expired = [first.ttl_expired]
     later: list[Any] = []
