@@ -52,11 +52,11 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from contracts import lambda_metrics
-from contracts.lease_table import LEASE_TABLE
 from contracts.settings import environment_for
 from walletlake_cdk.catalog import Catalog
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import FunctionAssets, PythonFunction, log_retention, python_function
+from walletlake_cdk.lease_table import build_lease_table
 from walletlake_cdk.nightly_grants import (
     UNLOAD_PREFIX,
     Grants,
@@ -160,7 +160,7 @@ def build_nightly_job(
         return NightlyJob(functions=functions, state_machine=nightly, schedule=schedule)
     grant_compaction_plan(functions["compaction_plan"].role, grants)
     grant_compaction_unit(functions["compaction_unit"].role, grants)
-    lease_table = _lease_table(scope, config)
+    lease_table = build_lease_table(scope, config)
     lease_table.grant(functions["compaction_lease"].role, "dynamodb:PutItem", "dynamodb:DeleteItem")
 
     hourly = _state_machine(scope, "Hourly", config, _hourly_definition(scope, config, functions, topic))
@@ -193,22 +193,6 @@ def build_nightly_job(
         schedule=schedule,
         hourly=hourly,
         hourly_schedule=hourly_schedule,
-    )
-
-
-def _lease_table(scope: Construct, config: DeploymentConfig) -> dynamodb.Table:
-    """The compaction lease's table: one small item, expired by TTL if never deleted."""
-    return dynamodb.Table(
-        scope,
-        "LeaseTable",
-        table_name=config.settings.lease_table,
-        partition_key=dynamodb.Attribute(name=LEASE_TABLE.partition_key, type=dynamodb.AttributeType.STRING),
-        billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-        time_to_live_attribute=LEASE_TABLE.ttl_attribute,
-        point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-            point_in_time_recovery_enabled=True
-        ),
-        removal_policy=RemovalPolicy.DESTROY,
     )
 
 
