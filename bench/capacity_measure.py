@@ -91,7 +91,7 @@ def compact_landing(day_dir: Path, out_dir: Path, scratch: Path) -> tuple[int, i
     done = compact_files(
         "ledger",
         [str(path) for path in inputs],
-        lambda name, body: (out_dir / name).write_bytes(body),
+        lambda name, path: shutil.copyfile(path, out_dir / name),
         name=generation([(path.name, path.stat().st_size) for path in inputs]),
         scratch=scratch,
     )

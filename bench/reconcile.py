@@ -119,7 +119,7 @@ def run(root: Path, rows: int, wallets: int) -> int:
         done = compact_files(
             "ledger",
             [str(path) for path in paths],
-            lambda name, body: (out_dir / name).write_bytes(body),
+            lambda name, path: shutil.copyfile(path, out_dir / name),
             name=generation([(path.name, path.stat().st_size) for path in paths]),
             row_group_rows=None,
             scratch=root / "spill",

@@ -28,17 +28,16 @@ import pyarrow.parquet as pq
 from contracts.lake_layout import PARQUET_SUFFIX
 from contracts.lake_tables import STREAM_TABLES
 from contracts.settings import Settings
-from lake import objects, parquet
+from lake import objects
 from lake.compaction_kernel import (
     DEFAULT_MEMORY_LIMIT,
     DEFAULT_ROW_GROUP_ROWS,
     Sizing,
-    compacted_name,
     generation,
     is_compacted,
     merge_files,
-    rows_per_file,
 )
+from lake.compaction_output import PutFile, RollingFiles
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -89,84 +88,6 @@ def read_footer(s3: S3Client, bucket: str, key: str) -> pq.FileMetaData:
     return pq.read_metadata(pa.BufferReader(b"PAR1" + footer))
 
 
-class _Output:
-    """Cuts the sorted stream into files of whole row groups under the size target, and puts them."""
-
-    def __init__(
-        self,
-        put: Callable[[str, bytes], None],
-        name: str,
-        rows_per_file: int,
-        target_file_bytes: int,
-        row_group_rows: int,
-        file_prefix: str = "",
-        sort_key: str | None = None,
-    ) -> None:
-        self._put = put
-        self._name = name
-        self._file_prefix = file_prefix
-        self._sort_key = sort_key
-        self._rows_per_file = rows_per_file
-        self._target_file_bytes = target_file_bytes
-        self._row_group_rows = row_group_rows
-        self._pending: list[pa.Table] = []
-        self._pending_rows = 0
-        self.names: list[str] = []
-        self.bytes = 0
-        self.rows = 0
-
-    def add(self, table: pa.Table) -> None:
-        self._pending.append(table)
-        self._pending_rows += table.num_rows
-        while self._pending_rows >= self._rows_per_file:
-            self._emit()
-
-    def close(self) -> None:
-        while self._pending_rows:
-            self._emit()
-        if not self.names and self._pending:
-            # The inputs held no row: one empty file still makes the partition one generation's
-            # files, the state every reader and the next run recognise as compacted.
-            self._store(self._encode(pa.concat_tables(self._pending)), 0)
-
-    def _emit(self) -> None:
-        combined = pa.concat_tables(self._pending)
-        take = min(self._rows_per_file, combined.num_rows)
-        head = combined.slice(0, take).combine_chunks()
-        body = self._encode(head)
-        if len(body) > self._target_file_bytes and take > self._row_group_rows:
-            # The estimate from the inputs' size was short (sorted rows can compress worse than
-            # arrival order): learn from this file and cut it again.
-            self._rows_per_file = rows_per_file(
-                len(body) / take, self._target_file_bytes, self._row_group_rows
-            )
-            if self._rows_per_file < take:
-                return
-        self._store(body, take)
-        rest = combined.slice(take)
-        self._pending, self._pending_rows = [rest], rest.num_rows
-
-    def _encode(self, table: pa.Table) -> bytes:
-        # Min/max only where a row group's range can prune: the sort key (the first ``order``
-        # column) and the time columns (a unit is a few minutes of the day). Every other column's
-        # range spans nearly everything in a wallet-sorted group, and would only grow the footer
-        # that every reader fetches, many times over with the small groups of a busy day's units.
-        if self._sort_key is None or self._sort_key not in table.column_names:
-            return parquet.encode(table, row_group_size=self._row_group_rows)
-        return parquet.encode(
-            table,
-            row_group_size=self._row_group_rows,
-            statistics_columns=[self._sort_key, *_PRUNING_TIME_COLUMNS],
-        )
-
-    def _store(self, body: bytes, rows: int) -> None:
-        name = compacted_name(self._name, len(self.names), self._file_prefix)
-        self._put(name, body)
-        self.names.append(name)
-        self.bytes += len(body)
-        self.rows += rows
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class FilesCompaction:
     """What :func:`compact_files` wrote."""
@@ -181,7 +102,7 @@ class FilesCompaction:
 def compact_files(
     table_name: str,
     paths: Sequence[str],
-    put: Callable[[str, bytes], None],
+    put: PutFile,
     *,
     name: str,
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
@@ -193,28 +114,36 @@ def compact_files(
     """Merge local Parquet files of one table into ``{file_prefix}compacted-<name>-<n>.parquet``.
 
     What every lake's compaction shares: the kernel's merge (:func:`lake.compaction_kernel.merge_files`)
-    cut into files as it streams out, so no more than one output is held in memory.
-    ``put(file_name, body)`` stores each output as it is made; where, and what becomes of the
-    inputs, is the caller's (:func:`compact_inputs` for the plain lake). ``row_group_rows=None``
-    sizes row groups for the rows at hand (:func:`lake.compaction_kernel.unit_row_group_rows`).
+    written out a row group at a time (:class:`lake.compaction_output.RollingFiles`), so memory
+    holds one row group, not one output. ``put(file_name, path)`` stores each output as it is
+    finished (the local file goes once it returns); where, and what becomes of the inputs, is the
+    caller's (:func:`compact_inputs` for the plain lake). ``row_group_rows=None`` sizes row groups
+    for the rows at hand (:func:`lake.compaction_kernel.unit_row_group_rows`).
     """
     sizing = Sizing(target_file_bytes, row_group_rows, memory_limit)
     rows = sum(pq.read_metadata(path).num_rows for path in paths)
-    size = sum(Path(path).stat().st_size for path in paths)
     groups = sizing.group_rows(rows)
-    output = _Output(
-        put,
-        name,
-        rows_per_file(size / max(rows, 1), target_file_bytes, groups),
-        target_file_bytes,
-        groups,
-        file_prefix,
-        sort_key=STREAM_TABLES[table_name].layout.order[0],
-    )
-    merged = merge_files(
-        table_name, paths, output.add, batch_rows=groups, memory_limit=memory_limit, spill=scratch
-    )
-    output.close()
+    # Min/max only where a row group's range can prune: the sort key (the first ``order`` column)
+    # and the time columns (a unit is a few minutes of the day). Every other column's range spans
+    # nearly everything in a wallet-sorted group, and would only grow the footer that every
+    # reader fetches, many times over with the small groups of a busy day's units.
+    statistics = (STREAM_TABLES[table_name].layout.order[0], *_PRUNING_TIME_COLUMNS)
+    if scratch is not None:
+        scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="walletlake-outputs-", dir=scratch) as folder:
+        output = RollingFiles(
+            put,
+            name,
+            Path(folder),
+            target_file_bytes=target_file_bytes,
+            row_group_rows=groups,
+            file_prefix=file_prefix,
+            statistics_columns=statistics,
+        )
+        merged = merge_files(
+            table_name, paths, output.add, batch_rows=groups, memory_limit=memory_limit, spill=scratch
+        )
+        output.close()
     return FilesCompaction(
         tuple(output.names), merged.rows_in, output.rows, merged.duplicates_dropped, output.bytes
     )
@@ -273,9 +202,11 @@ def compact_inputs(
         )
     keys_out: list[str] = []
 
-    def put(name: str, body: bytes) -> None:
+    def put(name: str, path: Path) -> None:
         key = prefix + name
-        if not objects.put_if_absent(s3, settings.bucket, key, body, content_type=_PARQUET_TYPE):
+        with path.open("rb") as body:
+            stored = objects.put_if_absent(s3, settings.bucket, key, body, content_type=_PARQUET_TYPE)
+        if not stored:
             _logger.info("compaction output %s exists already (an earlier run of the same inputs)", key)
         keys_out.append(key)
         if on_step:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import math
 import re
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -133,19 +132,6 @@ def merge_files(
             rows_out += kept.num_rows
             sink(kept)
     return MergeCounts(rows_in, rows_out)
-
-
-def rows_per_file(bytes_per_row: float, target_file_bytes: int, row_group_rows: int) -> int:
-    """Whole row groups per file, as many as fit ``target_file_bytes`` (at least one group).
-
-    Whole groups, so that every group but a file's last has ``row_group_rows`` rows and a reader's
-    pruning works alike in every file; at least one, so that a row wider than the target still
-    makes progress.
-    """
-    if bytes_per_row <= 0:
-        return row_group_rows
-    groups = max(1, math.floor(target_file_bytes / bytes_per_row / row_group_rows))
-    return groups * row_group_rows
 
 
 def unit_row_group_rows(rows: int) -> int:

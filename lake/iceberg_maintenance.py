@@ -49,7 +49,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import boto3
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from contracts.lake_tables import PARTITION_COLUMN
@@ -340,12 +339,13 @@ def _rewrite_day(
     generation = uuid.uuid4().hex
     described: list[DataFile] = []
 
-    def put(file_name: str, body: bytes) -> None:
+    def put(file_name: str, local: Path) -> None:
         path = folder + file_name
         bucket, key = split_bucket_key(path)
-        s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/vnd.apache.parquet")
-        metadata = pq.read_metadata(pa.BufferReader(body))
-        described.append(partitioned_data_file(table, path, day, len(body), metadata))
+        with local.open("rb") as body:
+            s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/vnd.apache.parquet")
+        metadata = pq.read_metadata(local)
+        described.append(partitioned_data_file(table, path, day, local.stat().st_size, metadata))
 
     with tempfile.TemporaryDirectory(prefix="walletlake-iceberg-compaction-") as scratch:
         local = _download(s3, [file.file_path for file in inputs], Path(scratch))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, BinaryIO, Final
 
 import pyarrow as pa
 from botocore.exceptions import ClientError
@@ -36,8 +36,9 @@ def put_table(
     return len(body)
 
 
-def put_if_absent(s3: S3Client, bucket: str, key: str, body: bytes, *, content_type: str) -> bool:
-    """PUT ``body`` unless ``key`` exists (``If-None-Match: *``); False when it existed.
+def put_if_absent(s3: S3Client, bucket: str, key: str, body: bytes | BinaryIO, *, content_type: str) -> bool:
+    """PUT ``body`` (bytes, or a file read as it is sent) unless ``key`` exists (``If-None-Match: *``);
+    False when it existed.
 
     S3 (since 2024) and SeaweedFS answer 412 ``PreconditionFailed`` to a conditional PUT of an
     existing key, so an object written this way is never replaced, even by a concurrent writer.

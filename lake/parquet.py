@@ -10,7 +10,7 @@ off ids, whose dictionaries would be as large as the data.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -39,27 +39,46 @@ def encode(
     min/max (text or not), overriding ``text_statistics``.
     """
     sink = pa.BufferOutputStream()
-    dictionary = [name for name in table.column_names if name in DICTIONARY_COLUMNS]
+    pq.write_table(
+        table,
+        sink,
+        row_group_size=row_group_size,
+        **_options(table.schema, text_statistics, statistics_columns),
+    )
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def open_writer(
+    sink: pa.NativeFile, schema: pa.Schema, *, statistics_columns: Sequence[str] | None = None
+) -> pq.ParquetWriter:
+    """A writer with :func:`encode`'s choices, for files written a row group at a time.
+
+    What a writer too big to hold in memory needs (compaction's outputs): the same bytes per
+    row group as :func:`encode` would give, without the whole file as one table first.
+    """
+    return pq.ParquetWriter(sink, schema, **_options(schema, True, statistics_columns))
+
+
+def _options(
+    schema: pa.Schema, text_statistics: bool | Sequence[str], statistics_columns: Sequence[str] | None
+) -> dict[str, Any]:
+    dictionary = [name for name in schema.names if name in DICTIONARY_COLUMNS]
     statistics: bool | list[str]
     if statistics_columns is not None:
-        statistics = [name for name in table.column_names if name in set(statistics_columns)]
+        statistics = [name for name in schema.names if name in set(statistics_columns)]
     elif text_statistics is True:
         statistics = True
     else:
         kept = set() if text_statistics is False else set(text_statistics)
         statistics = [
-            field.name for field in table.schema if not pa.types.is_string(field.type) or field.name in kept
+            field.name for field in schema if not pa.types.is_string(field.type) or field.name in kept
         ]
-    pq.write_table(
-        table,
-        sink,
-        compression=COMPRESSION,
-        compression_level=COMPRESSION_LEVEL,
-        use_dictionary=dictionary or False,
-        row_group_size=row_group_size,
-        write_statistics=statistics,
-    )
-    return bytes(sink.getvalue().to_pybytes())
+    return {
+        "compression": COMPRESSION,
+        "compression_level": COMPRESSION_LEVEL,
+        "use_dictionary": dictionary or False,
+        "write_statistics": statistics,
+    }
 
 
 def decode(data: bytes, schema: pa.Schema | None = None) -> pa.Table:

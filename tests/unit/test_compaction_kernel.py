@@ -30,7 +30,6 @@ from lake.compaction_kernel import (
     generation,
     is_compacted,
     merge_files,
-    rows_per_file,
     unit_row_group_rows,
 )
 
@@ -188,19 +187,6 @@ def test_merging_only_takes_the_stream_tables(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------ sizing
-
-
-def test_files_hold_whole_row_groups_as_many_as_fit_and_at_least_one() -> None:
-    # 256 MiB of 100-byte rows: 81.92 groups of 32,768 rows fit, so 81
-    assert rows_per_file(100.0, 256 * 2**20, 32_768) == 81 * 32_768
-    # exactly three groups fit; one byte less and only two do
-    assert rows_per_file(1.0, 3 * 1_000, 1_000) == 3_000
-    assert rows_per_file(1.0, 3 * 1_000 - 1, 1_000) == 2_000
-    # a row wider than the whole target still makes one group per file
-    assert rows_per_file(10**9, 1, 1_000) == 1_000
-    # no size known (empty inputs): one group
-    assert rows_per_file(0.0, 3_000, 1_000) == 1_000
-    assert rows_per_file(-1.0, 3_000, 1_000) == 1_000
 
 
 def test_unit_row_groups_are_a_three_hundredth_of_the_unit_between_the_bounds() -> None:
