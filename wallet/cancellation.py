@@ -68,9 +68,6 @@ class Cancellation:
         The wallet the cause is about (not found, funds, limit, clock).
     transaction_item:
         The existing transaction item, when the nonce was used and DynamoDB returned it.
-    nonce_checked:
-        True when the transaction item's own reason says its condition was evaluated (held or
-        failed): a money refusal is then final without reading the nonce.
     not_before_ms:
         For :attr:`Cause.CLOCK_BEHIND`: one millisecond after the latest ``updated_at`` among the
         wallets not behind the posting's time; the retry is stamped no earlier.
@@ -81,7 +78,6 @@ class Cancellation:
     cause: Cause
     wallet_id: str | None = None
     transaction_item: Mapping[str, Any] | None = None
-    nonce_checked: bool = False
     not_before_ms: int | None = None
     codes: tuple[str, ...] = ()
 
@@ -112,12 +108,11 @@ def read_cancellation(posting: Posting, reasons: Sequence[Mapping[str, Any]]) ->
     for leg, reason in failed:
         if not reason.get("Item"):
             return Cancellation(Cause.WALLET_NOT_FOUND, wallet_id=leg.wallet_id, codes=codes)
-    nonce_checked = all(reason.get("Code") in (CONDITION_HELD, CONDITION_FAILED) for reason in nonce_reasons)
     # the idempotency record first: it outlives the transaction item and holds the same outcome
     for reason in reversed(nonce_reasons):
         if _failed(reason):
             return Cancellation(
-                Cause.NONCE_USED, transaction_item=reason.get("Item"), nonce_checked=True, codes=codes
+                Cause.NONCE_USED, transaction_item=reason.get("Item"), codes=codes
             )
     # another transaction holds the request's own nonce: perhaps another attempt of this very
     # request, committing. Never a refusal (its money condition may be failing because of that
@@ -128,11 +123,11 @@ def read_cancellation(posting: Posting, reasons: Sequence[Mapping[str, Any]]) ->
         balance = _number(reason["Item"], Attr.BALANCE)
         if leg.is_debit and (balance is None or balance < leg.balance_floor):
             return Cancellation(
-                Cause.INSUFFICIENT_FUNDS, wallet_id=leg.wallet_id, nonce_checked=nonce_checked, codes=codes
+                Cause.INSUFFICIENT_FUNDS, wallet_id=leg.wallet_id, codes=codes
             )
         if not leg.is_debit and (balance is None or balance > leg.balance_ceiling):
             return Cancellation(
-                Cause.BALANCE_LIMIT, wallet_id=leg.wallet_id, nonce_checked=nonce_checked, codes=codes
+                Cause.BALANCE_LIMIT, wallet_id=leg.wallet_id, codes=codes
             )
     if any(code in THROTTLE_REASONS for code in codes):
         return Cancellation(Cause.THROTTLED, codes=codes)

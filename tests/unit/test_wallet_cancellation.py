@@ -111,8 +111,6 @@ def test_every_cancellation_is_read_in_precedence_order(
     assert cancellation.cause is cause
     if cause in (Cause.WALLET_NOT_FOUND, Cause.INSUFFICIENT_FUNDS, Cause.BALANCE_LIMIT):
         assert cancellation.wallet_id == detail
-    if cause in (Cause.INSUFFICIENT_FUNDS, Cause.BALANCE_LIMIT):
-        assert cancellation.nonce_checked  # DynamoDB said the nonce was free: no read needed
     if cause is Cause.NONCE_USED:
         assert cancellation.transaction_item == {"request_hash": {"S": "h"}}
     if cause is Cause.CLOCK_BEHIND:
@@ -175,12 +173,13 @@ def test_reasons_that_do_not_match_the_transaction_are_unexplained() -> None:
     assert read_cancellation(posting, [{"Code": "ValidationError"}, held, held]).cause is Cause.UNEXPLAINED
 
 
-def test_a_money_refusal_without_the_nonces_reason_asks_for_a_read() -> None:
+def test_a_money_refusal_without_the_nonces_reason_is_still_read_as_the_refusal() -> None:
     # GIVEN a funds failure whose transaction-item reason is missing (not "None")
     posting = post(
         Transfer(PAYER, PAYEE, 10, "n"), now_ms=NOW, hot_ttl_seconds=60, txn_id="t", request_hash="h"
     )
     poor = {"Code": "ConditionalCheckFailed", "Item": {"balance": {"N": "3"}, "updated_at": {"N": "0"}}}
     cancellation = read_cancellation(posting, [poor, {"Code": "None"}, {"Code": "None"}, {}])
-    # THEN the store must read the nonce before refusing (a replay answers like its original)
-    assert (cancellation.cause, cancellation.nonce_checked) == (Cause.INSUFFICIENT_FUNDS, False)
+    # THEN it is the refusal, about the payer: the store makes it final only by putting the nonce's
+    # declined record, which fails if an attempt of the nonce committed meanwhile
+    assert (cancellation.cause, cancellation.wallet_id) == (Cause.INSUFFICIENT_FUNDS, PAYER)
