@@ -188,8 +188,9 @@ def compact_inputs(
         overlap (one nightly job, and the lease); two that do can leave two generations side by
         side, never a lost row, and the next run merges them.
 
-    The inputs are downloaded to a scratch folder that the kernel also spills to: it needs about
-    twice the inputs' Parquet size (Lambda's ``/tmp`` goes to 10 GB). Conflicting copies
+    The inputs are downloaded to a scratch folder that the kernel also spills to, and each output
+    is written there before its PUT: it needs about twice the inputs' Parquet size plus one output
+    (Lambda's ``/tmp`` goes to 10 GB). Conflicting copies
     (:class:`lake.compaction_kernel.CompactionConflictError`) are found before any output is
     written, so the partition is left untouched.
     """
