@@ -26,6 +26,7 @@ from lake.iceberg_maintenance import (
     OPERATION_PROPERTY,
     compact_day,
     expire_snapshots,
+    landed_paths,
     maintain,
     remove_orphan_files,
 )
@@ -362,10 +363,24 @@ def test_orphan_removal_deletes_only_old_unreferenced_files(lake: Lake) -> None:
         clock=lambda: later,
     )
     assert report.compaction.outcome == COMPACTION  # the compacted file and the later batch
-    # The later batch's file is no longer referenced either, but its landing record still names it.
-    assert sorted(report.orphans.deleted) == sorted([*tagged_files, *compacted.paths_out])
-    assert [lake.exists(path) for path in [*committed, *landed_only]] == [True, True]
+    # The later batch's file is no longer referenced either, and its landing record, at the
+    # table's position, protects nothing: an orphan too. The uncommitted batch's record protects it.
+    assert sorted(report.orphans.deleted) == sorted([*tagged_files, *compacted.paths_out, *committed])
+    assert [lake.exists(path) for path in [*committed, *landed_only]] == [False, True]
     assert sorted(lake.entry_ids()) == _ids(1, 25)
+
+
+def test_only_records_past_the_tables_position_protect_their_files(lake: Lake) -> None:
+    # GIVEN two committed batches (their records kept, as the log keeps them for a day) and two
+    # landed after the last commit
+    lake.land_and_commit(3)
+    lake.land_and_commit(4)
+    pending = lake.land(5) + lake.land(6)
+    # THEN the landed paths are the uncommitted batches' files alone
+    assert landed_paths(lake.s3, lake.settings, lake.table()) == set(pending)
+    # AND once they are committed, none
+    lake.commit()
+    assert landed_paths(lake.s3, lake.settings, lake.table()) == set()
 
 
 def test_compaction_sorts_across_the_day_so_each_file_holds_a_range_of_wallets(lake: Lake) -> None:
