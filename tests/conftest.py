@@ -7,14 +7,13 @@ same definitions as production, and removes only what it made.
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import boto3
 import pytest
-from support.fresh_resources import fresh_settings
+from support.fresh_resources import fresh_settings, remove_resources
 
 from contracts.settings import LAKE_FORMAT_VARIABLE, Settings
 from walletlake.local import EmbeddedStack, patched_environ, provision
@@ -50,23 +49,13 @@ def make_settings(stack: EmbeddedStack) -> Iterator[Callable[..., Settings]]:
 
     yield _make
     for settings in made:
-        _remove(settings)
+        remove_resources(settings)
 
 
 @pytest.fixture
 def settings(make_settings: Callable[..., Settings]) -> Settings:
     """Settings of one fresh set of resources for this test."""
     return make_settings()
-
-
-def _remove(settings: Settings) -> None:
-    dynamodb = boto3.client("dynamodb", region_name=settings.region)
-    for table in (settings.table, settings.checkpoint_table, settings.lease_table):
-        with contextlib.suppress(dynamodb.exceptions.ResourceNotFoundException):
-            dynamodb.delete_table(TableName=table)
-    bucket = boto3.resource("s3", region_name=settings.region).Bucket(settings.bucket)
-    bucket.objects.all().delete()
-    bucket.delete()
 
 
 @pytest.fixture(scope="session")
