@@ -72,3 +72,29 @@ def queue_url(stack: EmbeddedStack) -> Iterator[str]:
     url = sqs.create_queue(QueueName=f"dlq-{uuid.uuid4().hex[:8]}")["QueueUrl"]
     yield url
     sqs.delete_queue(QueueUrl=url)
+
+
+# --------------------------------------------------------------------------- spreading over xdist workers
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules of the longest work first, so no worker is left with a long one while the other idles.
+
+    xdist hands out a module's tests together (``--dist loadscope`` in ``pyproject.toml``: what a
+    module's tests share, a `walletlake demo` or the deploy check's synthesis and image, is set up
+    once, not on both workers), in this order (``--no-loadscope-reorder``): modules holding a test
+    marked ``slow``, then those using the embedded stack, then the rest, each in collection order.
+    The sort is stable and ranks a module as a whole, so its tests stay together and in their order.
+    """
+    ranks: dict[str, int] = {}
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        ranks[module] = min(ranks.get(module, 2), _rank(item))
+    items.sort(key=lambda item: ranks[item.nodeid.split("::", 1)[0]])
+
+
+def _rank(item: pytest.Item) -> int:
+    if item.get_closest_marker("slow"):
+        return 0
+    return 1 if item.get_closest_marker("stack") else 2
