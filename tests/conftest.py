@@ -13,6 +13,7 @@ from pathlib import Path
 
 import boto3
 import pytest
+from support.botocore_models import share_one_loader
 from support.fresh_resources import fresh_settings, remove_resources
 
 from contracts.settings import LAKE_FORMAT_VARIABLE, Settings
@@ -23,6 +24,8 @@ from walletlake.local import EmbeddedStack, patched_environ, provision
 #: the Iceberg lake ask for it (``make_settings(lake_format="iceberg")``) and pass it to any process
 #: they start.
 TEST_LAKE_FORMAT = "parquet"
+
+share_one_loader()
 
 
 @pytest.fixture(scope="session")
