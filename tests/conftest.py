@@ -25,6 +25,7 @@ from walletlake.local import EmbeddedStack, patched_environ, provision
 #: they start.
 TEST_LAKE_FORMAT = "parquet"
 
+# Before any session is made: each botocore model is parsed once per test process, not per session.
 share_one_loader()
 
 
