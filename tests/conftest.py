@@ -7,14 +7,14 @@ same definitions as production, and removes only what it made.
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import boto3
 import pytest
-from support.fresh_resources import fresh_settings
+from support.botocore_models import share_one_loader
+from support.fresh_resources import fresh_settings, remove_resources
 
 from contracts.settings import LAKE_FORMAT_VARIABLE, Settings
 from walletlake.local import EmbeddedStack, patched_environ, provision
@@ -24,6 +24,9 @@ from walletlake.local import EmbeddedStack, patched_environ, provision
 #: the Iceberg lake ask for it (``make_settings(lake_format="iceberg")``) and pass it to any process
 #: they start.
 TEST_LAKE_FORMAT = "parquet"
+
+# Before any session is made: each botocore model is parsed once per test process, not per session.
+share_one_loader()
 
 
 @pytest.fixture(scope="session")
@@ -50,23 +53,13 @@ def make_settings(stack: EmbeddedStack) -> Iterator[Callable[..., Settings]]:
 
     yield _make
     for settings in made:
-        _remove(settings)
+        remove_resources(settings)
 
 
 @pytest.fixture
 def settings(make_settings: Callable[..., Settings]) -> Settings:
     """Settings of one fresh set of resources for this test."""
     return make_settings()
-
-
-def _remove(settings: Settings) -> None:
-    dynamodb = boto3.client("dynamodb", region_name=settings.region)
-    for table in (settings.table, settings.checkpoint_table, settings.lease_table):
-        with contextlib.suppress(dynamodb.exceptions.ResourceNotFoundException):
-            dynamodb.delete_table(TableName=table)
-    bucket = boto3.resource("s3", region_name=settings.region).Bucket(settings.bucket)
-    bucket.objects.all().delete()
-    bucket.delete()
 
 
 @pytest.fixture(scope="session")
@@ -83,3 +76,29 @@ def queue_url(stack: EmbeddedStack) -> Iterator[str]:
     url = sqs.create_queue(QueueName=f"dlq-{uuid.uuid4().hex[:8]}")["QueueUrl"]
     yield url
     sqs.delete_queue(QueueUrl=url)
+
+
+# --------------------------------------------------------------------------- spreading over xdist workers
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules of the longest work first, so no worker is left with a long one while the other idles.
+
+    xdist hands out a module's tests together (``--dist loadscope`` in ``pyproject.toml``: what a
+    module's tests share, a `walletlake demo` or the deploy check's synthesis and image, is set up
+    once, not on both workers), in this order (``--no-loadscope-reorder``): modules holding a test
+    marked ``slow``, then those using the embedded stack, then the rest, each in collection order.
+    The sort is stable and ranks a module as a whole, so its tests stay together and in their order.
+    """
+    ranks: dict[str, int] = {}
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        ranks[module] = min(ranks.get(module, 2), _rank(item))
+    items.sort(key=lambda item: ranks[item.nodeid.split("::", 1)[0]])
+
+
+def _rank(item: pytest.Item) -> int:
+    if item.get_closest_marker("slow"):
+        return 0
+    return 1 if item.get_closest_marker("stack") else 2

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.fresh_resources import fresh_settings
+from support.fresh_resources import fresh_settings, remove_resources
 
 from walletlake.local import free_port
 
@@ -40,8 +40,6 @@ _BIN = str(Path(sys.executable).parent)
 @pytest.fixture(scope="module")
 def lake(stack: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A fresh Iceberg lake on the session's stack, filled by `walletlake demo` as typed."""
-    import boto3
-
     from walletlake.local import provision
 
     settings = fresh_settings(lake_format="iceberg")
@@ -52,8 +50,7 @@ def lake(stack: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[di
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
     assert "DEMO OK" in demo.stdout
     yield {"settings": settings, "environ": environ, "folder": folder}
-    bucket = boto3.resource("s3", region_name=settings.region).Bucket(settings.bucket)
-    bucket.objects.all().delete()
+    remove_resources(settings)
 
 
 def _run(

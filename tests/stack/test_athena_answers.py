@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo
 
 import boto3
 import pytest
-from support.fresh_resources import fresh_settings
+from support.fresh_resources import fresh_settings, remove_resources
 from support.stream_records import TableWriter
 
 from lake.committer import commit_landed
@@ -51,8 +51,7 @@ def lake(stack: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[di
         snapshot = _bash("walletlake snapshot", environ, folder)
         assert snapshot.returncode == 0, snapshot.stderr
     yield {"settings": settings, "environ": environ, "folder": folder, "day": _today()}
-    bucket = boto3.resource("s3", region_name=settings.region).Bucket(settings.bucket)
-    bucket.objects.all().delete()
+    remove_resources(settings)
 
 
 def _today() -> str:

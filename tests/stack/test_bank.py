@@ -10,6 +10,7 @@ transaction items touching it, and each wallet's balances-after forming one unbr
 from __future__ import annotations
 
 import pytest
+from support.fresh_resources import write_path_env
 from support.wallet_table import assert_chains, contents
 
 from contracts.settings import Settings
@@ -22,7 +23,7 @@ pytestmark = [pytest.mark.stack, pytest.mark.slow]
 
 def test_bank_invariants_hold_under_concurrent_transfers(settings: Settings) -> None:
     # GIVEN `walletlake serve` on a fresh table
-    with ApiServer(env={"WALLETLAKE_TABLE": settings.table}) as api:
+    with ApiServer(env=write_path_env(settings)) as api:
         # WHEN 10 funded wallets see 250 random transfers from 8 concurrent clients,
         # 10% of them replayed and 10% overdrafts
         report = run_workload(

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
+from support.fresh_resources import write_path_env
 from support.wallet_table import assert_chains, contents
 
 from contracts.settings import Settings
@@ -30,7 +31,7 @@ _FUNDING = 1_000_000
 
 def test_a_hot_pair_answers_only_204_or_429_and_conserves_money(settings: Settings) -> None:
     # GIVEN `walletlake serve` and two funded wallets
-    with ApiServer(env={"WALLETLAKE_TABLE": settings.table}) as api, httpx.Client(base_url=api.url) as http:
+    with ApiServer(env=write_path_env(settings)) as api, httpx.Client(base_url=api.url) as http:
         pair = [
             http.post("/api/v1/wallets/", json={"user_id": str(uuid.uuid4())}).json()["id"] for _ in range(2)
         ]

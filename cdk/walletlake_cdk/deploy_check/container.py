@@ -82,7 +82,14 @@ def _instructions(dockerfile: Path) -> list[tuple[str, str]]:
 
 
 def build_image_root(context: Path, dockerfile: str, cache: Path) -> ImageRoot:
-    """Carry out the Dockerfile's instructions into a folder (cached by the context's content)."""
+    """Carry out the Dockerfile's instructions into a folder (cached by the context's content).
+
+    The cache outlives a run (``make deploy-check`` and the tests keep it under ``.cache/``): the
+    image's pip install is the slowest step of the check, and the same context builds the same
+    image. A new image is built under a staging name and renamed into place once complete, so
+    runs sharing the cache (two test sessions, ``make deploy-check`` beside them) never see half
+    of one: the first to finish wins and the other's copy is dropped.
+    """
     path = context / dockerfile
     digest = hashlib.sha256()
     for file in sorted(context.rglob("*")):
@@ -94,11 +101,12 @@ def build_image_root(context: Path, dockerfile: str, cache: Path) -> ImageRoot:
     environment: dict[str, str] = {}
     workdir = "/"
     requirements: list[Path] = []
-    site = root / "site-packages"
     built = (root / ".built").is_file()
+    staging = root
     if not built:
-        shutil.rmtree(root, ignore_errors=True)
-        site.mkdir(parents=True)
+        root.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=root.parent))
+        (staging / "site-packages").mkdir()
     for instruction, arguments in recipe:
         if instruction in ("FROM", "EXPOSE", "USER", "CMD", "ENTRYPOINT", "LABEL"):
             continue
@@ -112,21 +120,39 @@ def build_image_root(context: Path, dockerfile: str, cache: Path) -> ImageRoot:
             *sources, destination = shlex.split(arguments)
             if not built:
                 for source in sources:
-                    _copy(context / source, root / destination.lstrip("/"), multiple=len(sources) > 1)
+                    _copy(context / source, staging / destination.lstrip("/"), multiple=len(sources) > 1)
         elif instruction == "RUN":
             words = shlex.split(arguments)
             if words[:2] != ["pip", "install"] or "-r" not in words:
                 raise AssemblyError(f"{dockerfile}: the deploy check cannot carry out RUN {arguments!r}")
-            lock = root / words[words.index("-r") + 1].lstrip("/")  # where the COPY above put it
-            requirements.append(lock)
+            lock = words[words.index("-r") + 1].lstrip("/")  # where the COPY above put it
+            requirements.append(root / lock)
             if not built:
-                _pip_install(words[2:], lock, site, cache / "pip")
+                _pip_install(words[2:], staging / lock, staging / "site-packages", cache / "pip")
         else:
             raise AssemblyError(f"{dockerfile}: the deploy check cannot carry out {instruction}")
-    (root / ".built").write_text("ok\n")
+    if not built:
+        (staging / ".built").write_text("ok\n")
+        _publish(staging, root)
     return ImageRoot(
-        root=root, site=site, environment=environment, workdir=workdir, requirement_files=tuple(requirements)
+        root=root,
+        site=root / "site-packages",
+        environment=environment,
+        workdir=workdir,
+        requirement_files=tuple(requirements),
     )
+
+
+def _publish(staging: Path, target: Path) -> None:
+    """Move a finished image into place; an unfinished one left there by a killed run is replaced."""
+    if target.is_dir() and not (target / ".built").is_file():
+        shutil.rmtree(target, ignore_errors=True)
+    try:
+        staging.rename(target)
+    except OSError:
+        if not (target / ".built").is_file():
+            raise
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _copy(source: Path, destination: Path, *, multiple: bool) -> None:
@@ -149,12 +175,19 @@ def _pip_install(arguments: list[str], lock: Path, site: Path, pip_cache: Path) 
         )
 
 
-def missing_arm64_wheels(lock: Path, pip_cache: Path) -> list[str]:
+def missing_arm64_wheels(lock: Path, cache: Path) -> list[str]:
     """Requirements of ``lock`` with no wheel for the image's ARM64 platform (empty: all have one).
 
     ``pip install --dry-run`` resolves each pinned requirement against the index for that platform
-    and reports what it would install, downloading metadata only.
+    and reports what it would install, downloading metadata only (pip's cache is ``cache/pip``).
+    A lock found complete is remembered under ``cache/arm64-wheels``, by its content and the
+    platforms: a published wheel of a pinned version stays published, so the same lock is not
+    asked about again. Anything else (a wheel missing, pip failing) is asked again next time.
     """
+    key = hashlib.sha256("\n".join([*ARM64_PLATFORMS, lock.read_text()]).encode()).hexdigest()[:16]
+    complete = cache / "arm64-wheels" / f"{key}.ok"
+    if complete.is_file():
+        return []
     with tempfile.TemporaryDirectory() as scratch:
         report = Path(scratch) / "report.json"
         completed = run_pip(
@@ -169,7 +202,7 @@ def missing_arm64_wheels(lock: Path, pip_cache: Path) -> list[str]:
                 "-r",
                 str(lock),
             ],
-            pip_cache,
+            cache / "pip",
         )
         if completed.returncode != 0:
             return [line for line in completed.stderr.splitlines() if "ERROR" in line] or ["pip failed"]
@@ -182,7 +215,11 @@ def missing_arm64_wheels(lock: Path, pip_cache: Path) -> list[str]:
         for line in lock.read_text().splitlines()
         if line.strip() and not line.startswith("#")
     ]
-    return [name for name in wanted if name not in found]
+    missing = [name for name in wanted if name not in found]
+    if not missing:
+        complete.parent.mkdir(parents=True, exist_ok=True)
+        complete.write_text(f"{lock.name}: every requirement has a wheel for {', '.join(ARM64_PLATFORMS)}\n")
+    return missing
 
 
 def free_port() -> int:
