@@ -111,9 +111,7 @@ def read_cancellation(posting: Posting, reasons: Sequence[Mapping[str, Any]]) ->
     # the idempotency record first: it outlives the transaction item and holds the same outcome
     for reason in reversed(nonce_reasons):
         if _failed(reason):
-            return Cancellation(
-                Cause.NONCE_USED, transaction_item=reason.get("Item"), codes=codes
-            )
+            return Cancellation(Cause.NONCE_USED, transaction_item=reason.get("Item"), codes=codes)
     # another transaction holds the request's own nonce: perhaps another attempt of this very
     # request, committing. Never a refusal (its money condition may be failing because of that
     # attempt's own debit): pause and write again, and the nonce's record then answers.
@@ -122,13 +120,9 @@ def read_cancellation(posting: Posting, reasons: Sequence[Mapping[str, Any]]) ->
     for leg, reason in failed:
         balance = _number(reason["Item"], Attr.BALANCE)
         if leg.is_debit and (balance is None or balance < leg.balance_floor):
-            return Cancellation(
-                Cause.INSUFFICIENT_FUNDS, wallet_id=leg.wallet_id, codes=codes
-            )
+            return Cancellation(Cause.INSUFFICIENT_FUNDS, wallet_id=leg.wallet_id, codes=codes)
         if not leg.is_debit and (balance is None or balance > leg.balance_ceiling):
-            return Cancellation(
-                Cause.BALANCE_LIMIT, wallet_id=leg.wallet_id, codes=codes
-            )
+            return Cancellation(Cause.BALANCE_LIMIT, wallet_id=leg.wallet_id, codes=codes)
     if any(code in THROTTLE_REASONS for code in codes):
         return Cancellation(Cause.THROTTLED, codes=codes)
     if TRANSACTION_CONFLICT in codes:
