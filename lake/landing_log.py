@@ -261,11 +261,6 @@ def read_records(s3: S3Client, bucket: str, keys: Sequence[str]) -> list[Landing
     return [found[key] for key in keys]
 
 
-def all_keys(s3: S3Client, bucket: str, lake_prefix: str) -> list[str]:
-    """Every landing record's key (the whole log: for hourly and nightly tidying, not per commit)."""
-    return [key for key, _ in iter_objects(s3, bucket, log_prefix(lake_prefix)) if key.endswith(".json")]
-
-
 def _folders(s3: S3Client, bucket: str, prefix: str) -> list[str]:
     folders: list[str] = []
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, Delimiter="/"):

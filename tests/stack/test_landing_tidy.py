@@ -12,8 +12,9 @@ import pytest
 from contracts.settings import Settings
 from lake.committer import RECORD_RETENTION_SECONDS, commit_landed
 from lake.iceberg_catalog import open_catalog
-from lake.landing_log import LandingRecord, all_keys, put_record
+from lake.landing_log import LandingRecord, log_prefix, put_record
 from lake.landing_tidy import tidy_pass, tidy_pending
+from lake.objects import list_keys
 
 pytestmark = pytest.mark.stack
 
@@ -51,14 +52,14 @@ def test_a_tidy_pass_examines_exactly_its_limit_and_the_committer_goes_on_until_
     )
     assert (second_pass.examined, second_pass.deleted, second_pass.behind) == (10, 10, 2)
     assert pending
-    assert len(all_keys(s3, settings.bucket, settings.lake_prefix)) == 5
+    assert len(list_keys(s3, settings.bucket, log_prefix(settings.lake_prefix), ".json")) == 5
 
     # WHEN the committer's next cycle runs, not at the hour (no tidy asked)
     report = commit_landed(settings, s3, catalog, clock=lambda: later)
 
     # THEN it tidied anyway, since the last pass was behind, and caught up
     assert (report.records_deleted, report.tidy_behind) == (5, 0)
-    assert all_keys(s3, settings.bucket, settings.lake_prefix) == []
+    assert list_keys(s3, settings.bucket, log_prefix(settings.lake_prefix), ".json") == []
     assert not tidy_pending(s3, settings)
     # AND the cycle after does not tidy (one GET of the cursor, nothing listed)
     assert commit_landed(settings, s3, catalog, clock=lambda: later).records_deleted == 0
