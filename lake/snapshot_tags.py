@@ -68,10 +68,24 @@ def set_tag(table: Table, snapshot_id: int, name: str, *, max_ref_age_ms: int) -
     _tag(table, snapshot_id, name, max_ref_age_ms, replace_same=True)
 
 
+class SnapshotGoneError(ValueError):
+    """The snapshot to tag is no longer in the table: expiry removed it (its tags expired, or it
+    was never tagged). Nothing was tagged; what read it must be planned again on a snapshot that
+    exists."""
+
+
+def _gone(table: Table, snapshot_id: int, name: str) -> SnapshotGoneError:
+    return SnapshotGoneError(
+        f"snapshot {snapshot_id} of {table.name()[-1]} is gone (expired): it cannot be tagged {name}"
+    )
+
+
 def _tag(table: Table, snapshot_id: int, name: str, max_ref_age_ms: int, *, replace_same: bool) -> bool:
     from pyiceberg.exceptions import CommitFailedException
 
     for attempt in range(1, _ATTEMPTS + 1):
+        if table.metadata.snapshot_by_id(snapshot_id) is None:
+            raise _gone(table, snapshot_id, name)
         current = table.metadata.refs.get(name)
         if current is not None and current.snapshot_id == snapshot_id and not replace_same:
             return False
@@ -87,4 +101,11 @@ def _tag(table: Table, snapshot_id: int, name: str, max_ref_age_ms: int, *, repl
             if attempt == _ATTEMPTS:
                 raise
             table = table.refresh()
+        except ValueError as error:
+            # the catalog applies the tag to its current metadata: an expiry committed since this
+            # table was loaded removed the snapshot (pyiceberg: "Cannot set ... unknown snapshot")
+            table = table.refresh()
+            if table.metadata.snapshot_by_id(snapshot_id) is None:
+                raise _gone(table, snapshot_id, name) from error
+            raise
     return False

@@ -45,6 +45,7 @@ from queries.reconciliation_rules import (
     judge_wallets,
 )
 from queries.reconciliation_runs import (
+    ReconciliationError,
     ReconciliationReport,
     compare_with_recorded,
     days_to_catch_up,
@@ -60,10 +61,6 @@ if TYPE_CHECKING:
 WALLETS_QUERY: Final = "reconcile_wallets"
 TRANSFERS_QUERY: Final = "reconcile_transfers"
 PROBLEMS_QUERY: Final = "reconcile_wallet_problems"
-
-
-class ReconciliationError(RuntimeError):
-    """Reconciliation cannot run (no snapshot to compare with)."""
 
 
 def reconcile(

@@ -29,6 +29,7 @@ from contracts.lake_tables import RECONCILIATION
 from contracts.settings import Settings
 from contracts.timestamps import utc_text
 from lake import objects
+from lake.snapshot_tags import SnapshotGoneError
 from lake.snapshots import SnapshotRef
 from queries.reconciliation_rules import LAGGING, OK, PASSING_STATUSES, DayOutcome, Finding
 from queries.time_travel import tag_versions
@@ -39,6 +40,10 @@ if TYPE_CHECKING:
 _logger = logging.getLogger(__name__)
 
 _REPORTS_FOLDER: Final = "_reports/reconciliation"
+
+
+class ReconciliationError(RuntimeError):
+    """Reconciliation cannot run (no snapshot to compare with, or the lake snapshots it read are gone)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,6 +159,16 @@ def record_day(
     # To the millisecond, as the summary spells it: a replay classifies lag as of the recorded
     # run_at, which is then exactly the time this run classified it with.
     run_at = now.astimezone(dt.UTC).replace(microsecond=now.microsecond // 1000 * 1000)
+    if lake_snapshots:
+        # Kept through snapshot expiry for audits: what a replay reads again. First, so a run
+        # whose snapshots expired meanwhile records nothing a replay could not read again.
+        try:
+            tag_versions(settings, lake_snapshots, f"reconciled-{day.isoformat()}")
+        except SnapshotGoneError as error:
+            raise ReconciliationError(
+                f"the reconciliation of {day} cannot be recorded: {error} (night tags are kept "
+                f"{settings.audit_tag_retention_days} days); nothing was recorded, reconcile the day again"
+            ) from error
     keys = _store(s3, settings, day, outcome, run_at)
     report = ReconciliationReport.from_outcome(
         day,
@@ -166,9 +181,6 @@ def record_day(
         earlier=earlier,
         lake_snapshots=lake_snapshots,
     )
-    if lake_snapshots:
-        # Kept through snapshot expiry for audits: what a replay reads again.
-        tag_versions(settings, lake_snapshots, f"reconciled-{day.isoformat()}")
     body = json.dumps({**report.to_dict(), "earlier": [r.day.isoformat() for r in earlier]}).encode()
     # This run's own record first, then the day's latest: a crash between them leaves the day to redo.
     for key in (run_summary_key(settings.lake_prefix, day, run_at), summary_key(settings.lake_prefix, day)):

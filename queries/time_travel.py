@@ -160,7 +160,10 @@ def tag_versions(
     settings: Settings, versions: LakeVersions, tag: str, catalog: Catalog | None = None
 ) -> None:
     """Tag each table's snapshot ``tag`` (replacing an older tag of that name), kept for the audit
-    retention (``WALLETLAKE_AUDIT_TAG_RETENTION_DAYS``)."""
+    retention (``WALLETLAKE_AUDIT_TAG_RETENTION_DAYS``).
+
+    Raises :class:`lake.snapshot_tags.SnapshotGoneError` (a ``ValueError``) when a snapshot is no
+    longer in its table: a tag is never moved onto another snapshot in its place."""
     from lake.iceberg_catalog import cached_catalog
     from lake.iceberg_tables import identifier
     from lake.snapshot_tags import DAY_MS, set_tag

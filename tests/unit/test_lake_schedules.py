@@ -43,7 +43,7 @@ from lake.landing_log import LandedFile, LandingRecord
 from lake.misfits import reland_source
 from lake.snapshot_expiry import expire_snapshots
 from lake.snapshot_log import NotRetainedError, retained_log, snapshot_at
-from lake.snapshot_tags import DAY_MS
+from lake.snapshot_tags import DAY_MS, SnapshotGoneError
 from queries.time_travel import gone_versions, pin_night, tag_versions
 
 TABLES = ("ledger", "wallets")
@@ -186,7 +186,18 @@ class Lake:
         """The last night's classification: its day tagged ``reconciled-{day}`` as well."""
         if self.nights:
             day, pinned, _ = self.nights[-1]
-            tag_versions(SETTINGS, {"ledger": pinned}, f"reconciled-{day.isoformat()}", self.catalog)
+            try:
+                tag_versions(SETTINGS, {"ledger": pinned}, f"reconciled-{day.isoformat()}", self.catalog)
+            except SnapshotGoneError:
+                # refused, never tagged onto another snapshot: only a night planned before an
+                # expiry past the tags' retention may have lost its snapshot
+                assert len(self.nights) <= self.years_passed_after
+                assert ledger_refs(self.catalog).get(f"reconciled-{day.isoformat()}") is None
+                COUNTS["classifications refused (tags expired)"] += 1
+
+
+def ledger_refs(catalog: Any) -> dict[str, Any]:
+    return dict(catalog.load_table(identifier(NAMESPACE, "ledger")).metadata.refs)
 
 
 COMMIT = st.tuples(
@@ -248,6 +259,15 @@ def int_wallet_version(table: str) -> pa.Schema:
         ("land-and-commit", None),
     ]
 )
+@example(  # a night classified after its tags (and snapshot) expired: refused, nothing tagged
+    schedule=[
+        ("land-and-commit", None),
+        ("night", None),
+        ("land-and-commit", None),
+        ("years", None),
+        ("classify", None),
+    ]
+)
 @given(schedule=st.lists(OPERATIONS, min_size=4, max_size=20))
 def schedules(tmp_path_factory: Any, schedule: list[tuple[str, Any]]) -> None:
     """One schedule, run and checked."""
@@ -273,6 +293,7 @@ def test_any_schedule_commits_every_entry_once_and_reads_every_instant_and_night
         "schedules",
         "nights exact",
         "nights refused (tags expired)",
+        "classifications refused (tags expired)",
         "instants exact",
         "instants refused",
     )

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from support.sql_lake import NAMESPACE, record, sql_catalog
 
@@ -16,7 +17,11 @@ from contracts.settings import Settings
 from lake.committer import commit_table
 from lake.iceberg_tables import SNAPSHOT_RETENTION_HOURS, identifier
 from lake.snapshot_expiry import expire_snapshots, expired_tags
-from lake.snapshot_tags import DAY_MS, keep_tag, night_tag
+from lake.snapshot_tags import DAY_MS, SnapshotGoneError, keep_tag, night_tag
+from lake.snapshots import SnapshotRef
+from queries import reconciliation_runs
+from queries.reconciliation_rules import DayOutcome
+from queries.reconciliation_runs import ReconciliationError, record_day
 from queries.time_travel import gone_versions, pin_night, tag_versions
 
 NIGHT = dt.date(2026, 3, 1)
@@ -169,3 +174,71 @@ def test_two_expiries_of_the_same_tags_and_snapshots_at_once_do_not_crash(tmp_pa
     assert again == 0
     assert ledger(catalog).metadata.refs.keys() == {"main"}
     assert gone_versions(SETTINGS, versions, catalog) == ["ledger"]
+
+
+def test_tagging_a_snapshot_expiry_removed_is_refused_and_tags_nothing(tmp_path: Path) -> None:
+    # GIVEN a night planned, then an expiry past its tags' retention (its snapshot went with them)
+    catalog = sql_catalog(tmp_path)
+    commit_entries(catalog, tmp_path, 2)
+    versions = pin_night(SETTINGS, NIGHT, catalog)
+    commit_entries(catalog, tmp_path, 2)
+    expire_all(catalog, time.time() + 401 * 86_400, tag_retention_ms=400 * DAY_MS)
+    assert gone_versions(SETTINGS, versions, catalog) == ["ledger"]
+
+    # WHEN its classification tags what it read
+    with pytest.raises(SnapshotGoneError, match=rf"snapshot {versions['ledger']} of ledger is gone"):
+        tag_versions(SETTINGS, versions, f"reconciled-{NIGHT.isoformat()}", catalog)
+
+    # THEN nothing was tagged: no tag moved onto another snapshot in its place
+    assert ledger(catalog).metadata.refs.keys() == {"main"}
+
+
+def test_a_snapshot_expired_between_loading_and_tagging_is_refused(tmp_path: Path) -> None:
+    # GIVEN a tagger that loaded the table while an untagged snapshot was still there
+    catalog = sql_catalog(tmp_path)
+    commit_entries(catalog, tmp_path, 3)
+    old = ledger(catalog).snapshots()[0].snapshot_id
+    tagger = ledger(catalog)
+
+    # WHEN an expiry removes it before the tag is committed
+    expire_all(catalog, time.time() + PAST_RETENTION)
+
+    # THEN the catalog's refusal reads as the snapshot gone, and no tag was made
+    with pytest.raises(SnapshotGoneError, match=f"snapshot {old} of ledger is gone") as refused:
+        keep_tag(tagger, old, night_tag(NIGHT, old), max_ref_age_ms=DAY_MS)
+    assert "unknown snapshot" in str(refused.value.__cause__)  # the catalog's own refusal, read back
+    assert ledger(catalog).metadata.refs.keys() == {"main"}
+
+
+def test_a_run_whose_snapshots_expired_records_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a classified day whose lake snapshots are gone when it is recorded
+    def gone(*_: Any, **__: Any) -> None:
+        raise SnapshotGoneError(
+            "snapshot 7 of ledger is gone (expired): it cannot be tagged reconciled-2026-03-01"
+        )
+
+    monkeypatch.setattr(reconciliation_runs, "tag_versions", gone)
+
+    class NoWrites:
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError(f"S3 called: {name}")
+
+    outcome = DayOutcome([], {}, {}, 0, pa.table({}), {}, 0)
+    moment = dt.datetime(2026, 3, 2, 1, tzinfo=dt.UTC)
+
+    # WHEN it is recorded, THEN it is refused in one line that says what to do, before any write
+    with pytest.raises(ReconciliationError) as refused:
+        record_day(
+            NoWrites(),  # type: ignore[arg-type]
+            SETTINGS,
+            NIGHT,
+            outcome,
+            snapshot=SnapshotRef(NIGHT, moment, ()),
+            now=moment,
+            max_lag_seconds=60,
+            lake_snapshots={"ledger": 7},
+        )
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith("the reconciliation of 2026-03-01 cannot be recorded: snapshot 7 of ledger")
+    assert message.endswith("(night tags are kept 400 days); nothing was recorded, reconcile the day again")
