@@ -73,6 +73,7 @@ from lake.commit_progress import (
     prune,
     read_progress,
 )
+from lake.file_presence import FilePresence
 from lake.landing_log import LandedFile, LandingRecord, keys_after, list_sources, read_records
 from lake.landing_tidy import (
     RECORD_RETENTION_SECONDS,
@@ -275,6 +276,7 @@ def commit_landed(
     live = list_sources(s3, settings.bucket, settings.lake_prefix)
     sources = [source for source in live if full or not _quiet(source, positions, now)]
     records = _new_records(settings, s3, sources, _floor(sources, positions))
+    presence = FilePresence()  # one HEAD per landed file this cycle, whatever the tables naming it
     results = [
         commit_table(
             catalog,
@@ -284,6 +286,7 @@ def commit_landed(
             clock=clock,
             empty_after_seconds=empty_after_seconds,
             misfits_root=misfits_location(settings.bucket, settings.lake_prefix),
+            presence=presence,
         )
         for name in names
     ]
@@ -343,6 +346,7 @@ def commit_table(
     empty_after_seconds: float = EMPTY_COMMIT_AFTER_SECONDS,
     on_step: Callable[[str], None] | None = None,
     misfits_root: str | None = None,
+    presence: FilePresence | None = None,
 ) -> TableCommit:
     """One table's commit of the listed records: load, decide, commit; on a refusal (``main``
     moved since the load) load and decide again: at most :data:`_ATTEMPTS` times when the
@@ -355,7 +359,8 @@ def commit_table(
 
     ``on_step`` is called with ``"load"``, ``"decide"`` and ``"commit"`` before each step: a seam
     for tests that interleave committers at every step. ``misfits_root``: where files that do not
-    fit the table are kept (:func:`lake.misfits.misfit_location`).
+    fit the table are kept (:func:`lake.misfits.misfit_location`). ``presence``: the cycle's
+    answers on which landed files exist, shared by its tables (one HEAD per file per cycle).
     """
     from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
 
@@ -406,7 +411,7 @@ def commit_table(
         step("commit")
         try:
             snapshot_id, aside, quarantined = commit_decision(
-                table, decision, files, misfits_root=misfits_root
+                table, decision, files, misfits_root=misfits_root, presence=presence
             )
         except CommitStateUnknownException as error:
             landed = committed_snapshot(catalog.load_table(table_id), decision.commit_id)
@@ -475,7 +480,12 @@ def committed_snapshot(table: Table, commit_id: str) -> int | None:
 
 
 def commit_decision(
-    table: Table, decision: Decision, files: Sequence[LandedFile], *, misfits_root: str | None = None
+    table: Table,
+    decision: Decision,
+    files: Sequence[LandedFile],
+    *,
+    misfits_root: str | None = None,
+    presence: FilePresence | None = None,
 ) -> tuple[int | None, list[tuple[LandedFile, str, bool]], int]:
     """Append the files and set the progress in one commit, valid only while ``main`` is still the
     snapshot ``table`` was loaded at; refused (never rebased) otherwise. Returns the snapshot id,
@@ -499,15 +509,14 @@ def commit_decision(
 
     strict = strict_commits(table)
     every = [file for record in decision.chosen for file in record.files]
+    # every file of every chosen batch, whatever its table, asked once per cycle (``presence``
+    # is shared by the cycle's tables): a batch with a file gone is left out whole, here and in
+    # every other table's commit (each finds the same files gone)
+    present = (presence or FilePresence()).of(table.io, [f.path for f in every])
+    broken = [record for record in decision.chosen if not all(present[f.path] for f in record.files)]
+    left_out = {file.path for record in broken for file in record.files}
+    taken = [file for file in files if file.path not in left_out]
     with ThreadPoolExecutor(max_workers=_FILE_CHECKERS) as pool:
-        # one HEAD per file of every chosen batch, whatever its table: a batch with a file gone is
-        # left out whole, here and in every other table's commit (each finds the same files gone)
-        present = dict(
-            zip([f.path for f in every], pool.map(lambda f: _exists(table, f.path), every), strict=True)
-        )
-        broken = [record for record in decision.chosen if not all(present[f.path] for f in record.files)]
-        left_out = {file.path for record in broken for file in record.files}
-        taken = [file for file in files if file.path not in left_out]
         described = list(pool.map(lambda file: _describe(table, file, present.get(file.path)), taken))
     for record in broken:
         quarantine_batch(table, record, {f.path for f in record.files if not present[f.path]}, misfits_root)

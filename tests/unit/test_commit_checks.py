@@ -195,3 +195,45 @@ def test_a_missing_file_leaves_out_its_whole_batch_in_every_table_and_nothing_el
     # AND the next cycle commits nothing more of it (its range is behind the positions)
     again = commit_table(catalog, WALLETS, listed, live_sources={r.source for r in listed})
     assert (again.rows, again.quarantined_batches) == (0, 0)
+
+
+def test_a_cycles_tables_ask_storage_once_per_file_and_agree_on_what_is_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pyiceberg.io.pyarrow
+
+    from lake.file_presence import FilePresence
+
+    # GIVEN two batches landed for both tables (four files), and storage's HEADs counted
+    catalog = sql_catalog(tmp_path)
+    listed = [
+        record(tmp_path, wallets=["w1"], entries=["t1:credit"]),
+        record(tmp_path, wallets=["w2"], entries=["t2:credit"]),
+    ]
+    heads: list[str] = []
+    exists = pyiceberg.io.pyarrow.PyArrowFile.exists
+
+    def counted(self: Any) -> bool:
+        heads.append(self.location)
+        return bool(exists(self))
+
+    monkeypatch.setattr(pyiceberg.io.pyarrow.PyArrowFile, "exists", counted)
+    presence = FilePresence()
+    live = {r.source for r in listed}
+
+    # WHEN one cycle commits both tables with its shared presence, and the second batch's wallets
+    # file is deleted between the two tables' commits
+    wallets = commit_table(catalog, WALLETS, listed, live_sources=live, presence=presence)
+    second = next(file for file in listed[1].files if file.table == "wallets")
+    Path(second.path.removeprefix("file://")).unlink()
+    ledger = commit_table(
+        catalog, identifier(NAMESPACE, "ledger"), listed, live_sources=live, presence=presence
+    )
+
+    # THEN storage was asked once per file, not once per file per table
+    landed = sorted(file.path for r in listed for file in r.files)
+    assert sorted(path for path in heads if path.endswith(".parquet")) == landed
+    assert presence.asked == 4
+    # AND both tables took both batches: no batch is half in one table and left out of the other
+    assert (wallets.rows, ledger.rows) == (2, 2)
+    assert (wallets.quarantined_batches, ledger.quarantined_batches) == (0, 0)

@@ -1,0 +1,48 @@
+"""Which landed files are still in storage: one HEAD per file per committer cycle.
+
+A batch with a file gone from storage is left out whole, in every table (:mod:`lake.committer`),
+so each table's commit needs the presence of every file of every chosen batch, whatever its
+table. Asked by each table's commit on its own, that is one HEAD per file per table (three
+tables: three times the files a cycle landed). One :class:`FilePresence` per cycle asks each path
+once and answers every table alike, so the tables also agree on which batches are left out even
+if a file goes between their commits.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from pyiceberg.io import FileIO
+
+#: HEADs in flight at once (each one round trip to S3, ~10-30 ms).
+CHECKERS: Final = 16
+
+
+class FilePresence:
+    """Whether each path exists, asked of storage once (then remembered for the cycle)."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, bool] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def asked(self) -> int:
+        """How many paths storage was asked about."""
+        return len(self._known)
+
+    def of(self, io: FileIO, paths: Iterable[str]) -> Mapping[str, bool]:
+        """The presence of each of ``paths``, HEADing (in parallel) only those not asked yet."""
+        wanted = list(dict.fromkeys(paths))
+        with self._lock:
+            new = [path for path in wanted if path not in self._known]
+        if new:
+            with ThreadPoolExecutor(max_workers=min(CHECKERS, len(new))) as pool:
+                found = list(pool.map(lambda path: bool(io.new_input(path).exists()), new))
+            with self._lock:
+                self._known.update(zip(new, found, strict=True))
+        with self._lock:
+            return {path: self._known[path] for path in wanted}
