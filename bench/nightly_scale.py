@@ -7,12 +7,13 @@ Glue, DuckDB for SQL), as the product runs it:
    transfers), 1.7 ledger rows per transaction (``--fraction 0.01``: ~29 million rows), over
    ``fraction`` x 10 million wallets, in batches as large as the CDK app's batching gives at that
    load (``bench/capacity.py``'s model: 10,000 records, the 6 MB payload, or 30 s), spread over the
-   model's shards. Per batch: one ledger data file of the day in the Iceberg ledger table's
-   location, then its landing record (:mod:`lake.landing_log`). The files and records are written
-   directly with the helpers :func:`lake.iceberg_landing.land_batch` uses (``to_iceberg_rows``,
-   ``put_table``, ``put_record``), without its per-batch LIST of the shard's records (the
-   consumer's coverage check, which finds nothing to skip here): that LIST, over a day of records,
-   would make building the bench slower than what it measures. Data is made an hour at a time
+   model's shards. Per batch: :func:`lake.iceberg_landing.land_rows`, what
+   :func:`lake.iceberg_landing.land_batch` calls: one ledger data file of the day in the Iceberg
+   ledger table's location, described from its bytes (what the commit appends without reading
+   its footer), then its landing record (:mod:`lake.landing_log`). Without ``land_batch``'s
+   per-batch LIST of the shard's records (the consumer's coverage check, which finds nothing to
+   skip here): that LIST, over a day of records, would make building the bench slower than what
+   it measures. Data is made an hour at a time
    (vectorised), so building stays small whatever the fraction. Also the previous day's
    ``daily_balances`` (every wallet's opening) and a complete snapshot after midnight.
 2. **Committer** (:func:`lake.committer.commit_landed`, ledger table): landing and committing
@@ -25,7 +26,9 @@ Glue, DuckDB for SQL), as the product runs it:
    ``compact_day`` (the day's files rewritten into sorted files of at most 256 MB, in one atomic
    snapshot; it rewrites its groups one after another and has no workers), then
    ``expire_snapshots`` and ``remove_orphan_files``; ``maintain`` itself for wallets and
-   quarantine (nothing landed in them; their orphan removal still reads the whole landing log).
+   quarantine (nothing landed in them, and the bench commits only the ledger, so they have no
+   position and their orphan removal reads every landing record: the product commits all three
+   every cycle, and reads only the records past each table's position).
 4. **Nightly reconciliation** (:func:`queries.reconciliation.reconcile`: DuckDB over
    ``iceberg_scan`` of the pinned snapshots, the product's own path).
 5. **One-wallet statement**: the bytes a ``wallet_statement`` of one wallet must fetch, measured as
@@ -53,7 +56,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -74,18 +76,15 @@ from reconcile import (
     uuid_strings,
 )
 
-from contracts.lake_layout import partition_prefix, stream_label
+from contracts.lake_layout import partition_prefix
 from contracts.lake_tables import STREAM_TABLES
 from contracts.settings import Settings
 from lake import parquet
 from lake.committer import commit_landed
 from lake.compaction import read_footer
 from lake.iceberg_catalog import load_table, open_catalog
-from lake.iceberg_landing import split_bucket_key, table_locations
+from lake.iceberg_landing import TableLayout, land_rows, split_bucket_key, table_layouts
 from lake.iceberg_maintenance import compact_day, expire_snapshots, maintain, remove_orphan_files
-from lake.iceberg_tables import to_iceberg_rows
-from lake.landing_log import LandedFile, LandingRecord, put_record
-from lake.objects import put_table
 from queries.reconciliation import reconcile
 from walletlake.local import EmbeddedStack, patched_environ
 
@@ -305,7 +304,7 @@ def build_day(
     open_balance = rng.integers(10**10, 10**12, wallets)
     start_of_day = _ms(dt.datetime.combine(DAY, dt.time(), tzinfo=dt.UTC))
     state = WalletState(open_version.copy(), open_balance.copy(), np.full(wallets, start_of_day - 3_600_000))
-    location = table_locations(settings)["ledger"]
+    layout = table_layouts(settings)["ledger"]
     sequence = 10**16
     written = files = size = batches = 0
     transactions_per_hour = rows * 10 // 17 // 24  # 1.7 rows per transaction
@@ -337,7 +336,7 @@ def build_day(
                 for batch in intervals[interval]:
                     shard = shards[batches % len(shards)]
                     batches += 1
-                    uploads.append(pool.submit(land, client, settings, location, shard, batch))
+                    uploads.append(pool.submit(land, client, settings, layout, shard, batch))
                 sizes = [upload.result() for upload in uploads]
                 files += len(sizes)
                 size += sum(sizes)
@@ -368,27 +367,23 @@ def build_day(
     }
 
 
-def land(client: Any, settings: Settings, location: str, shard: str, batch: pa.Table) -> int:
-    """One batch as :func:`lake.iceberg_landing.land_batch` lands it: its data file, then its
-    landing record; returns the file's size."""
-    day = DAY.isoformat()
-    first = int(batch.column("stream_sequence")[0].as_py())
-    last = int(batch.column("stream_sequence")[-1].as_py())
-    label = f"{stream_label(STREAM_ARN)}-{shard}-{first}"
-    path = f"{location}/data/dt={day}/{label}-{uuid.uuid4().hex[:12]}.parquet"
-    bucket, key = split_bucket_key(path)
-    size = put_table(client, bucket, key, to_iceberg_rows("ledger", batch, day), text_statistics=True)
-    record = LandingRecord(
-        stream=stream_label(STREAM_ARN),
+def land(client: Any, settings: Settings, layout: TableLayout, shard: str, batch: pa.Table) -> int:
+    """One batch as :func:`lake.iceberg_landing.land_batch` lands it (after its LIST): its data
+    file, described, then its landing record; returns the file's size."""
+    record = land_rows(
+        client,
+        settings,
+        {"ledger": batch},
+        event_source_arn=STREAM_ARN,
         shard=shard,
-        first=first,
-        last=last,
-        files=(LandedFile(table="ledger", path=path, rows=batch.num_rows, size=size),),
-        landed_at=time.time(),
+        first=int(batch.column("stream_sequence")[0].as_py()),
+        last=int(batch.column("stream_sequence")[-1].as_py()),
+        locations={"ledger": layout.location},
+        schemas={"ledger": layout.schema},
     )
-    if not put_record(client, settings.bucket, settings.lake_prefix, STREAM_ARN, record):
-        raise RuntimeError(f"landing record of {label} already existed")
-    return size
+    (landed,) = record.files
+    assert landed.description is not None, "the landing describes what it writes"
+    return landed.size
 
 
 def day_files(settings: Settings) -> dict[str, int]:
