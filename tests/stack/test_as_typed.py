@@ -9,14 +9,12 @@ table, so a command or option added to the README without a run here fails.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +25,7 @@ from typing import Any
 
 import pytest
 from support.fresh_resources import fresh_settings, remove_resources
+from support.ports import free_port_run
 
 from walletlake.local import free_port
 
@@ -167,19 +166,6 @@ def test_the_command_runs_as_typed(lake: dict[str, Any], line: str) -> None:
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
-def _consecutive_free_ports(count: int) -> int:
-    for base in range(20000, 60000, 97):
-        with contextlib.ExitStack() as held:
-            try:
-                for port in range(base, base + count):
-                    sock = held.enter_context(socket.socket())
-                    sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return base
-    raise AssertionError("no run of free ports")
-
-
 def _until(condition: Callable[[], bool], what: str, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -208,7 +194,7 @@ def _stop(process: subprocess.Popen[bytes]) -> int:
 
 def test_local_up_with_every_option(tmp_path: Path) -> None:
     ports = {name: free_port() for name in ("dynamodb", "s3", "aws", "iceberg")}
-    line = SERVERS[0].format(**ports, base=_consecutive_free_ports(9), folder=tmp_path)
+    line = SERVERS[0].format(**ports, base=free_port_run(9), folder=tmp_path)
     log = tmp_path / "local-up.log"
     environ = {**os.environ, "PATH": f"{_BIN}:{os.environ.get('PATH', '')}"}
     for key in [key for key in environ if key.startswith("AWS_ENDPOINT_URL")]:

@@ -11,7 +11,6 @@ import contextlib
 import datetime as dt
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ import boto3
 import psutil
 import pytest
 from support.fresh_resources import write_path_env
+from support.ports import free_port_run
 from support.stream_records import assert_lake_matches, consume, poll_until, read_lake_table
 
 from contracts.settings import Settings
@@ -117,23 +117,6 @@ def test_a_restart_on_the_same_data_dir_keeps_lake_table_and_checkpoints(tmp_pat
         assert statement(settings, busiest, today) == statement_before
 
 
-def _consecutive_free_ports(count: int) -> int:
-    """The first of ``count`` consecutive free loopback ports."""
-    for _ in range(50):
-        base = free_port()
-        if base + count >= 65535:
-            continue
-        try:
-            with contextlib.ExitStack() as held:
-                for port in range(base, base + count):
-                    sock = held.enter_context(socket.socket())
-                    sock.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-    raise AssertionError("no run of free ports")
-
-
 def _local_up(data_dir: Path, ports: list[str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "walletlake.cli", "local", "up", "--data-dir", str(data_dir), *ports],
@@ -160,7 +143,7 @@ def _environment_of(process: subprocess.Popen[str]) -> dict[str, str]:
 
 def test_a_stack_killed_with_sigkill_leaves_nothing_that_blocks_the_next_start(tmp_path: Path) -> None:
     # GIVEN `walletlake local up` on fixed ports, with an object in its lake
-    base = _consecutive_free_ports(9)
+    base = free_port_run(9)
     ports = [
         *("--dynamodb-port", str(free_port()), "--aws-port", str(free_port())),
         *("--s3-port", str(free_port()), "--seaweedfs-port-base", str(base)),
