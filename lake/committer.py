@@ -517,7 +517,7 @@ def commit_decision(
     left_out = {file.path for record in broken for file in record.files}
     taken = [file for file in files if file.path not in left_out]
     with ThreadPoolExecutor(max_workers=_FILE_CHECKERS) as pool:
-        described = list(pool.map(lambda file: _describe(table, file, present.get(file.path)), taken))
+        described = list(pool.map(lambda file: _describe(table, file, present[file.path]), taken))
     for record in broken:
         quarantine_batch(table, record, {f.path for f in record.files if not present[f.path]}, misfits_root)
     data_files = [data_file for data_file, _, _ in described if data_file is not None]
@@ -546,17 +546,11 @@ def commit_decision(
     return (snapshot.snapshot_id if snapshot is not None else None), aside, len(broken)
 
 
-def _exists(table: Table, path: str) -> bool:
-    return bool(table.io.new_input(path).exists())
-
-
-def _describe(
-    table: Table, file: LandedFile, present: bool | None = None
-) -> tuple[DataFile | None, str, bool]:
+def _describe(table: Table, file: LandedFile, present: bool) -> tuple[DataFile | None, str, bool]:
     """A file's Iceberg description, or why it is set aside (and whether because it is missing).
 
-    One HEAD for its existence (none when ``present`` says it was made); its description from the
-    landing record when it has one (checked against the table's schema:
+    ``present``: the cycle's HEAD of it (:class:`lake.file_presence.FilePresence`); its description
+    from the landing record when it has one (checked against the table's schema:
     :func:`lake.iceberg_data_files.fit_problem`), from its footer otherwise.
     """
     from pyiceberg.io.pyarrow import parquet_file_to_data_file
@@ -564,7 +558,7 @@ def _describe(
     from lake.iceberg_data_files import data_file_of, fit_problem
 
     gone = f"missing: {file.path} is not in storage (removed since it landed)"
-    if not (_exists(table, file.path) if present is None else present):
+    if not present:
         return None, gone, True
     if file.description is not None and all(
         field.name in file.description.get("partition", {}) for field in table.metadata.spec().fields
