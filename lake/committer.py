@@ -74,7 +74,7 @@ from lake.commit_progress import (
     read_progress,
 )
 from lake.file_presence import FilePresence
-from lake.landing_log import LandedFile, LandingRecord, keys_after, list_sources, read_records
+from lake.landing_log import LandedFile, LandingRecord, list_sources, records_after
 from lake.landing_tidy import (
     RECORD_RETENTION_SECONDS,
     TIDY_KEYS_PER_RUN,
@@ -275,7 +275,7 @@ def commit_landed(
     full = now % FULL_LISTING_EVERY_SECONDS < 2 * settings.commit_interval_seconds
     live = list_sources(s3, settings.bucket, settings.lake_prefix)
     sources = [source for source in live if full or not _quiet(source, positions, now)]
-    records = _new_records(settings, s3, sources, _floor(sources, positions))
+    records = records_after(s3, settings.bucket, settings.lake_prefix, _floor(sources, positions))
     presence = FilePresence()  # one HEAD per landed file this cycle, whatever the tables naming it
     results = [
         commit_table(
@@ -573,14 +573,3 @@ def _describe(table: Table, file: LandedFile, present: bool) -> tuple[DataFile |
         return None, gone, True
     except (ValueError, TypeError) as error:
         return None, f"{type(error).__name__}: {error}", False
-
-
-def _new_records(
-    settings: Settings, s3: S3Client, sources: list[str], floor: Mapping[str, int | None]
-) -> list[LandingRecord]:
-    keys = [
-        key
-        for source in sources
-        for key in keys_after(s3, settings.bucket, settings.lake_prefix, source, floor[source])
-    ]
-    return read_records(s3, settings.bucket, keys)

@@ -10,7 +10,6 @@ if a file goes between their commits.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Final
@@ -23,11 +22,11 @@ CHECKERS: Final = 16
 
 
 class FilePresence:
-    """Whether each path exists, asked of storage once (then remembered for the cycle)."""
+    """Whether each path exists, asked of storage once (then remembered for the cycle). One cycle's
+    tables commit one after another, so it is used from one thread at a time."""
 
     def __init__(self) -> None:
         self._known: dict[str, bool] = {}
-        self._lock = threading.Lock()
 
     @property
     def asked(self) -> int:
@@ -37,12 +36,9 @@ class FilePresence:
     def of(self, io: FileIO, paths: Iterable[str]) -> Mapping[str, bool]:
         """The presence of each of ``paths``, HEADing (in parallel) only those not asked yet."""
         wanted = list(dict.fromkeys(paths))
-        with self._lock:
-            new = [path for path in wanted if path not in self._known]
+        new = [path for path in wanted if path not in self._known]
         if new:
             with ThreadPoolExecutor(max_workers=min(CHECKERS, len(new))) as pool:
-                found = list(pool.map(lambda path: bool(io.new_input(path).exists()), new))
-            with self._lock:
+                found = pool.map(lambda path: bool(io.new_input(path).exists()), new)
                 self._known.update(zip(new, found, strict=True))
-        with self._lock:
-            return {path: self._known[path] for path in wanted}
+        return {path: self._known[path] for path in wanted}

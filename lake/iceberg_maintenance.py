@@ -55,7 +55,7 @@ from contracts.lake_tables import PARTITION_COLUMN
 from lake.commit_progress import read_progress
 from lake.iceberg_catalog import strict_commits
 from lake.iceberg_tables import identifier
-from lake.landing_log import keys_after, list_sources, read_records
+from lake.landing_log import list_sources, records_after
 from lake.objects import delete_keys
 
 if TYPE_CHECKING:
@@ -557,18 +557,12 @@ def landed_paths(s3: S3Client, settings: Settings, table: Table) -> set[str]:
     night at the seed's load. One LIST per shard from its position, as the committer lists.
     """
     progress = read_progress(table)
-    keys = [
-        key
+    after = {
+        source: int(progress[source][0]) if source in progress else None
         for source in list_sources(s3, settings.bucket, settings.lake_prefix)
-        for key in keys_after(
-            s3,
-            settings.bucket,
-            settings.lake_prefix,
-            source,
-            int(progress[source][0]) if source in progress else None,
-        )
-    ]
-    return {file.path for record in read_records(s3, settings.bucket, keys) for file in record.files}
+    }
+    records = records_after(s3, settings.bucket, settings.lake_prefix, after)
+    return {file.path for record in records for file in record.files}
 
 
 def maintain(

@@ -245,6 +245,21 @@ def read_record(s3: S3Client, bucket: str, key: str) -> LandingRecord:
     return LandingRecord.from_json(s3.get_object(Bucket=bucket, Key=key)["Body"].read(), key)
 
 
+def records_after(
+    s3: S3Client, bucket: str, lake_prefix: str, after: Mapping[str, int | None]
+) -> list[LandingRecord]:
+    """The records of each ``stream/shard`` in ``after`` that start past its sequence number there
+    (all of the shard's if None): one LIST per shard from that position (:func:`keys_after`), then
+    one GET per record not read before (:func:`read_records`). What the committer lists each cycle
+    and what orphan removal protects."""
+    keys = [
+        key
+        for source, position in after.items()
+        for key in keys_after(s3, bucket, lake_prefix, source, position)
+    ]
+    return read_records(s3, bucket, keys)
+
+
 def read_records(s3: S3Client, bucket: str, keys: Sequence[str]) -> list[LandingRecord]:
     """Landing records, read in parallel (one GET each; records are a few hundred bytes), each at
     most once per process (records are immutable: written once, never replaced)."""
