@@ -189,6 +189,22 @@ def build_tables(
     return LakeRows(ledger=ledger, wallets=wallets, quarantine=_quarantine(rejected, records, ingested))
 
 
+def require_values(rows: LakeRows) -> None:
+    """Raise ``pyarrow.ArrowInvalid`` when a ledger or wallets column the contract declares not
+    nullable holds a null.
+
+    Arrow does not enforce a field's nullability, so a null taken from a record (a ``SequenceNumber``
+    of null, which the fast path copies as it is) would reach the lake's not-null columns. Raised
+    like a value of the wrong type, it sends the batch through the careful pass, where
+    :func:`stream_processor.decoder.describe_problem` quarantines that record alone. One null count
+    per column: nothing per row.
+    """
+    for table in (rows.ledger, rows.wallets):
+        for field in table.schema:
+            if not field.nullable and table.column(field.name).null_count:
+                raise pa.ArrowInvalid(f"a null in the required column {field.name}")
+
+
 def _entries(rows: RowBuffer, ingested: pa.Scalar) -> tuple[pa.Table, list[tuple[int, str]]]:
     """Ledger rows from wallet MODIFYs: one per record, checked against the OLD image it follows.
 

@@ -57,7 +57,14 @@ from contracts.wallets_table import (
     Attr,
     EntryKey,
 )
-from stream_processor.columns import CHUNK_RECORDS, ENTRY_FIELDS, BatchColumns, build_tables, raw_json
+from stream_processor.columns import (
+    CHUNK_RECORDS,
+    ENTRY_FIELDS,
+    BatchColumns,
+    build_tables,
+    raw_json,
+    require_values,
+)
 from stream_processor.lambda_records import (
     CREATION_TIME,
     EVENT_INSERT,
@@ -170,8 +177,9 @@ def decode_records(records: Sequence[Mapping[str, Any]], *, ingested_at_ms: int)
     try:
         columns = _collect(records, careful=False)
         rows = build_tables(columns, records, ingested_at_ms)
+        require_values(rows)
     except _WRONG_VALUE_TYPE:
-        # A value of the wrong type slipped through the fast path; check every record.
+        # A value of the wrong type (or a null) slipped through the fast path; check every record.
         columns = _collect(records, careful=True)
         rows = build_tables(columns, records, ingested_at_ms)
     first_sequence, last_sequence = _sequence_bounds(records)

@@ -259,6 +259,26 @@ def test_malformed_transaction_is_quarantined_and_the_batch_goes_on(case: str) -
     ]
 
 
+def test_a_null_sequence_number_is_quarantined_never_landed_as_a_null() -> None:
+    # GIVEN a batch: a good deposit, a deposit whose SequenceNumber is null, a good transfer
+    records = RecordFactory()
+    nameless = records.insert({**deposit(), Attr.TXN_ID: s("t-null")})
+    nameless["dynamodb"]["SequenceNumber"] = None
+    batch_records = [records.insert(deposit()), nameless, records.insert(transfer())]
+
+    # WHEN decoded
+    batch = decode(batch_records)
+
+    # THEN that record alone is quarantined with why; the ledger's not-null column holds no null
+    assert batch.quarantine.column("reason").to_pylist() == ["missing SequenceNumber"]
+    assert sorted(batch.ledger.column("entry_id").to_pylist()) == [
+        "t-dep:credit",
+        "t-xfer:credit",
+        "t-xfer:debit",
+    ]
+    assert batch.ledger.column("stream_sequence").null_count == 0
+
+
 def _record_without(path: tuple[str, ...]) -> dict[str, Any]:
     record = RecordFactory().insert(deposit())
     target = record
