@@ -73,6 +73,7 @@ from lake.commit_progress import (
     prune,
     read_progress,
 )
+from lake.entry_identity import REPLAY_HORIZON_PROPERTY, is_replay, moved_horizon, needs_check, read_horizon
 from lake.file_presence import FilePresence
 from lake.landing_log import LandedFile, LandingRecord, list_sources, records_after
 from lake.landing_tidy import (
@@ -156,7 +157,9 @@ class TableCommit:
     files that did not fit the table, quarantined and left out; ``missing_files``: landed files
     gone from storage; ``quarantined_batches``: batches left out whole because a file of theirs
     (in any table) is gone, each noted with why; ``blocked``: why the table was not
-    committed to at all (a type change it cannot take), empty when it was.
+    committed to at all (a type change it cannot take), empty when it was; ``held_rows``: rows of
+    replayed (or catch-up) files left out because the table already held them, by identity
+    (:mod:`lake.entry_identity`).
     """
 
     table: str
@@ -172,6 +175,7 @@ class TableCommit:
     missing_files: int = 0
     quarantined_batches: int = 0
     blocked: str = ""
+    held_rows: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values, for logs and JSON."""
@@ -210,6 +214,11 @@ class CommitReport:
         return max((table.quarantined_batches for table in self.tables), default=0)
 
     @property
+    def held_rows(self) -> int:
+        """Rows left out because the table already held them (by identity), in all tables."""
+        return sum(table.held_rows for table in self.tables)
+
+    @property
     def blocked_tables(self) -> int:
         """Tables held by a type change they cannot take (the ``BlockedTables`` metric)."""
         return sum(1 for table in self.tables if table.blocked)
@@ -222,6 +231,7 @@ class CommitReport:
             "misfit_files": self.misfit_files,
             "missing_files": self.missing_files,
             "quarantined_batches": self.quarantined_batches,
+            "held_rows": self.held_rows,
             "blocked_tables": self.blocked_tables,
             "records_deleted": self.records_deleted,
             "snapshots_expired": self.snapshots_expired,
@@ -410,7 +420,7 @@ def commit_table(
             )
         step("commit")
         try:
-            snapshot_id, aside, quarantined = commit_decision(
+            snapshot_id, aside, quarantined, held = commit_decision(
                 table, decision, files, misfits_root=misfits_root, presence=presence
             )
         except CommitStateUnknownException as error:
@@ -446,11 +456,12 @@ def commit_table(
             name,
             len(decision.chosen),
             len(files) - len(aside),
-            sum(file.rows for file in files if file.path not in left_out),
+            sum(file.rows for file in files if file.path not in left_out) - held,
             skipped,
             snapshot_id,
             time.monotonic() - started,
             attempts=attempt,
+            held_rows=held,
             misfit_files=sum(1 for _, why, missing in aside if not missing and why != _BATCH_LEFT_OUT),
             missing_files=sum(1 for _, _, missing in aside if missing),
             quarantined_batches=quarantined,
@@ -486,7 +497,7 @@ def commit_decision(
     *,
     misfits_root: str | None = None,
     presence: FilePresence | None = None,
-) -> tuple[int | None, list[tuple[LandedFile, str, bool]], int]:
+) -> tuple[int | None, list[tuple[LandedFile, str, bool]], int, int]:
     """Append the files and set the progress in one commit, valid only while ``main`` is still the
     snapshot ``table`` was loaded at; refused (never rebased) otherwise. Returns the snapshot id,
     the files set aside (with why and whether the file was missing) and how many batches were
@@ -521,6 +532,13 @@ def commit_decision(
     for record in broken:
         quarantine_batch(table, record, {f.path for f in record.files if not present[f.path]}, misfits_root)
     data_files = [data_file for data_file, _, _ in described if data_file is not None]
+    replayed = {
+        file.path
+        for record in decision.chosen
+        if is_replay(record.stream, record.shard)
+        for file in record.files
+    }
+    data_files, held, horizon = check_identities(table, data_files, replayed)
     aside = [
         (file, reason, missing) for file, (_, reason, missing) in zip(taken, described, strict=True) if reason
     ]
@@ -535,7 +553,10 @@ def commit_decision(
     main = table.metadata.refs.get("main")
     expected = AssertRefSnapshotId(snapshot_id=main.snapshot_id if main else None, ref="main")  # type: ignore[call-arg]
     transaction._stage((), (expected,))
-    transaction.set_properties({PROGRESS_PROPERTY: progress_text(decision.progress)})
+    properties = {PROGRESS_PROPERTY: progress_text(decision.progress)}
+    if horizon is not None:
+        properties[REPLAY_HORIZON_PROPERTY] = str(horizon)
+    transaction.set_properties(properties)
     if data_files:
         summary = {COMMIT_ID_PROPERTY: decision.commit_id, BATCHES_PROPERTY: str(len(decision.chosen))}
         with transaction.update_snapshot(snapshot_properties=summary).merge_append() as append:
@@ -543,7 +564,60 @@ def commit_decision(
                 append.append_data_file(data_file)
     committed = transaction.commit_transaction()
     snapshot = committed.current_snapshot()
-    return (snapshot.snapshot_id if snapshot is not None else None), aside, len(broken)
+    return (snapshot.snapshot_id if snapshot is not None else None), aside, len(broken), held
+
+
+def check_identities(
+    table: Table, data_files: Sequence[DataFile], replayed: Collection[str]
+) -> tuple[list[DataFile], int, int | None]:
+    """The files to append, less every row the table already holds (:mod:`lake.entry_identity`):
+    replayed files always checked, stream files only at or below the replay horizon (moved first by
+    this commit's replayed files). Stream files are checked before replayed ones, so of a row both
+    bring the stream's copy is kept. Returns the files, the rows held back and the new horizon
+    (None: unchanged)."""
+    from lake.identity_guard import check_file, read_rows, time_bounds_ms
+
+    horizon = read_horizon(table.metadata.properties)
+    replays = [data_file for data_file in data_files if data_file.file_path in replayed]
+    if not replays and horizon is None:
+        return list(data_files), 0, None
+    latest = [upper for f in replays if (upper := time_bounds_ms(table, f)[1]) is not None]
+    latest += [
+        value
+        for f in replays
+        if time_bounds_ms(table, f)[1] is None
+        and (value := _latest_of(read_rows(table, f.file_path), table)) is not None
+    ]
+    moved = moved_horizon(horizon, latest)
+    streams = [f for f in data_files if f.file_path not in replayed]
+    checked_streams = [
+        f
+        for f in streams
+        if needs_check(replay=False, earliest_ms=time_bounds_ms(table, f)[0], horizon_ms=moved)
+    ]
+    checked_paths = {f.file_path for f in checked_streams}
+    kept = [f for f in streams if f.file_path not in checked_paths]
+    taken: set[str] = set()
+    held = 0
+    for data_file in [*checked_streams, *replays]:
+        result = check_file(table, data_file, taken)
+        held += result.held
+        if result.data_file is not None:
+            kept.append(result.data_file)
+    return kept, held, moved if moved != horizon else None
+
+
+def _latest_of(rows: Any, table: Table) -> int | None:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from contracts.lake_tables import STREAM_TABLES
+
+    if rows.num_rows == 0:
+        return None
+    column = rows.column(STREAM_TABLES[table.name()[-1]].day_column)
+    value = pc.max(column.cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64())).as_py()
+    return int(value) if value is not None else None
 
 
 def _describe(table: Table, file: LandedFile, present: bool) -> tuple[DataFile | None, str, bool]:

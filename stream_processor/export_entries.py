@@ -42,6 +42,7 @@ class _Leg:
     amount: int
     nonce: str
     counterparty: str | None
+    initiated_by: str | None = None
 
     @property
     def delta(self) -> int:
@@ -112,6 +113,8 @@ def _legs(item: Mapping[str, Any]) -> list[_Leg]:
         "txn_type": txn_type,
         "amount": int(item[Attr.AMOUNT][_N]),
         "nonce": item[Attr.NONCE][_S],
+        # who asked for it: the transaction item's, never the wallet item's latest entry's
+        "initiated_by": (item.get(Attr.INITIATED_BY) or {}).get(_S),
     }
     if txn_type != TXN_TRANSFER:
         return [_Leg(wallet_id=payer, direction=DIRECTION_CREDIT, counterparty=None, **common)]
@@ -130,6 +133,7 @@ _ENTRY_ATTRIBUTES: Final = frozenset(
         Attr.ENTRY_AMOUNT,
         Attr.ENTRY_COUNTERPARTY,
         Attr.ENTRY_NONCE,
+        Attr.ENTRY_INITIATED_BY,
         Attr.ENTRIES_BEFORE,
     }
 )
@@ -167,6 +171,8 @@ def _walk_back(
         }
         if leg.counterparty is not None:
             new[Attr.ENTRY_COUNTERPARTY] = {_S: leg.counterparty}
+        if leg.initiated_by is not None:
+            new[Attr.ENTRY_INITIATED_BY] = {_S: leg.initiated_by}
         balance -= leg.delta
         version -= 1
         old = {**base, Attr.BALANCE: {_N: str(balance)}, Attr.VERSION: {_N: str(version)}}

@@ -105,6 +105,7 @@ def write_file(folder: Path, table: str, rows: pa.Table) -> LandedFile:
 def record(
     folder: Path,
     *,
+    stream: str = "stream",
     shard: str = "shard-1",
     wallets: list[str] = (),  # type: ignore[assignment]
     entries: list[str] = (),  # type: ignore[assignment]
@@ -118,13 +119,13 @@ def record(
     if entries:
         files.append(write_file(folder, "ledger", ledger_rows(list(entries))))
     return LandingRecord(
-        stream="stream",
+        stream=stream,
         shard=shard,
         first=first,
         last=first + 5,
         files=tuple(files),
         landed_at=landed_at,
-        key=f"_landed/stream/{shard}/{first:0>40}-{first + 5:0>40}.json",
+        key=f"_landed/{stream}/{shard}/{first:0>40}-{first + 5:0>40}.json",
     )
 
 

@@ -117,3 +117,30 @@ def test_entries_that_cannot_be_ordered_or_do_not_end_at_the_wallet_are_reported
     assert number_entries([], model.transactions, export_time_s=export_time).problems == [
         "wallet a: its item is not in the export"
     ]
+
+
+def test_an_entry_rebuilt_from_an_export_names_who_asked_for_it_not_the_latest_caller() -> None:
+    # GIVEN a treasurer's deposit, then Alice's, on one wallet; its item names Alice (the latest)
+    treasurer = "arn:aws:sts::1:assumed-role/payments/treasurer"
+    alice = "arn:aws:sts::1:assumed-role/app/alice"
+    model = LedgerModel()
+    wallet, _ = model.open_wallet("w")
+    model.deposit(wallet, 3)
+    model.tick(1000)
+    model.deposit(wallet, 7)
+    first, second = model.transactions
+    first[Attr.INITIATED_BY] = {"S": treasurer}
+    second[Attr.INITIATED_BY] = {"S": alice}
+    image = {**model.wallets[wallet].image, Attr.ENTRY_INITIATED_BY: {"S": alice}}
+    # WHEN the export's entries are numbered and decoded
+    numbered = number_entries([image], model.transactions, export_time_s=model.clock // 1000)
+    ledger = _decode(numbered.images)
+    # THEN each entry names its own caller
+    callers = dict(
+        zip(
+            ledger.column("wallet_version").to_pylist(),
+            ledger.column("initiated_by").to_pylist(),
+            strict=True,
+        )
+    )
+    assert (numbered.problems, callers) == ([], {1: treasurer, 2: alice})
