@@ -510,7 +510,8 @@ def test_cli_replay_prints_the_next_steps(
     code = main(["replay", "--quarantine"])
     out = capsys.readouterr().out
     assert code == 0
-    assert "quarantine: 1 read, 1 records replayed" in out
+    assert "quarantine: 1 read, 1 records were decoded" in out
+    assert "landed 1 files" in out
     assert f"walletlake compact --date {DAY} && walletlake reconcile --date {DAY}" in out
 
 

@@ -78,6 +78,7 @@ def _run(args: argparse.Namespace) -> int:
     else:
         report = replay.replay_export(settings, args.export, dry_run=args.dry_run)
     values = report.as_dict()
+    values["lake_format"] = settings.lake_format
     if settings.lake_format == "iceberg" and not args.dry_run and values["files_written"]:
         # What was replayed becomes queryable now, not at the committer's next interval.
         from lake.committer import commit_now
@@ -105,21 +106,48 @@ def sqs_for(queue_url: str, settings: Settings) -> Any:
 
 
 def readable(values: dict[str, Any]) -> str:
-    """The report as a few lines for a person, ending with the commands to run next."""
-    verb = "would replay" if values["dry_run"] else "replayed"
+    """The report as a few lines for a person, ending with the commands to run next.
+
+    Truthful about what landed: records read are not rows added. A replay lands only records no
+    earlier run landed, and its commit appends only rows the lake does not already hold (by
+    ``entry_id`` / ``wallet_id``: :mod:`lake.entry_identity`); both are said.
+    """
+    dry = values["dry_run"]
     lines = [
-        f"{values['source']}: {values['sources_read']} read, {values['records']} records {verb}",
+        f"{values['source']}: {values['sources_read']} read, {values['records']} records "
+        f"{'would be' if dry else 'were'} decoded",
         f"  ledger rows {values['ledger_rows']}, wallets {values['wallets']}, "
         f"ttl expiries {values['ttl_expired']}, ignored {values['ignored']}",
         f"  still failing {values['still_failing']}, expired {values['expired']}, "
         f"unreadable {values['unreadable']}",
-        f"  files written {values['files_written']}, sources cleared {values['sources_cleared']}",
     ]
+    if not dry:
+        landed = values["files_written"]
+        lines.append(
+            f"  landed {landed} files, sources cleared {values['sources_cleared']}"
+            + ("" if landed else " (nothing new to land: an earlier run landed all of it)")
+        )
+    commit = values.get("commit")
+    if commit:
+        for table in commit["tables"]:
+            if table["rows"] or table["held_rows"]:
+                lines.append(
+                    f"  {table['table']}: {table['rows']} rows appended, {table['held_rows']} already in "
+                    "the lake (same identity) and not added"
+                )
+        if commit.get("quarantined_batches") or commit.get("misfit_files"):
+            lines.append(
+                f"  ! the commit left out {commit.get('quarantined_batches', 0)} batches and "
+                f"{commit.get('misfit_files', 0)} misfit files (docs/operations.md, section 6)"
+            )
     lines.extend(f"  ! {problem}" for problem in values["problems"])
-    if values["days"] and not values["dry_run"]:
-        lines.append("next: compact and reconcile the days touched:")
+    if values["days"] and not dry:
+        lines.append("next: reconcile the days touched:")
+        iceberg = values.get("lake_format", "iceberg") == "iceberg"
         lines.extend(
-            f"  walletlake compact --date {day} && walletlake reconcile --date {day}"
+            f"  walletlake reconcile --date {day}"
+            if iceberg
+            else f"  walletlake compact --date {day} && walletlake reconcile --date {day}"
             for day in values["days"]
         )
     return "\n".join(lines)
