@@ -16,6 +16,7 @@ from support.recovery import TrimmedSession, operator_env, stream_sequences, wri
 from support.stream_records import TableWriter, assert_exact_ledger
 
 from contracts.settings import Settings
+from contracts.lake_layout import misfits_location
 from lake.committer import commit_landed
 from lake.iceberg_catalog import load_table, open_catalog
 from stream_processor.consumer import drain
@@ -94,3 +95,78 @@ def test_a_backfill_from_overlapping_exports_after_an_outage_past_the_stream_is_
     assert len(reports) == 3
     assert all("already in the lake (same identity) and not added" in report for report in reports[:2])
     assert "nothing new to land: an earlier run landed all of it" in reports[2]
+
+
+def test_a_batch_left_out_for_a_missing_file_comes_back_whole_and_once_with_replay_left_out(
+    make_settings: Callable[..., Settings],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # GIVEN batches landed by the consumer, one of which lost its ledger file before the commit
+    # (the committer left that batch out of both tables and noted it)
+    from lake import objects
+    from lake.iceberg_landing import split_bucket_key
+    from lake.landing_log import log_prefix, read_records
+
+    settings = make_settings(lake_format="iceberg")
+    for name, value in operator_env(settings).items():
+        monkeypatch.setenv(name, value)
+    writer = TableWriter(settings.table)
+    writer.workload(wallets=4, deposits=8, transfers=6, seed=5)
+    drain(settings, batch_size=5)
+    s3 = boto3.client("s3", region_name=settings.region)
+    records = read_records(
+        s3, settings.bucket, objects.list_keys(s3, settings.bucket, log_prefix(settings.lake_prefix), ".json")
+    )
+    broken = next(r for r in records if r.files_of("ledger") and r.files_of("wallets"))
+    assert objects.delete_keys(s3, *_one(split_bucket_key(broken.files_of("ledger")[0].path))) == 1
+    report = commit_landed(settings, s3, open_catalog(settings), empty_after_seconds=0)
+    assert report.quarantined_batches == 1
+    # AND the operator first brought back more than the batch by mistake: a whole export
+    assert cli.main(["replay", "--export", write_export(settings, "01772000000000-bbbb0001")]) == 0
+
+    # WHEN the operator replays what was left out, as the runbook says, twice
+    assert cli.main(["replay", "--left-out"]) == 0
+    assert cli.main(["replay", "--left-out"]) == 0
+
+    # THEN every entry and wallet is there once, the note is gone, the night reconciles clean
+    assert_exact_lake(settings, writer)
+    root_bucket, root_key = split_bucket_key(misfits_location(settings.bucket, settings.lake_prefix))
+    assert objects.list_keys(s3, root_bucket, f"{root_key}/_batches/") == []
+    assert reconciled_clean(settings, monkeypatch) == 0
+    out = capsys.readouterr().out
+    assert "left-out: 1 read" in out
+    assert "left-out: 0 read" in out
+
+
+def test_a_stream_range_replayed_on_purpose_adds_only_what_is_missing(
+    make_settings: Callable[..., Settings],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # GIVEN a lake exact to the last entry
+    settings = make_settings(lake_format="iceberg")
+    for name, value in operator_env(settings).items():
+        monkeypatch.setenv(name, value)
+    writer = TableWriter(settings.table)
+    writer.workload(wallets=3, deposits=6, transfers=6, seed=6)
+    drain(settings, batch_size=7)
+    commit(settings)
+    sequences = stream_sequences(settings)
+    shard = boto3.client("dynamodbstreams").describe_stream(
+        StreamArn=boto3.client("dynamodb").describe_table(TableName=settings.table)["Table"][
+            "LatestStreamArn"
+        ]
+    )["StreamDescription"]["Shards"][0]["ShardId"]
+    # WHEN the operator replays the whole stream range (the runbook's chain-break remedy), twice
+    span = f"{shard}:{sequences[0]}-{sequences[-1]}"
+    assert cli.main(["replay", "--stream-range", span]) == 0
+    assert cli.main(["replay", "--stream-range", span]) == 0
+    # THEN nothing was added twice, and the summary says the lake already held every row
+    assert_exact_lake(settings, writer)
+    out = capsys.readouterr().out
+    assert f"ledger: 0 rows appended, {len(writer.model.entries)} already in the lake" in out
+
+
+def _one(pair: tuple[str, str]) -> tuple[str, list[str]]:
+    return pair[0], [pair[1]]

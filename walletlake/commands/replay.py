@@ -25,9 +25,18 @@ a replay twice writes the same objects again and adds nothing. Pick one source:
                     retention is reported as expired and its message kept: backfill from an export.
   --export S3_URI   a DynamoDB point-in-time export (DYNAMODB_JSON), its AWSDynamoDB/EXPORT_ID/ folder:
                     every wallet and transaction item becomes the rows its stream record would have.
+  --stream-range SHARD:FIRST-LAST
+                    a range of the stream read again (within its 24 hours), e.g. for a chain break:
+                    the table's latest stream, or --stream-arn ARN.
+  --left-out        every batch the committer left out for a missing file (its note under
+                    _misfits/_batches/), read again from its stream; the note is deleted once
+                    the batch's rows are committed.
 
-Afterwards, compact and reconcile each day listed (walletlake compact/reconcile --date D):
-compaction merges the replayed files and drops any entry that also arrived another way.
+On the Iceberg lake, what a replay lands is appended only where the lake does not already hold
+it, decided by each row's identity (a ledger entry's entry_id, a wallet's wallet_id), so replays
+that overlap each other or what the stream delivered, or run twice, add every entry once. The
+summary says how many rows were appended and how many the lake already held. Afterwards,
+reconcile each day listed (walletlake reconcile --date D).
 Exits 1 when some record could not be replayed (still failing, expired or unreadable).
 """
 
@@ -44,6 +53,15 @@ def register(subparsers: Any) -> None:
     source.add_argument("--quarantine", action="store_true", help="replay quarantined records")
     source.add_argument("--dlq-url", metavar="URL", help="replay the batches described in this SQS queue")
     source.add_argument("--export", metavar="S3_URI", help="replay a DynamoDB export's folder")
+    source.add_argument(
+        "--stream-range", metavar="SHARD:FIRST-LAST", help="replay this range of the table's stream"
+    )
+    source.add_argument(
+        "--left-out", action="store_true", help="replay every batch left out for a missing file"
+    )
+    parser.add_argument(
+        "--stream-arn", metavar="ARN", help="with --stream-range: the stream (default: the table's latest)"
+    )
     parser.add_argument(
         "--date",
         type=_date,
@@ -65,7 +83,12 @@ def _run(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     if args.date and not args.quarantine:
         raise ValueError("--date applies to --quarantine only")
-    if args.quarantine:
+    if args.stream_arn and not args.stream_range:
+        raise ValueError("--stream-arn applies to --stream-range only")
+    notes: list[str] = []
+    if args.stream_range or args.left_out:
+        report, notes = _replay_range(settings, args)
+    elif args.quarantine:
         report = replay.replay_quarantine(settings, days=args.date, dry_run=args.dry_run)
     elif args.dlq_url:
         report = replay.replay_dead_letters(
@@ -84,8 +107,42 @@ def _run(args: argparse.Namespace) -> int:
         from lake.committer import commit_now
 
         values["commit"] = commit_now(settings).as_dict()
+    if notes and not args.dry_run:
+        _clear_notes(settings, notes)
     print(json.dumps(values, sort_keys=True) if args.json else readable(values))
     return 1 if values["still_failing"] or values["expired"] or values["unreadable"] else 0
+
+
+def _replay_range(settings: Settings, args: argparse.Namespace) -> tuple[Any, list[str]]:
+    """``--stream-range`` or ``--left-out``: the report and the left-out notes to clear."""
+    import boto3
+
+    from stream_processor import range_replay
+    from stream_processor.dead_letters import BatchInfo
+
+    if settings.lake_format != "iceberg":
+        raise ValueError("--stream-range and --left-out replay into the Iceberg lake only")
+    streams = boto3.client("dynamodbstreams", region_name=settings.region)
+    s3 = boto3.client("s3", region_name=settings.region)
+    if args.left_out:
+        return range_replay.replay_left_out(settings, dry_run=args.dry_run, streams=streams, s3=s3)
+    shard, first, last = range_replay.parse_range(args.stream_range)
+    arn = args.stream_arn or boto3.client("dynamodb", region_name=settings.region).describe_table(
+        TableName=settings.table
+    )["Table"].get("LatestStreamArn")
+    if not arn:
+        raise ValueError(f"table {settings.table} has no stream: name one with --stream-arn")
+    info = BatchInfo(arn, shard, range_replay.sequence_text(first), range_replay.sequence_text(last))
+    return range_replay.replay_stream_range(settings, info, dry_run=args.dry_run, streams=streams, s3=s3), []
+
+
+def _clear_notes(settings: Settings, notes: list[str]) -> None:
+    """Delete the notes of left-out batches whose rows the commit just took."""
+    import boto3
+
+    from lake.objects import delete_keys
+
+    delete_keys(boto3.client("s3", region_name=settings.region), settings.bucket, notes)
 
 
 def sqs_for(queue_url: str, settings: Settings) -> Any:
