@@ -15,8 +15,8 @@ import pytest
 from support.recovery import TrimmedSession, operator_env, stream_sequences, write_export
 from support.stream_records import TableWriter, assert_exact_ledger
 
-from contracts.settings import Settings
 from contracts.lake_layout import misfits_location
+from contracts.settings import Settings
 from lake.committer import commit_landed
 from lake.iceberg_catalog import load_table, open_catalog
 from stream_processor.consumer import drain
