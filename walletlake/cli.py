@@ -37,6 +37,7 @@ COMMANDS = (
     "query",
     "sql",
     "replay",
+    "repair",
     "demo",
 )
 

@@ -170,3 +170,58 @@ def test_a_stream_range_replayed_on_purpose_adds_only_what_is_missing(
 
 def _one(pair: tuple[str, str]) -> tuple[str, list[str]]:
     return pair[0], [pair[1]]
+
+
+def test_a_day_with_copies_is_repaired_by_the_command_the_runbook_names(
+    make_settings: Callable[..., Settings],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # GIVEN a lake where one batch's files reached the tables twice (by a hand, or an older walletlake)
+    import dataclasses
+
+    from lake import objects
+    from lake.committer import commit_table
+    from lake.iceberg_landing import split_bucket_key
+    from lake.iceberg_tables import identifier
+    from lake.landing_log import log_prefix, read_records
+
+    settings = make_settings(lake_format="iceberg")
+    for name, value in operator_env(settings).items():
+        monkeypatch.setenv(name, value)
+    writer = TableWriter(settings.table)
+    writer.workload(wallets=3, deposits=6, transfers=8, seed=8)
+    drain(settings, batch_size=6)
+    commit(settings)
+    s3 = boto3.client("s3", region_name=settings.region)
+    records = read_records(
+        s3, settings.bucket, objects.list_keys(s3, settings.bucket, log_prefix(settings.lake_prefix), ".json")
+    )
+    batch = next(r for r in records if r.files_of("ledger"))
+    copies = []
+    for file in batch.files_of("ledger"):
+        bucket, key = split_bucket_key(file.path)
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        s3.put_object(Bucket=bucket, Key=key.replace(".parquet", "-copy.parquet"), Body=body)
+        copies.append(dataclasses.replace(file, path=file.path.replace(".parquet", "-copy.parquet")))
+    again = dataclasses.replace(batch, shard="by-hand", files=tuple(copies), key="")
+    commit_table(
+        open_catalog(settings),
+        identifier(settings.glue_database, "ledger"),
+        [again],
+        live_sources={again.source},
+    )
+    assert cli.main(["snapshot"]) == 0
+    today = dt.datetime.now(dt.UTC).date().isoformat()
+    assert cli.main(["reconcile", "--date", today, "--provisional"]) == 1  # duplicate
+
+    # WHEN the operator repairs the day as §3 says, and reconciles again
+    assert cli.main(["repair", "--date", today]) == 0
+    assert cli.main(["repair", "--date", today]) == 0
+
+    # THEN every entry is there once and the night is clean
+    assert_exact_lake(settings, writer)
+    assert cli.main(["reconcile", "--date", today, "--provisional"]) == 0
+    out = capsys.readouterr().out
+    assert f"repair of {today}: {copies[0].rows} entries held more than once" in out
+    assert f"repair of {today}: no entry is held more than once; nothing changed" in out
