@@ -523,14 +523,28 @@ def commit_decision(
     # every file of every chosen batch, whatever its table, asked once per cycle (``presence``
     # is shared by the cycle's tables): a batch with a file gone is left out whole, here and in
     # every other table's commit (each finds the same files gone)
-    present = (presence or FilePresence()).of(table.io, [f.path for f in every])
+    presence = presence or FilePresence()
+    stored = presence.of(table.io, [f.path for f in every])
+    # a file of another size than its landing record says is torn: as good as gone
+    torn = {
+        f.path: (size, f.size)
+        for f in every
+        if stored[f.path] and (size := presence.size(f.path)) is not None and f.size and size != f.size
+    }
+    present = {path: here and path not in torn for path, here in stored.items()}
     broken = [record for record in decision.chosen if not all(present[f.path] for f in record.files)]
     left_out = {file.path for record in broken for file in record.files}
     taken = [file for file in files if file.path not in left_out]
     with ThreadPoolExecutor(max_workers=_FILE_CHECKERS) as pool:
         described = list(pool.map(lambda file: _describe(table, file, present[file.path]), taken))
     for record in broken:
-        quarantine_batch(table, record, {f.path for f in record.files if not present[f.path]}, misfits_root)
+        quarantine_batch(
+            table,
+            record,
+            {f.path for f in record.files if not present[f.path]},
+            misfits_root,
+            torn={path: sizes for path, sizes in torn.items() if any(f.path == path for f in record.files)},
+        )
     data_files = [data_file for data_file, _, _ in described if data_file is not None]
     replayed = {
         file.path

@@ -34,7 +34,7 @@ _logger = logging.getLogger(__name__)
 _ATTEMPTS: Final = 5
 
 
-class RepairRefused(ValueError):
+class RepairRefusedError(ValueError):
     """Copies of an entry that disagree, where the wallet's chain cannot tell which is right."""
 
 
@@ -68,7 +68,7 @@ def choose_copies(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
     Raises
     ------
-    RepairRefused
+    RepairRefusedError
         Copies disagree and the chain does not single one out.
     """
     by_entry: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -89,7 +89,7 @@ def choose_copies(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         fitting = [copy for copy in copies if _fits_chain(copy, by_version)]
         contents = {_content(copy) for copy in fitting}
         if len(contents) != 1:
-            raise RepairRefused(
+            raise RepairRefusedError(
                 f"entry {entry_id}: its {len(copies)} copies disagree and the wallet's chain does not say "
                 "which is right; remove them and replay the range (walletlake replay --stream-range, or "
                 "--export)"

@@ -1,4 +1,8 @@
-"""Which landed files are still in storage: one HEAD per file per committer cycle.
+"""Which landed files are still in storage, whole: one HEAD per file per committer cycle.
+
+The HEAD answers the object's size too, which the commit compares with the size its landing
+record states: a file shorter or longer than it was written (torn by a writer that died in
+the middle of a copy, replaced by a hand) is as good as gone, and its batch is left out whole.
 
 A batch with a file gone from storage is left out whole, in every table (:mod:`lake.committer`),
 so each table's commit needs the presence of every file of every chosen batch, whatever its
@@ -27,6 +31,7 @@ class FilePresence:
 
     def __init__(self) -> None:
         self._known: dict[str, bool] = {}
+        self._sizes: dict[str, int | None] = {}
 
     @property
     def asked(self) -> int:
@@ -39,6 +44,19 @@ class FilePresence:
         new = [path for path in wanted if path not in self._known]
         if new:
             with ThreadPoolExecutor(max_workers=min(CHECKERS, len(new))) as pool:
-                found = pool.map(lambda path: bool(io.new_input(path).exists()), new)
-                self._known.update(zip(new, found, strict=True))
+                sizes = list(pool.map(lambda path: _size(io, path), new))
+            self._sizes.update(zip(new, sizes, strict=True))
+            self._known.update((path, size is not None) for path, size in zip(new, sizes, strict=True))
         return {path: self._known[path] for path in wanted}
+
+    def size(self, path: str) -> int | None:
+        """The size storage answered for ``path`` (None: gone, or never asked)."""
+        return self._sizes.get(path)
+
+
+def _size(io: FileIO, path: str) -> int | None:
+    """The object's size by one HEAD, None when it is not there."""
+    try:
+        return len(io.new_input(path))
+    except FileNotFoundError:
+        return None

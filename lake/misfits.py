@@ -98,7 +98,12 @@ def batch_note_location(table: Table, record: LandingRecord, root: str | None = 
 
 
 def quarantine_batch(
-    table: Table, record: LandingRecord, gone: Collection[str], root: str | None = None
+    table: Table,
+    record: LandingRecord,
+    gone: Collection[str],
+    root: str | None = None,
+    *,
+    torn: Mapping[str, tuple[int, int]] | None = None,
 ) -> str:
     """Note a batch left out of every table because files of it are gone from storage (orphan
     removal after a long committer outage, a deletion by hand): one ``.reason.json`` naming the
@@ -107,14 +112,19 @@ def quarantine_batch(
     its range (an export: docs/operations.md, "Misfit files") brings it back whole, never half of
     it twice; other batches and tables are untouched. Returns the note's location. Idempotent."""
     target = batch_note_location(table, record, root)
-    missing = sorted(path for path in gone)
+    torn = torn or {}
+    missing = sorted(path for path in gone if path not in torn)
+    causes = [f"missing: {', '.join(missing)} not in storage (removed since it landed)"] if missing else []
+    causes += [
+        f"torn: {path} is {size} bytes, its landing record says {expected}"
+        for path, (size, expected) in sorted(torn.items())
+    ]
     note = {
         "batch": record.source,
         "first": record.first,
         "last": record.last,
         "landing_record": record.key,
-        "reason": f"missing: {', '.join(missing)} not in storage (removed since it landed); "
-        "the whole batch is left out of every table",
+        "reason": f"{'; '.join(causes)}; the whole batch is left out of every table",
         "files": [
             {"table": file.table, "path": file.path, "rows": file.rows, "missing": file.path in gone}
             for file in record.files

@@ -88,6 +88,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:
         if args.debug:
             raise
+        from walletlake.gone_files import gone_file_refusal
+
+        refusal = gone_file_refusal(error, day=getattr(args, "date", None))
+        if refusal is not None:
+            print(f"walletlake {args.command}: error: {refusal}", file=sys.stderr)
+            return refusal.exit_code
         print(f"walletlake {args.command}: error: {_one_line(error)}", file=sys.stderr)
         return 1
 

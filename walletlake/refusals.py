@@ -9,6 +9,7 @@ code      meaning
 2         bad input: SQL that does not parse or bind, a parameter out of range (argparse's code too)
 3         a day that cannot be reconciled yet (still open, or before any data)
 4         the embedded stack the shell's exports point at is not answering
+5         a file the lake committed is gone from storage (restore its noncurrent version)
 ========  ==========================================================================================
 """
 
@@ -19,6 +20,7 @@ from typing import Final
 BAD_INPUT: Final = 2
 DAY_NOT_RECONCILABLE: Final = 3
 STACK_NOT_ANSWERING: Final = 4
+LAKE_FILE_GONE: Final = 5
 
 
 class RefusalError(Exception):

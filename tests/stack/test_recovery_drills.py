@@ -225,3 +225,90 @@ def test_a_day_with_copies_is_repaired_by_the_command_the_runbook_names(
     out = capsys.readouterr().out
     assert f"repair of {today}: {copies[0].rows} entries held more than once" in out
     assert f"repair of {today}: no entry is held more than once; nothing changed" in out
+
+
+def test_a_landed_file_torn_before_its_commit_is_left_out_counted_and_replayed_whole(
+    make_settings: Callable[..., Settings],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # GIVEN batches landed by the consumer, one of whose ledger files was cut short before the commit
+    import json
+
+    from lake import objects
+    from lake.iceberg_landing import split_bucket_key
+    from lake.landing_log import log_prefix, read_records
+
+    settings = make_settings(lake_format="iceberg")
+    for name, value in operator_env(settings).items():
+        monkeypatch.setenv(name, value)
+    writer = TableWriter(settings.table)
+    writer.workload(wallets=3, deposits=6, transfers=6, seed=9)
+    drain(settings, batch_size=5)
+    s3 = boto3.client("s3", region_name=settings.region)
+    records = read_records(
+        s3, settings.bucket, objects.list_keys(s3, settings.bucket, log_prefix(settings.lake_prefix), ".json")
+    )
+    torn = next(r for r in records if r.files_of("ledger")).files_of("ledger")[0]
+    bucket, key = split_bucket_key(torn.path)
+    body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    s3.put_object(Bucket=bucket, Key=key, Body=body[: len(body) // 2])
+
+    # WHEN the committer commits
+    report = commit_landed(settings, s3, open_catalog(settings), empty_after_seconds=0)
+
+    # THEN the batch is left out whole, counted as a missing file (the MissingFiles alarm), and noted as torn
+    assert (report.quarantined_batches, report.missing_files) == (1, 1)
+    root_bucket, root_key = split_bucket_key(misfits_location(settings.bucket, settings.lake_prefix))
+    (note_key,) = objects.list_keys(s3, root_bucket, f"{root_key}/_batches/")
+    note = json.loads(s3.get_object(Bucket=root_bucket, Key=note_key)["Body"].read())
+    assert note["reason"].startswith(
+        f"torn: {torn.path} is {len(body) // 2} bytes, its landing record says {torn.size}"
+    )
+    # AND the runbook's remedy brings it back whole, once, and the night is clean
+    assert cli.main(["replay", "--left-out"]) == 0
+    assert_exact_lake(settings, writer)
+    assert reconciled_clean(settings, monkeypatch) == 0
+
+
+def test_a_committed_file_deleted_is_named_with_its_remedy_and_restoring_it_makes_the_day_whole(
+    make_settings: Callable[..., Settings],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # GIVEN a committed ledger file that a lifecycle rule (or a hand) deleted
+    settings = make_settings(lake_format="iceberg")
+    for name, value in operator_env(settings).items():
+        monkeypatch.setenv(name, value)
+    writer = TableWriter(settings.table)
+    writer.workload(wallets=3, deposits=6, transfers=4, seed=10)
+    drain(settings, batch_size=10)
+    commit(settings)
+    path = next(
+        iter(load_table(settings, "ledger", open_catalog(settings)).scan().plan_files())
+    ).file.file_path
+    bucket, _, key = path.removeprefix("s3://").partition("/")
+    s3 = boto3.client("s3", region_name=settings.region)
+    body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    s3.delete_object(Bucket=bucket, Key=key)
+    assert cli.main(["snapshot"]) == 0
+    today = dt.datetime.now(dt.UTC).date().isoformat()
+    capsys.readouterr()
+
+    # WHEN an analyst, the nightly and the compaction read the day
+    codes = [
+        cli.main(["sql", "SELECT sum(amount) AS total FROM ledger"]),
+        cli.main(["reconcile", "--date", today, "--provisional"]),
+        cli.main(["compact", "--date", today]),
+    ]
+
+    # THEN each refuses with the lake's own exit code, naming the file, its table and day, and the remedy
+    assert codes == [5, 5, 5]
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 3
+    for line in lines:
+        assert f"the lake's committed file {path} (table ledger, day {today})" in line
+        assert "restore its noncurrent version" in line
+    # AND once the file's version is restored (here: its bytes put back), the day is whole again
+    s3.put_object(Bucket=bucket, Key=key, Body=body)
+    assert_exact_lake(settings, writer)
+    assert reconciled_clean(settings, monkeypatch) == 0

@@ -14,7 +14,7 @@ import pytest
 from support.sql_lake import DAY, NAMESPACE, column, ledger_rows, record, sql_catalog, write_file
 
 from lake.committer import commit_table
-from lake.entry_repair import RepairRefused, choose_copies, repair_day
+from lake.entry_repair import RepairRefusedError, choose_copies, repair_day
 from lake.iceberg_tables import identifier
 from lake.landing_log import LandingRecord
 
@@ -76,5 +76,5 @@ def test_of_copies_that_disagree_the_one_the_chain_agrees_with_is_kept(tmp_path:
 def test_copies_that_disagree_with_no_chain_to_tell_are_refused_naming_the_entry() -> None:
     row = ledger_rows(["a"]).to_pylist()[0]
     altered = {**row, "amount": 5}
-    with pytest.raises(RepairRefused, match="entry a: its 2 copies disagree"):
+    with pytest.raises(RepairRefusedError, match="entry a: its 2 copies disagree"):
         choose_copies([row, altered])

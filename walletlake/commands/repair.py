@@ -40,7 +40,9 @@ def _run(args: argparse.Namespace) -> int:
 
     settings = Settings.from_env()
     if settings.lake_format != "iceberg":
-        raise ValueError("walletlake repair works on the Iceberg lake; the plain lake's compaction drops copies")
+        raise ValueError(
+            "walletlake repair works on the Iceberg lake; the plain lake's compaction drops copies"
+        )
     report = repair_day(open_catalog(settings), identifier(settings.glue_database, "ledger"), args.date)
     values = report.as_dict()
     if args.json:

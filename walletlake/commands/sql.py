@@ -76,7 +76,14 @@ def _run(args: argparse.Namespace) -> int:
     engine = engine_for(settings, versions=pins)
     try:
         frame = engine.run(statement, {})
-    except (duckdb.Error, SqlglotError, ValueError) as error:  # AthenaDialectError is a ValueError
+    except (duckdb.Error, SqlglotError, ValueError, OSError) as error:  # AthenaDialectError is a ValueError
+        from walletlake.gone_files import gone_file_refusal
+
+        gone = gone_file_refusal(error)
+        if gone is not None:  # not bad input: the lake lost a file
+            raise gone from None
+        if isinstance(error, OSError):
+            raise
         raise RefusalError(_first_line(error)) from None
     finally:
         engine.close()
