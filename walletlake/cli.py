@@ -38,6 +38,7 @@ COMMANDS = (
     "sql",
     "replay",
     "repair",
+    "restore",
     "demo",
 )
 

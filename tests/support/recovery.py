@@ -105,3 +105,34 @@ class TrimmedSession:
 def operator_env(settings: Settings) -> dict[str, str]:
     """The variables an operator's shell sets for the commands to reach this test's resources."""
     return {**settings.to_env(), LAKE_FORMAT_VARIABLE: "iceberg"}
+
+
+def table_items(settings: Settings) -> list[dict[str, Any]]:
+    """Every item of the wallets table now (a backup's content)."""
+    client = boto3.client("dynamodb", region_name=settings.region)
+    items: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"TableName": settings.table, "ConsistentRead": True}
+    while True:
+        page = client.scan(**kwargs)
+        items.extend(page["Items"])
+        if "LastEvaluatedKey" not in page:
+            return items
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def restore_as_aws_does(settings: Settings, items: list[dict[str, Any]]) -> None:
+    """Replace the table by one restored from ``items``, as a point-in-time restore makes it:
+    the same key, the items, and neither a stream nor TTL."""
+    from contracts.wallets_table import WALLETS_TABLE, TableSpec
+    from walletlake.local._provision import ensure_table, wait_for_table_active
+
+    client = boto3.client("dynamodb", region_name=settings.region)
+    client.delete_table(TableName=settings.table)
+    client.get_waiter("table_not_exists").wait(TableName=settings.table, WaiterConfig={"Delay": 1})
+    ensure_table(client, settings.table, TableSpec(partition_key=WALLETS_TABLE.partition_key))
+    wait_for_table_active(client, settings.table)
+    for start in range(0, len(items), 25):
+        chunk = items[start : start + 25]
+        client.batch_write_item(
+            RequestItems={settings.table: [{"PutRequest": {"Item": item}} for item in chunk]}
+        )
