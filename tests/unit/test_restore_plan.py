@@ -35,8 +35,10 @@ def test_each_wallet_gets_the_step_the_lake_and_the_table_call_for() -> None:
     # AND the wallet created after the restore point is created again at the lake's state
     assert (steps["new"].action, steps["new"].version, steps["new"].balance) == (RECREATE, 2, 7)
     # AND what the lake cannot decide is reported, not changed; agreement and no history need nothing
-    assert steps["ahead"].action == AHEAD and "version 6, the lake at 5" in steps["ahead"].detail
-    assert steps["odd"].action == DISAGREE and "table balance 31, lake 30" in steps["odd"].detail
+    assert steps["ahead"].action == AHEAD
+    assert "version 6, the lake at 5" in steps["ahead"].detail
+    assert steps["odd"].action == DISAGREE
+    assert "table balance 31, lake 30" in steps["odd"].detail
     assert set(steps) == {"behind", "new", "ahead", "odd"}
 
 
