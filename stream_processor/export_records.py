@@ -4,6 +4,7 @@ goes through the stream processor's own decoding like any other record."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Final
@@ -30,8 +31,31 @@ EXPORTED_ENTITIES: Final = frozenset({ENTITY_WALLET, ENTITY_TRANSACTION})
 
 
 def export_items(lines: Iterable[str]) -> list[dict[str, Any]]:
-    """The items of an export's JSON lines (``{"Item": {...}}`` each), blank lines skipped."""
-    return [json.loads(line).get("Item") or {} for line in lines if line.strip()]
+    """The items of an export's JSON lines, blank lines skipped: a full export's ``{"Item": …}``,
+    an incremental export's ``{"Keys": …, "NewImage": …, "OldImage": …}`` (the item at the window's
+    end, or, for an item deleted in the window, as it was before: a TTL deletion of a transaction).
+
+    Examples
+    --------
+    >>> export_items(['{"Item": {"pk": {"S": "a"}}}', '', '{"Keys": {}, "OldImage": {"pk": {"S": "b"}}}'])
+    [{'pk': {'S': 'a'}}, {'pk': {'S': 'b'}}]
+    """
+    items = []
+    for line in lines:
+        if line.strip():
+            values = json.loads(line)
+            items.append(values.get("Item") or values.get("NewImage") or values.get("OldImage") or {})
+    return items
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ExportWindow:
+    """What an export's ``manifest-summary.json`` says of its time: a full export's point in time,
+    or an incremental export's window (``exportFromTime`` to ``exportToTime``), epoch seconds."""
+
+    incremental: bool
+    export_time_s: int
+    from_time_s: int | None = None
 
 
 def export_records(items: Iterable[dict[str, Any]], export_id: str) -> Iterator[dict[str, Any]]:
@@ -81,15 +105,20 @@ def _entity(item: dict[str, Any]) -> Any:
     return (item.get(Attr.ENTITY) or {}).get("S")
 
 
-def _export_time(s3: S3Client, bucket: str, folder: str) -> int:
-    """``exportTime`` of the export's ``manifest-summary.json``, epoch seconds."""
+def export_window(s3: S3Client, bucket: str, folder: str) -> ExportWindow:
+    """The export's time from its ``manifest-summary.json``: ``exportTime`` of a full export; of an
+    ``INCREMENTAL_EXPORT``, its window (``exportFromTime``, ``exportToTime``)."""
     key = f"{folder}/manifest-summary.json"
     try:
         summary = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+        if summary.get("exportType") == "INCREMENTAL_EXPORT":
+            start = parse_utc_text(str(summary["exportFromTime"]))
+            end = parse_utc_text(str(summary["exportToTime"]))
+            return ExportWindow(True, int(end.timestamp()), int(start.timestamp()))
         moment = parse_utc_text(str(summary["exportTime"]))
     except (ClientError, KeyError, ValueError, TypeError) as error:
         raise FileNotFoundError(
-            f"s3://{bucket}/{key} does not state the export's exportTime, which numbering its "
-            f"entries needs ({error!r})"
+            f"s3://{bucket}/{key} does not state the export's exportTime (or an incremental export's "
+            f"exportFromTime and exportToTime), which numbering its entries needs ({error!r})"
         ) from error
-    return int(moment.timestamp())
+    return ExportWindow(False, int(moment.timestamp()))

@@ -23,8 +23,9 @@ a replay twice writes the same objects again and adds nothing. Pick one source:
                     each batch is read again from the stream and landed exactly as the consumer
                     would have, then its message is deleted. A batch older than the stream's 24-hour
                     retention is reported as expired and its message kept: backfill from an export.
-  --export S3_URI   a DynamoDB point-in-time export (DYNAMODB_JSON), its AWSDynamoDB/EXPORT_ID/ folder:
-                    every wallet and transaction item becomes the rows its stream record would have.
+  --export S3_URI   a DynamoDB export (DYNAMODB_JSON, full or INCREMENTAL_EXPORT), its
+                    AWSDynamoDB/EXPORT_ID/ folder: every wallet and transaction item becomes the
+                    rows its stream record would have.
   --stream-range SHARD:FIRST-LAST
                     a range of the stream read again (within its 24 hours), e.g. for a chain break:
                     the table's latest stream, or --stream-arn ARN.
