@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from contracts.wallets_table import DIRECTION_CREDIT, DIRECTION_DEBIT, TXN_TRANSFER, Attr
@@ -64,12 +64,17 @@ class NumberedEntries:
 
 
 def number_entries(
-    wallets: Iterable[Mapping[str, Any]], transactions: Iterable[Mapping[str, Any]], *, export_time_s: int
+    wallets: Iterable[Mapping[str, Any]],
+    transactions: Iterable[Mapping[str, Any]],
+    *,
+    export_time_s: int,
+    only: Callable[[str], bool] | None = None,
 ) -> NumberedEntries:
     """The wallet MODIFY images of every transaction item not yet expired at ``export_time_s``.
 
     ``wallets`` are the export's wallet items and ``transactions`` its transaction items of the
-    single-write path (without ``wallet_version``), in DynamoDB JSON.
+    single-write path (without ``wallet_version``), in DynamoDB JSON. ``only``: number the legs of
+    these wallets alone (a part of the export: a transfer's other leg is another part's).
 
     Examples
     --------
@@ -89,7 +94,8 @@ def number_entries(
             result.expired += 1
             continue
         for leg in _legs(item):
-            legs[leg.wallet_id].append(leg)
+            if only is None or only(leg.wallet_id):
+                legs[leg.wallet_id].append(leg)
     by_id = {wallet[Attr.WALLET_ID][_S]: wallet for wallet in wallets}
     for wallet_id, wallet_legs in sorted(legs.items()):
         wallet = by_id.get(wallet_id)

@@ -26,7 +26,7 @@ from contracts.lake_layout import misfits_location, stream_label
 from contracts.settings import Settings
 from stream_processor.dead_letters import BatchInfo, ExpiredBatchError, read_batch
 from stream_processor.decoder import decode_records
-from stream_processor.replay import REPLAYED_TABLES, ReplayReport
+from stream_processor.replay_report import REPLAYED_TABLES, ReplayReport
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodbstreams import DynamoDBStreamsClient

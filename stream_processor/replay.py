@@ -33,26 +33,19 @@ Dead-letter queue (the stream consumer's SQS on-failure destination)
     message is deleted once the batch landed. A range the stream no longer holds (older than its
     24 hours) is reported as expired and its message kept: that gap needs a backfill.
 
-Point-in-time export (``AWSDynamoDB/{export id}/data/*.json.gz``)
-    The backfill for gaps beyond the stream's retention: every wallet item of a DynamoDB export
-    becomes the INSERT record the stream carried for it, and every transaction item not yet expired
-    at the export's time the wallet MODIFY records its entry made, numbered back from the wallet
-    items (:mod:`stream_processor.export_entries`); decoded as usual and written as
-    ``{table}/dt=…/{slot}-export-{export id}-{data file or "entries"}-{n}.parquet``. The rows'
-    ``stream_sequence`` is ``export:{export id}``, which marks where they came from.
+Export (``AWSDynamoDB/{export id}/data/*.json.gz``)
+    The backfill for gaps beyond the stream's retention: :mod:`stream_processor.export_replay`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
-import gzip
 import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import boto3
 import pyarrow as pa
@@ -60,85 +53,21 @@ import pyarrow as pa
 from contracts.lake_layout import PARQUET_SUFFIX, partition_day, table_prefix
 from contracts.lake_tables import QUARANTINE
 from contracts.settings import Settings
-from contracts.wallets_table import ENTITY_TRANSACTION, ENTITY_WALLET, Attr
-from lake.landing_log import LandingRecord
-from lake.objects import delete_keys, get_table, iter_objects, list_keys, put_table
-from lake.writer import LandingObject, write_landing
+from lake.objects import delete_keys, get_table, list_keys, put_table
+from lake.writer import write_landing
 from stream_processor.batch import process_batch
 from stream_processor.dead_letters import ExpiredBatchError, batch_info, read_batch
 from stream_processor.decoder import DecodedBatch, decode_records
-from stream_processor.export_entries import NumberedEntries, number_entries
-from stream_processor.export_records import (
-    _entity,
-    _modify_record,
-    export_items,
-    export_records,
-    export_window,
-)
-from stream_processor.replay_sources import export_position, is_done
+from stream_processor.export_replay import replay_export
+from stream_processor.replay_report import REPLAYED_TABLES, ReplayReport
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodbstreams import DynamoDBStreamsClient
     from mypy_boto3_s3 import S3Client
 
+__all__ = ["REPLAYED_TABLES", "ReplayReport", "replay_dead_letters", "replay_export", "replay_quarantine"]
+
 _logger = logging.getLogger(__name__)
-
-#: The lake tables a replay writes; decoding failures stay in (or go back to) quarantine instead.
-REPLAYED_TABLES: Final = ("ledger", "wallets")
-#: The key of a failed-invocation record that describes a DynamoDB stream batch.
-#: What the Streams API answers for a position it no longer holds (trimmed, or the shard is gone).
-_RECORDS_PER_EXPORT_BATCH: Final = 10_000
-
-
-@dataclasses.dataclass
-class ReplayReport:
-    """What a replay found and did; ``as_dict`` is what ``walletlake replay --json`` prints."""
-
-    source: str
-    dry_run: bool
-    sources_read: int = 0
-    records: int = 0
-    ledger_rows: int = 0
-    wallets: int = 0
-    ttl_expired: int = 0
-    ignored: int = 0
-    still_failing: int = 0
-    expired: int = 0
-    unreadable: int = 0
-    files_written: int = 0
-    sources_cleared: int = 0
-    days: set[dt.date] = dataclasses.field(default_factory=set)
-    problems: list[str] = dataclasses.field(default_factory=list)
-
-    def add_decoded(self, decoded: DecodedBatch) -> None:
-        """Count one decoded batch."""
-        self.records += decoded.records
-        self.ledger_rows += decoded.ledger_rows
-        self.wallets += decoded.wallet_rows
-        self.ttl_expired += decoded.ttl_expired
-        self.ignored += decoded.ignored
-        self.still_failing += decoded.quarantined
-
-    def add_written(self, objects: Iterable[LandingObject]) -> None:
-        """Count objects written and the lake days they touched (to compact and reconcile again)."""
-        for written in objects:
-            self.files_written += 1
-            if written.table == "ledger":
-                self.days.add(written.day)
-
-    def add_landed(self, record: LandingRecord | None) -> None:
-        """Count an Iceberg landing's data files and the lake days they touched."""
-        for file in record.files if record is not None else ():
-            self.files_written += 1
-            if file.table == "ledger" and (day := partition_day(file.path)) is not None:
-                self.days.add(day)
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain values, for logs and JSON."""
-        values = dataclasses.asdict(self)
-        values["days"] = sorted(day.isoformat() for day in self.days)
-        return values
-
 
 # ------------------------------------------------------------------------------------------ quarantine
 
@@ -399,156 +328,6 @@ def _receive_all(sqs: Any, queue_url: str, limit: int | None) -> Iterator[dict[s
         for message in messages:
             received += 1
             yield dict(message)
-
-
-# ------------------------------------------------------------------------------------------ export
-
-
-def replay_export(
-    settings: Settings,
-    export_uri: str,
-    *,
-    dry_run: bool = False,
-    s3: S3Client | None = None,
-    clock: Callable[[], float] = time.time,
-) -> ReplayReport:
-    """Land every wallet and every numbered entry of a DynamoDB export (DYNAMODB_JSON): a full
-    export at a point in time, or an ``INCREMENTAL_EXPORT`` of a window (``NEW_AND_OLD_IMAGES``),
-    whose transactions written in the window are numbered back from its wallets' state at the
-    window's end.
-
-    ``export_uri`` is the export's folder, ``s3://{bucket}/{prefix}/AWSDynamoDB/{export id}/``.
-    Wallet items (and transaction items of the compare-and-swap write path, which carried their
-    entries) become the INSERT records the stream carried, one data file at a time. The entries of
-    the single-write path are numbered from the whole export
-    (:func:`stream_processor.export_entries.number_entries`), which holds every wallet item and
-    every transaction item of the export in memory: about 1 KB per item (an 8-hour window at the
-    seed's full load needs an export per few hours of the gap, or more memory).
-    """
-    s3 = s3 or _client("s3", settings)
-    bucket, folder = _split_s3_uri(export_uri)
-    folder = folder.rstrip("/")
-    export_id = folder.rsplit("/", 1)[-1]
-    report = ReplayReport(source="export", dry_run=dry_run)
-    data_keys = [key for key, _ in iter_objects(s3, bucket, f"{folder}/data/") if key.endswith(".json.gz")]
-    if not data_keys:
-        raise FileNotFoundError(
-            f"no data/*.json.gz under {export_uri}: is it a DYNAMODB_JSON export's folder?"
-        )
-
-    landed: tuple[list[tuple[int, int]], int] = ([], 0)
-    if settings.lake_format == "iceberg" and not dry_run:
-        from lake.iceberg_catalog import open_catalog
-        from stream_processor.replay_sources import done_positions, table_progresses
-
-        progresses = table_progresses(settings, open_catalog(settings))
-        landed = done_positions(s3, settings, progresses, "export", export_id)
-
-    def land(records: list[dict[str, Any]], name: str, index: int) -> None:
-        for start in range(0, len(records), _RECORDS_PER_EXPORT_BATCH):
-            decoded = decode_records(
-                records[start : start + _RECORDS_PER_EXPORT_BATCH], ingested_at_ms=int(clock() * 1000)
-            )
-            report.add_decoded(decoded)
-            if dry_run:
-                continue
-            if settings.lake_format == "iceberg":
-                position = export_position(index, start // _RECORDS_PER_EXPORT_BATCH)
-                if not is_done(position, *landed):
-                    _land_export_chunk(s3, settings, decoded, export_id, position, report)
-                continue
-            objects = write_landing(
-                s3,
-                settings.bucket,
-                settings.lake_prefix,
-                {table: rows for table, rows in decoded.tables().items() if table in REPLAYED_TABLES},
-                event_source_arn="export",
-                first_sequence_number=f"{export_id}-{name}-{start // _RECORDS_PER_EXPORT_BATCH}",
-            )
-            report.add_written(objects)
-
-    wallets: list[dict[str, Any]] = []
-    transactions: list[dict[str, Any]] = []
-    for index, key in enumerate(data_keys):
-        report.sources_read += 1
-        body = gzip.decompress(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
-        items = export_items(body.decode("utf-8").splitlines())
-        inserted = []
-        for item in items:
-            if _entity(item) == ENTITY_TRANSACTION and Attr.WALLET_VERSION not in item:
-                transactions.append(item)
-                continue
-            if _entity(item) == ENTITY_WALLET:
-                wallets.append(item)
-            inserted.append(item)
-        land(
-            list(export_records(inserted, export_id)), key.rsplit("/", 1)[-1].removesuffix(".json.gz"), index
-        )
-    if transactions:
-        numbered = _number(s3, bucket, folder, wallets, transactions, report)
-        # in time order, so each landed chunk spans a short time (the commit's identity check
-        # reads the table's rows of that span only)
-        images = sorted(numbered.images, key=lambda pair: int(pair[1][Attr.UPDATED_AT]["N"]))
-        land([_modify_record(old, new, export_id) for old, new in images], "entries", len(data_keys))
-    return report
-
-
-def _number(
-    s3: S3Client,
-    bucket: str,
-    folder: str,
-    wallets: list[dict[str, Any]],
-    transactions: list[dict[str, Any]],
-    report: ReplayReport,
-) -> NumberedEntries:
-    """The export's entries numbered back from its wallets (full or incremental), counted."""
-    window = export_window(s3, bucket, folder)
-    if window.incremental:
-        # An incremental export holds the items written in its window (as they are at its end)
-        # and those deleted in it (as they were): every transaction of the window, none
-        # missing, so nothing is skipped as expired; but a deletion (TTL) of an item written
-        # before the window would be a leg whose neighbours are not there, so only the
-        # window's own transactions are numbered.
-        start_ms = (window.from_time_s or 0) * 1000
-        older = [t for t in transactions if int(t[Attr.CREATED_AT]["N"]) < start_ms]
-        report.ignored += len(older)
-        transactions = [t for t in transactions if int(t[Attr.CREATED_AT]["N"]) >= start_ms]
-        numbered = number_entries(wallets, transactions, export_time_s=0)
-    else:
-        numbered = number_entries(wallets, transactions, export_time_s=window.export_time_s)
-    report.ignored += numbered.expired
-    report.problems += numbered.problems
-    report.still_failing += len(numbered.problems)
-    return numbered
-
-
-def _land_export_chunk(
-    s3: S3Client,
-    settings: Settings,
-    decoded: DecodedBatch,
-    export_id: str,
-    position: int,
-    report: ReplayReport,
-) -> None:
-    """The Iceberg lake: one chunk of an export landed in the export's one source
-    ``export/{export id}`` at ``position`` (:func:`stream_processor.replay_sources.export_position`);
-    the caller lands only positions neither landed nor committed, so a rerun lands nothing twice
-    and the committer's progress holds one entry per export."""
-    from lake.iceberg_landing import land_rows
-
-    tables = {table: rows for table, rows in decoded.tables().items() if table in REPLAYED_TABLES}
-    report.add_landed(
-        land_rows(
-            s3, settings, tables, event_source_arn="export", shard=export_id, first=position, last=position
-        )
-    )
-
-
-def _split_s3_uri(uri: str) -> tuple[str, str]:
-    if not uri.startswith("s3://") or "/" not in uri[5:]:
-        raise ValueError(f"not an s3://bucket/prefix/ URI: {uri!r}")
-    bucket, _, key = uri[5:].partition("/")
-    return bucket, key
 
 
 def _client(service: str, settings: Settings) -> Any:

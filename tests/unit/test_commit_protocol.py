@@ -199,8 +199,9 @@ def test_a_file_that_does_not_fit_is_quarantined_and_the_rest_commits(tmp_path: 
     good = record(tmp_path, wallets=["w1"])
     bad_path = tmp_path / "warehouse" / "wallets" / "data" / "bad.parquet"
     pq.write_table(pa.table({"wallet_id": ["w9"], "surprise": ["?"]}), bad_path)
+    size = bad_path.stat().st_size  # as its landing record states it (a file of another size is torn)
     bad = LandingRecord(
-        "stream", "shard-9", 1, 2, (LandedFile("wallets", f"file://{bad_path}", 1, 1),), landed_at=0.0
+        "stream", "shard-9", 1, 2, (LandedFile("wallets", f"file://{bad_path}", 1, size),), landed_at=0.0
     )
     table_id = identifier(NAMESPACE, "wallets")
 

@@ -25,7 +25,9 @@ a replay twice writes the same objects again and adds nothing. Pick one source:
                     retention is reported as expired and its message kept: backfill from an export.
   --export S3_URI   a DynamoDB export (DYNAMODB_JSON, full or INCREMENTAL_EXPORT), its
                     AWSDynamoDB/EXPORT_ID/ folder: every wallet and transaction item becomes the
-                    rows its stream record would have.
+                    rows its stream record would have. With --part K/N, only the wallets of part
+                    K of N (a stable hash of the wallet id) are held in memory and landed: run
+                    K = 0 .. N-1, one after another or at once, to bound each run's memory.
   --stream-range SHARD:FIRST-LAST
                     a range of the stream read again (within its 24 hours), e.g. for a chain break:
                     the table's latest stream, or --stream-arn ARN.
@@ -64,6 +66,11 @@ def register(subparsers: Any) -> None:
         "--stream-arn", metavar="ARN", help="with --stream-range: the stream (default: the table's latest)"
     )
     parser.add_argument(
+        "--part",
+        metavar="K/N",
+        help="with --export: only the wallets of part K of N (each part in memory alone; run every K)",
+    )
+    parser.add_argument(
         "--date",
         type=_date,
         action="append",
@@ -86,6 +93,8 @@ def _run(args: argparse.Namespace) -> int:
         raise ValueError("--date applies to --quarantine only")
     if args.stream_arn and not args.stream_range:
         raise ValueError("--stream-arn applies to --stream-range only")
+    if args.part and not args.export:
+        raise ValueError("--part applies to --export only")
     notes: list[str] = []
     if args.stream_range or args.left_out:
         report, notes = _replay_range(settings, args)
@@ -100,7 +109,10 @@ def _run(args: argparse.Namespace) -> int:
             max_messages=args.max_messages,
         )
     else:
-        report = replay.replay_export(settings, args.export, dry_run=args.dry_run)
+        from stream_processor.export_replay import parse_part
+
+        part = parse_part(args.part) if args.part else None
+        report = replay.replay_export(settings, args.export, dry_run=args.dry_run, part=part)
     values = report.as_dict()
     values["lake_format"] = settings.lake_format
     if settings.lake_format == "iceberg" and not args.dry_run and values["files_written"]:
