@@ -46,6 +46,9 @@ class RepairReport:
     copied_entries: int
     rows_removed: int
     snapshot_id: int | None
+    corrected: int = 0
+    added: int = 0
+    removed: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values, for logs and JSON."""
@@ -98,6 +101,40 @@ def choose_copies(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return chosen
 
 
+def from_truth(
+    rows: list[dict[str, Any]], truth: list[dict[str, Any]]
+) -> tuple[dict[str, dict[str, Any]], set[str]]:
+    """What the source of truth (the stream's records read again, or an export) says the day's
+    entries are (pure): every entry whose rows differ from it (altered, copied or missing) with the
+    source's row, and the entries to remove (another entry at a version the source gives to one of
+    its own: two entries at one version, ``mismatch``).
+
+    Examples
+    --------
+    >>> row = {"entry_id": "a", "wallet_id": "w", "wallet_version": 1, "amount": 5, "stream_sequence": "1",
+    ...        "ingested_at": 0}
+    >>> fixes, removed = from_truth([{**row, "amount": 6}], [row])
+    >>> fixes["a"]["amount"], removed
+    (5, set())
+    """
+    by_entry: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_entry[row["entry_id"]].append(row)
+    claimed = {(t["wallet_id"], t["wallet_version"]): t["entry_id"] for t in truth}
+    fixes: dict[str, dict[str, Any]] = {}
+    for entry in truth:
+        held = by_entry.get(entry["entry_id"], [])
+        if len(held) == 1 and _content(held[0]) == _content(entry):
+            continue
+        fixes[entry["entry_id"]] = entry
+    removed = {
+        row["entry_id"]
+        for row in rows
+        if claimed.get((row["wallet_id"], row["wallet_version"]), row["entry_id"]) != row["entry_id"]
+    }
+    return fixes, removed
+
+
 def _fits_chain(row: dict[str, Any], by_version: dict[tuple[str, int], list[dict[str, Any]]]) -> bool:
     wallet, version = row["wallet_id"], row["wallet_version"]
     before = by_version.get((wallet, version - 1), [])
@@ -109,33 +146,62 @@ def _fits_chain(row: dict[str, Any], by_version: dict[tuple[str, int], list[dict
     return fits_before and fits_after
 
 
-def repair_day(catalog: Catalog, table_id: tuple[str, str], day: dt.date) -> RepairReport:
-    """Keep one copy of every entry the day's ledger holds more than once, in one commit."""
+def repair_day(
+    catalog: Catalog, table_id: tuple[str, str], day: dt.date, truth: pa.Table | None = None
+) -> RepairReport:
+    """Repair the day's ledger in one commit: with ``truth`` (ledger rows of the lake's schema, from
+    the stream or an export), every entry of the day it holds is made its row (altered rows
+    replaced, copies made one, missing ones added, another entry at one of its versions removed);
+    then, and without it, every entry held more than once keeps one copy (:func:`choose_copies`)."""
     from pyiceberg.exceptions import CommitFailedException
     from pyiceberg.expressions import And, EqualTo, In, Reference
     from pyiceberg.expressions.literals import literal
 
     from lake.iceberg_catalog import strict_commits
 
+    truth_rows = _of_day(truth, day)
     for attempt in range(1, _ATTEMPTS + 1):
         table = catalog.load_table(table_id)
         on_day = EqualTo(term=Reference(PARTITION_COLUMN), value=literal(day.isoformat()))
         rows = table.scan(row_filter=on_day).to_arrow()
-        chosen = choose_copies(rows.to_pylist())
-        if not chosen:
-            return RepairReport(day, 0, 0, None)
-        copies = sum(1 for entry in rows.column("entry_id").to_pylist() if entry in chosen)
+        listed = rows.to_pylist()
+        fixes, removed = from_truth(listed, truth_rows)
+        untouched = [row for row in listed if row["entry_id"] not in fixes and row["entry_id"] not in removed]
+        chosen = {**choose_copies(untouched), **fixes}
+        touched = set(chosen) | removed
+        if not touched:
+            return RepairReport(day, copied_entries=0, rows_removed=0, snapshot_id=None)
+        before = sum(1 for entry in rows.column("entry_id").to_pylist() if entry in touched)
         kept = pa.Table.from_pylist(list(chosen.values()), schema=rows.schema)
-        condition = And(on_day, In(term=Reference("entry_id"), values={literal(e) for e in chosen}))
+        condition = And(on_day, In(term=Reference("entry_id"), values={literal(e) for e in touched}))
         try:
             strict_commits(table).overwrite(kept, overwrite_filter=condition)
         except CommitFailedException:
             _logger.warning("repair of %s refused (a concurrent commit); reading again (%d)", day, attempt)
             continue
         snapshot = catalog.load_table(table_id).current_snapshot()
+        present = set(rows.column("entry_id").to_pylist())
+        added = sum(1 for entry in fixes if entry not in present)
         report = RepairReport(
-            day, len(chosen), copies - len(chosen), snapshot.snapshot_id if snapshot else None
+            day,
+            copied_entries=len(chosen) - len(fixes),
+            rows_removed=before - (len(chosen) - added),
+            snapshot_id=snapshot.snapshot_id if snapshot else None,
+            corrected=len(fixes) - added,
+            added=added,
+            removed=len(removed),
         )
         _logger.info("repair %s", report.as_dict())
         return report
     raise CommitFailedException(f"the repair of {day} was refused {_ATTEMPTS} times by concurrent commits")
+
+
+def _of_day(truth: pa.Table | None, day: dt.date) -> list[dict[str, Any]]:
+    """The source's ledger rows of ``day`` (its ``dt`` added, as the table's rows carry it)."""
+    if truth is None:
+        return []
+    rows = []
+    for row in truth.to_pylist():
+        if row["created_at"].astimezone(dt.UTC).date() == day:
+            rows.append({**row, PARTITION_COLUMN: day.isoformat()})
+    return rows

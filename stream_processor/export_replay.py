@@ -56,6 +56,15 @@ def wallet_part(wallet_id: str, parts: int) -> int:
     return zlib.crc32(wallet_id.encode()) % parts
 
 
+def in_part(part: tuple[int, int] | None) -> Callable[[str | None], bool]:
+    """Whether a wallet id is of ``part`` (every wallet without a part)."""
+
+    def mine(wallet_id: str | None) -> bool:
+        return part is None or (wallet_id is not None and wallet_part(wallet_id, part[1]) == part[0])
+
+    return mine
+
+
 def parse_part(text: str) -> tuple[int, int]:
     """``K/N`` (``0 <= K < N``) as given to ``--part``.
 
@@ -76,6 +85,7 @@ def replay_export(
     s3: S3Client | None = None,
     clock: Callable[[], float] = time.time,
     part: tuple[int, int] | None = None,
+    on_decoded: Callable[[DecodedBatch], None] | None = None,
 ) -> ReplayReport:
     """Land every wallet and every numbered entry of a DynamoDB export (DYNAMODB_JSON): a full
     export at a point in time, or an ``INCREMENTAL_EXPORT`` of a window (``NEW_AND_OLD_IMAGES``),
@@ -97,9 +107,7 @@ def replay_export(
     # the source a part lands as: its own, so each part's positions are its own
     export_id = export_name if part is None else f"{export_name}~part-{part[0]}-of-{part[1]}"
 
-    def mine(wallet_id: str | None) -> bool:
-        return part is None or (wallet_id is not None and wallet_part(wallet_id, part[1]) == part[0])
-
+    mine = in_part(part)
     report = ReplayReport(source="export", dry_run=dry_run)
     data_keys = [key for key, _ in iter_objects(s3, bucket, f"{folder}/data/") if key.endswith(".json.gz")]
     if not data_keys:
@@ -121,6 +129,8 @@ def replay_export(
                 records[start : start + _RECORDS_PER_EXPORT_BATCH], ingested_at_ms=int(clock() * 1000)
             )
             report.add_decoded(decoded)
+            if on_decoded is not None:
+                on_decoded(decoded)
             if dry_run:
                 continue
             if settings.lake_format == "iceberg":
@@ -143,18 +153,7 @@ def replay_export(
     for index, key in enumerate(data_keys):
         report.sources_read += 1
         body = gzip.decompress(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
-        items = export_items(body.decode("utf-8").splitlines())
-        inserted = []
-        for item in items:
-            if not (mine(_text(item, Attr.WALLET_ID)) or mine(_text(item, Attr.TO_WALLET_ID))):
-                continue  # another part's
-            if _entity(item) == ENTITY_TRANSACTION and Attr.WALLET_VERSION not in item:
-                transactions.append(item)
-                continue
-            if _entity(item) == ENTITY_WALLET:
-                wallets.append(item)
-            inserted.append(item)
-        del items
+        inserted = _sort_items(export_items(body.decode("utf-8").splitlines()), mine, wallets, transactions)
         land(
             list(export_records(inserted, export_id)), key.rsplit("/", 1)[-1].removesuffix(".json.gz"), index
         )
@@ -165,6 +164,25 @@ def replay_export(
         images = sorted(numbered.images, key=lambda pair: int(pair[1][Attr.UPDATED_AT]["N"]))
         land([_modify_record(old, new, export_id) for old, new in images], "entries", len(data_keys))
     return report
+
+
+def export_ledger(
+    settings: Settings, export_uri: str, *, part: tuple[int, int] | None = None, s3: S3Client | None = None
+) -> Any:
+    """The ledger rows an export makes, landing nothing (the export as the source of truth for a
+    repair, :mod:`lake.entry_repair`)."""
+    import pyarrow as pa
+
+    parts: list[Any] = []
+    replay_export(
+        settings,
+        export_uri,
+        dry_run=True,
+        s3=s3,
+        part=part,
+        on_decoded=lambda decoded: parts.append(decoded.ledger) if decoded.ledger.num_rows else None,
+    )
+    return pa.concat_tables(parts) if parts else None
 
 
 def _number(
@@ -195,6 +213,28 @@ def _number(
     report.problems += numbered.problems
     report.still_failing += len(numbered.problems)
     return numbered
+
+
+def _sort_items(
+    items: list[dict[str, Any]],
+    mine: Callable[[str | None], bool],
+    wallets: list[dict[str, Any]],
+    transactions: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """Of one data file's items, those of this part: transaction items of the single-write path
+    to ``transactions`` (numbered at the end), wallet items to ``wallets`` too; returns the items
+    that become INSERT records (wallets, and transaction items of the compare-and-swap path)."""
+    inserted = []
+    for item in items:
+        if not (mine(_text(item, Attr.WALLET_ID)) or mine(_text(item, Attr.TO_WALLET_ID))):
+            continue  # another part's
+        if _entity(item) == ENTITY_TRANSACTION and Attr.WALLET_VERSION not in item:
+            transactions.append(item)
+            continue
+        if _entity(item) == ENTITY_WALLET:
+            wallets.append(item)
+        inserted.append(item)
+    return inserted
 
 
 def _text(item: dict[str, Any], name: str) -> str | None:

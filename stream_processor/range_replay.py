@@ -72,6 +72,22 @@ def parse_range(text: str) -> tuple[str, int, int]:
     return shard, int(first), int(last)
 
 
+def range_info(dynamodb: Any, table: str, text: str, stream_arn: str | None = None) -> BatchInfo:
+    """The range ``SHARD:FIRST-LAST`` of ``stream_arn``, or of the table's latest stream."""
+    shard, first, last = parse_range(text)
+    arn = stream_arn or dynamodb.describe_table(TableName=table)["Table"].get("LatestStreamArn")
+    if not arn:
+        raise ValueError(f"table {table} has no stream: name one with --stream-arn")
+    return BatchInfo(arn, shard, sequence_text(first), sequence_text(last))
+
+
+def range_ledger(
+    streams: DynamoDBStreamsClient, info: BatchInfo, clock: Callable[[], float] = time.time
+) -> Any:
+    """The ledger rows the range's records make (the stream as the source of truth for a repair)."""
+    return decode_records(read_batch(streams, info), ingested_at_ms=int(clock() * 1000)).ledger
+
+
 def replay_stream_range(
     settings: Settings,
     info: BatchInfo,

@@ -224,7 +224,7 @@ def test_a_day_with_copies_is_repaired_by_the_command_the_runbook_names(
     assert cli.main(["reconcile", "--date", today, "--provisional"]) == 0
     out = capsys.readouterr().out
     assert f"repair of {today}: {copies[0].rows} entries held more than once" in out
-    assert f"repair of {today}: no entry is held more than once; nothing changed" in out
+    assert f"repair of {today}: nothing to repair; nothing changed" in out
 
 
 def test_a_landed_file_torn_before_its_commit_is_left_out_counted_and_replayed_whole(
@@ -426,3 +426,58 @@ def test_an_export_replayed_in_parts_each_bounded_to_its_wallets_is_exact(
     assert reconciled_clean(settings, monkeypatch) == 0
     assert cli.main(["replay", "--quarantine", "--part", "1/3"]) == 1
     assert "--part applies to --export only" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("source", ["stream-range", "export"])
+def test_an_altered_row_and_a_stranger_at_ones_version_are_repaired_from_the_source_of_truth(
+    make_settings: Callable[..., Settings],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    source: str,
+) -> None:
+    # GIVEN a lake exact to the last entry, then damaged: one row's amounts altered (an edited
+    # file: chain_break), one entry gone and another entry put at its version (mismatch)
+    import pyarrow.compute as pc
+    from pyiceberg.expressions import In, Reference
+    from pyiceberg.expressions.literals import literal
+
+    settings = make_settings(lake_format="iceberg")
+    for name, value in operator_env(settings).items():
+        monkeypatch.setenv(name, value)
+    writer = TableWriter(settings.table)
+    writer.workload(wallets=3, deposits=6, transfers=6, seed=16)
+    drain(settings, batch_size=50)
+    commit(settings)
+    table = load_table(settings, "ledger", open_catalog(settings))
+    rows = table.scan().to_arrow().sort_by([("wallet_id", "ascending"), ("wallet_version", "ascending")])
+    altered, gone = rows.slice(2, 1).to_pylist()[0], rows.slice(6, 1).to_pylist()[0]
+    altered = {**altered, "amount": altered["amount"] + 1, "delta": altered["delta"] + 1}
+    stranger = {**gone, "entry_id": "not-a-real-txn:credit", "txn_id": "not-a-real-txn"}
+    damaged = pa.Table.from_pylist([altered, stranger], schema=rows.schema)
+    ids = {literal(altered["entry_id"]), literal(gone["entry_id"])}
+    table.overwrite(damaged, overwrite_filter=In(term=Reference("entry_id"), values=ids))
+    assert cli.main(["snapshot"]) == 0
+    today = dt.datetime.now(dt.UTC).date().isoformat()
+    assert cli.main(["reconcile", "--date", today, "--provisional"]) == 1
+    capsys.readouterr()
+
+    # WHEN the operator repairs the day from the stream (within 24 hours) or an export (after)
+    if source == "stream-range":
+        sequences = stream_sequences(settings)
+        arn = boto3.client("dynamodb").describe_table(TableName=settings.table)["Table"]["LatestStreamArn"]
+        shard = boto3.client("dynamodbstreams").describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][
+            0
+        ]
+        argv = ["--stream-range", f"{shard['ShardId']}:{sequences[0]}-{sequences[-1]}"]
+    else:
+        argv = ["--export", write_export(settings, "01772000000000-repair01")]
+    assert cli.main(["repair", "--date", today, *argv]) == 0
+
+    # THEN the lake is exact again and the night reconciles clean
+    out = capsys.readouterr().out
+    assert "1 entries made the source's" in out
+    assert "1 missing entries added" in out
+    assert "1 entries at another's version removed" in out
+    assert_exact_lake(settings, writer)
+    assert reconciled_clean(settings, monkeypatch) == 0
+    assert pc.sum(scan(settings, "ledger").column("delta")).as_py() == sum(writer.model.balances().values())

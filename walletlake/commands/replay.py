@@ -131,7 +131,6 @@ def _replay_range(settings: Settings, args: argparse.Namespace) -> tuple[Any, li
     import boto3
 
     from stream_processor import range_replay
-    from stream_processor.dead_letters import BatchInfo
 
     if settings.lake_format != "iceberg":
         raise ValueError("--stream-range and --left-out replay into the Iceberg lake only")
@@ -139,13 +138,8 @@ def _replay_range(settings: Settings, args: argparse.Namespace) -> tuple[Any, li
     s3 = boto3.client("s3", region_name=settings.region)
     if args.left_out:
         return range_replay.replay_left_out(settings, dry_run=args.dry_run, streams=streams, s3=s3)
-    shard, first, last = range_replay.parse_range(args.stream_range)
-    arn = args.stream_arn or boto3.client("dynamodb", region_name=settings.region).describe_table(
-        TableName=settings.table
-    )["Table"].get("LatestStreamArn")
-    if not arn:
-        raise ValueError(f"table {settings.table} has no stream: name one with --stream-arn")
-    info = BatchInfo(arn, shard, range_replay.sequence_text(first), range_replay.sequence_text(last))
+    dynamodb = boto3.client("dynamodb", region_name=settings.region)
+    info = range_replay.range_info(dynamodb, settings.table, args.stream_range, args.stream_arn)
     return range_replay.replay_stream_range(settings, info, dry_run=args.dry_run, streams=streams, s3=s3), []
 
 
