@@ -109,7 +109,7 @@ def restore_table(
         ttl = _enable_ttl(dynamodb, settings.table)
         stream = streaming or _enable_stream(dynamodb, settings.table)
     else:
-        ttl, stream = False, streaming
+        ttl, stream = _ttl_on(dynamodb, settings.table), streaming
     report = RestoreReport(settings.table, dry_run, len(held), len(known), tuple(steps), stream, ttl)
     _logger.info("restore %s", report.as_dict())
     return report
@@ -199,9 +199,13 @@ def _recreate_request(table: str, step: WalletStep, known: LakeWallet) -> dict[s
     return request
 
 
-def _enable_ttl(dynamodb: DynamoDBClient, table: str) -> bool:
+def _ttl_on(dynamodb: DynamoDBClient, table: str) -> bool:
     status = dynamodb.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
-    if status.get("TimeToLiveStatus") in ("ENABLED", "ENABLING"):
+    return status.get("TimeToLiveStatus") in ("ENABLED", "ENABLING")
+
+
+def _enable_ttl(dynamodb: DynamoDBClient, table: str) -> bool:
+    if _ttl_on(dynamodb, table):
         return True
     dynamodb.update_time_to_live(
         TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}

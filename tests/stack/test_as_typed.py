@@ -107,6 +107,16 @@ ONE_SHOT: dict[str, tuple[int, str]] = {
     "walletlake sql --file {folder}/one.sql --format csv": (0, "one"),
     'walletlake sql "SELECT nope FROM ledger"': (2, "nope"),
     "walletlake replay --quarantine --dry-run --json": (0, ""),
+    "walletlake repair --date {day}": (0, "nothing to repair"),
+    "walletlake repair --date {day} --stream-range shardId-00000000000000000000-00000000:1-2": (
+        1,
+        "no longer holds sequence",
+    ),
+    "walletlake repair --date {day} --export s3://walletlake-no-such-bucket/b/AWSDynamoDB/01-x/": (
+        1,
+        "NoSuchBucket",
+    ),
+    "walletlake restore --dry-run": (0, "stream on, TTL on"),
     # the stack of the servers' test is not running now: the line a shell without one gets
     "walletlake local env --data-dir {folder}/stack": (4, "no embedded stack is running from"),
 }
