@@ -18,7 +18,8 @@ from walletlake.days import day_argument
 
 #: Exit status of a run that left days alone (the table already held other files for them).
 EXIT_SKIPPED = 2
-#: Exit status of a re-land that refused a misfit (the table still cannot take it).
+#: Exit status of a re-land that refused a misfit (the table still cannot take it) or failed one
+#: (it could not be read or landed): the others were re-landed all the same.
 EXIT_REFUSED = 1
 
 
@@ -77,8 +78,11 @@ def register(subparsers: Any) -> None:
             "Lands every file under {lake_prefix}/_misfits/{table}/ that the table can now take (after "
             "the upgrade that added its columns, or after the file was converted), as a source named by "
             "the file, then commits. Running it again lands nothing: a file already re-landed is "
-            "reported 'already relanded'. A file the table still cannot take is reported 'refused' "
-            f"with why, and nothing of it is written; exit status {EXIT_REFUSED}. The misfit files are "
+            "reported 'already relanded', and a row the table already holds (its entry_id, its "
+            "wallet_id) is never landed again. A file the table still cannot take is reported "
+            "'refused' with why, one that cannot be read or landed 'failed', and nothing of it is "
+            f"written; the other files are re-landed all the same; exit status {EXIT_REFUSED}, each "
+            "such file named on stderr. The misfit files are "
             "left in place: delete them once their rows are in (docs/operations.md, 'Misfit files')."
         ),
     )
@@ -155,4 +159,7 @@ def _reland(args: argparse.Namespace) -> int:
             print(f"  {reland.line()}")
         if commit is not None:
             print(f"  committed {commit['rows']} rows")
-    return EXIT_REFUSED if any(reland.state == "refused" for reland in done) else 0
+    stopped = [reland for reland in done if reland.stopped]
+    for reland in stopped:
+        print(f"walletlake lake reland: {reland.line()}", file=sys.stderr)
+    return EXIT_REFUSED if stopped else 0
