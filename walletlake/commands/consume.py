@@ -19,6 +19,13 @@ starting it again neither loses nor doubles a ledger entry.
 Without --follow it drains: closed shards to their end, open shards until they have passed every
 record that existed when the drain began (at most --max-wait seconds while a writer keeps them
 busy), then prints a summary. With --follow it keeps polling until Ctrl-C.
+
+When the table's stream changed (disabled and enabled again, as after a restore), it first reads
+the old stream to its end, then moves to the new one and records the switch (a log line, the
+checkpoint table, the summary's "switched" line). If the old stream cannot be drained it stops
+with one line and exit status 1, landing nothing of the new stream, so no record is abandoned
+unseen; once the old stream's records were brought back otherwise (a backfill),
+--accept-stream-switch records the switch without draining it.
 """
 
 
@@ -45,6 +52,11 @@ def register(subparsers: Any) -> None:
         metavar="S",
         help="seconds a drain keeps reading open shards a writer keeps busy (default 30)",
     )
+    parser.add_argument(
+        "--accept-stream-switch",
+        action="store_true",
+        help="move to the table's new stream without draining the old one (after a backfill of its records)",
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     parser.set_defaults(func=_run)
 
@@ -60,6 +72,7 @@ def _run(args: argparse.Namespace) -> int:
         max_wait=args.max_wait,
         follow=args.follow,
         on_progress=progress,
+        accept_stream_switch=args.accept_stream_switch,
     )
     progress.done()
     values = summary.as_dict()
@@ -111,6 +124,12 @@ def _readable(values: dict[str, Any], settings: Settings) -> str:
         f"quarantined {values['quarantined']:,}",
         f"written     {values['files_written']:,} objects, {values['bytes_written']:,} bytes",
     ]
+    if values.get("stream_switch"):
+        switch = values["stream_switch"]
+        lines.append(
+            f"switched    from {switch['from']} ({switch['drained_records']:,} records drained first)"
+            f" to {switch['to']}"
+        )
     if "commit" in values:
         from walletlake.commands.commit import describe
 
