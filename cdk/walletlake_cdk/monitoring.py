@@ -171,6 +171,13 @@ def fleet_api(
                 2,
                 "DynamoDB throttled the write path for 10 minutes (capacity or a hot partition).",
             ),
+            "ApiDynamoDbInternalErrors": (
+                app[api_metrics.INTERNAL_ERRORS],
+                1,
+                2,
+                "DynamoDB answered the write path with internal errors (HTTP 500) for 10 minutes: a "
+                "service-side problem; check the AWS Health Dashboard for the table's region.",
+            ),
             # Anything the server refused as unverified or not permitted (401/403, nothing written):
             # Lattice should have stopped it, so one is a front bypassed or misconfigured
             # (docs/operations.md, "Refused requests").

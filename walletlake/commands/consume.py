@@ -86,8 +86,11 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(values, sort_keys=True))
     else:
         print(_readable(values, settings))
-    # Records trimmed before they reached the lake are lost from it: an operator must act.
-    return 1 if values["trimmed_shards"] else 0
+    # Records trimmed before they reached the lake are lost from it, and a batch its commit left
+    # out is in no table: an operator must act.
+    from walletlake.commands.commit import left_out
+
+    return 1 if values["trimmed_shards"] or ("commit" in values and left_out(values["commit"])) else 0
 
 
 class _Progress:
