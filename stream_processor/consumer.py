@@ -223,6 +223,8 @@ class _Consumer:
                 return
             pending = [reader for reader in self.readers.values() if not reader.finished]
             if not pending or closed_one:
+                if not pending and self.options.follow:
+                    self._follow_stream()  # every shard read to its end: the table's stream may be new
                 self._refresh_shards()  # a closed shard may have children to read next
                 last_refresh = time.monotonic()
                 pending = [reader for reader in self.readers.values() if not reader.finished]
@@ -277,7 +279,10 @@ class _Consumer:
         another stream, move to it (the old one was read to its end: the switch is recorded)."""
         if any(not reader.finished for reader in self.readers.values()):
             return
-        latest = self._stream_arn()
+        try:
+            latest = self._stream_arn()
+        except ConsumeError:  # the stream is disabled for now: the next look finds the new one
+            return
         if latest != self.stream_arn:
             drained = sum(reader.checkpoint.records for reader in self.readers.values())
             switch = record_switch(self.store, self.settings.table, self.stream_arn, latest, drained)

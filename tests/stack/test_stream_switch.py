@@ -169,3 +169,41 @@ def test_an_old_stream_that_cannot_be_drained_stops_the_consumer_in_one_line(
     assert f"switched    from {old} (0 records drained first) to {new}" in accepted.stdout
     record = recorded_stream(settings)
     assert (record[CheckpointAttr.STREAM_ARN], int(record[CheckpointAttr.DRAINED_RECORDS])) == (new, 0)
+
+
+def test_consume_follow_moves_to_the_new_stream_once_the_old_one_is_read(
+    make_settings: Callable[..., Settings],
+) -> None:
+    import threading
+
+    settings = make_settings(lake_format="iceberg")
+    writer = TableWriter(settings.table)
+    writer.workload(wallets=2, deposits=2, transfers=2)
+    stop = threading.Event()
+    follower = threading.Thread(
+        target=lambda: drain(settings, batch_size=5, follow=True, should_stop=stop.is_set, poll_interval=0.1)
+    )
+    follower.start()
+    try:
+        # GIVEN a follower reading the table's stream, which is disabled and enabled again while
+        # writes go on before and after
+        writer.workload(wallets=2, deposits=2, transfers=3)
+        old, new = renew_the_stream(settings)
+        writer.workload(wallets=2, deposits=2, transfers=2)
+        # THEN it reads the old stream to its end, moves to the new one and records the switch
+        poll_until(
+            lambda: recorded_stream(settings)[CheckpointAttr.STREAM_ARN] == new, timeout=60, what="the switch"
+        )
+        poll_until(
+            lambda: (
+                walletlake(settings, "commit").returncode == 0
+                and ledger(settings).num_rows == len(writer.model.entries)
+            ),
+            timeout=60,
+            what="every entry committed",
+        )
+    finally:
+        stop.set()
+        follower.join(timeout=60)
+    assert recorded_stream(settings)[CheckpointAttr.PREVIOUS_STREAM_ARN] == old
+    assert_exact_ledger(ledger(settings), writer.model.entries)
