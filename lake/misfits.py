@@ -269,7 +269,8 @@ def unheld_rows(table: Table, rows: pa.Table) -> pa.Table:
     if not key or rows.num_rows == 0:
         return rows
     days = pc.unique(pc.strftime(rows.column(spec.day_column), format="%Y-%m-%d")).to_pylist()
-    first = pc.unique(rows.column(key[0])).to_pylist()
+    # a null key (a quarantined record without a sequence number) matches nothing, as in the join
+    first = [value for value in pc.unique(rows.column(key[0])).to_pylist() if value is not None]
     held = (
         table.scan(
             row_filter=And(
