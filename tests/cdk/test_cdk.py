@@ -731,12 +731,15 @@ def test_alarms_cover_lag_errors_failures_and_reconciliation_and_publish_to_the_
         "ApiServerErrorRate",
         "ApiFleetCpuHigh",
         "ApiDynamoDbThrottles",
+        "ApiDynamoDbInternalErrors",
         "ApiRequestsShed",
         "NightlyReconciliationFailed",
     } <= set(by_name)
     # AND the fleet's own alarms read what every task publishes (EMF: namespace walletlake)
     assert by_name["ApiDynamoDbThrottles"]["Namespace"] == "walletlake"
     assert by_name["ApiDynamoDbThrottles"]["MetricName"] == "DynamoDBThrottles"
+    assert by_name["ApiDynamoDbInternalErrors"]["MetricName"] == "DynamoDBInternalErrors"
+    assert by_name["ApiDynamoDbInternalErrors"]["EvaluationPeriods"] == 2
     # AND lag is caught before records age out of the consumer's reach
     near_limit = by_name["StreamIteratorAgeNearLimit"]
     assert near_limit["MetricName"] == "IteratorAge"
