@@ -38,6 +38,8 @@ VARIANTS = ({}, {"api_front": "lambda"})
 #: An alarm named in prose: "alarm `X`", "alarms `X`", "`X` alarm", "**`X`**" in a list of alarms.
 _ALARM_NEAR = re.compile(r"alarms? \*{0,2}`([A-Z][A-Za-z0-9]+)`|`([A-Z][A-Za-z0-9]+)`\*{0,2} alarm")
 _INLINE = re.compile(r"`(walletlake [^`]+)`")
+#: What joins commands on one line: ``&&``, ``||``, ``;``, ``|``.
+_SHELL_JOIN = re.compile(r"\s*(?:&&|\|\||;|\|)\s*")
 _FENCE = re.compile(r"^ *```[a-z]*\n(.*?)^ *```", re.MULTILINE | re.DOTALL)
 #: A value that stands for what the operator fills in: D, YYYY-MM-DD, S3_URI, <x>, {x}, …
 _PLACEHOLDER = re.compile(r"^(?:[A-Z][A-Z0-9_]*|YYYY-MM-DD|.*[…<>{}].*|\.\.\.)$")
@@ -117,13 +119,14 @@ def commands(text: str) -> Iterator[tuple[str, bool]]:
     """Every ``walletlake …`` the runbook shows: (the command, typed in a code block: parse it whole)."""
     for block in _FENCE.findall(text):
         for typed in block.splitlines():
-            command = typed.split("  #", 1)[0].strip()
-            if command.startswith("walletlake "):
-                yield command, True
+            for command in _SHELL_JOIN.split(typed.split("  #", 1)[0]):
+                if command.strip().startswith("walletlake "):
+                    yield command.strip(), True
     for inline in _INLINE.findall(text):
-        words = inline.split()
-        if not any(word.endswith(":") for word in words[:3]):  # what a command prints, not one
-            yield " ".join(words), False
+        for command in _SHELL_JOIN.split(inline):
+            words = command.split()
+            if words[:1] == ["walletlake"] and not any(word.endswith(":") for word in words[:3]):
+                yield " ".join(words), False  # (a word ending in ":" is what a command prints)
 
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
