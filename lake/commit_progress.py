@@ -15,7 +15,7 @@ import json
 from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Final
 
-from lake.landing_log import PERMANENT_STREAMS, LandingRecord, OverlapError
+from lake.landing_log import LandingRecord, OverlapError, is_permanent
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -144,17 +144,18 @@ def prune(progress: Mapping[str, list[float]], live_sources: Collection[str], no
 
     A source is forgotten when the log holds none of its records (``live_sources``: every source
     with one) and it committed nothing for :data:`PROGRESS_RETENTION_SECONDS`; sources of
-    :data:`lake.landing_log.PERMANENT_STREAMS` (exports, quarantine replays) are kept.
+    :data:`lake.landing_log.PERMANENT_STREAMS` (exports, quarantine replays) are kept, re-landed
+    misfits excepted (:func:`lake.landing_log.is_permanent`).
 
     Examples
     --------
     >>> prune({"s/a": [5, 0.0], "s/b": [9, 0.0], "export/x": [1, 0.0]}, {"s/b"}, 3e5)
     {'s/b': [9, 0.0], 'export/x': [1, 0.0]}
+    >>> prune({"replay/misfit~wallets~f": [1, 0.0]}, set(), 3e5)
+    {}
     """
     return {
         source: list(value)
         for source, value in progress.items()
-        if source in live_sources
-        or now - value[1] <= PROGRESS_RETENTION_SECONDS
-        or source.split("/", 1)[0] in PERMANENT_STREAMS
+        if source in live_sources or now - value[1] <= PROGRESS_RETENTION_SECONDS or is_permanent(source)
     }

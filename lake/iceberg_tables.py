@@ -193,13 +193,16 @@ def ensure_tables(catalog: Catalog, namespace: str, location_root: str | None = 
 
     ``location_root`` (``s3://bucket/prefix``) places table ``t`` at ``{location_root}/t``; None
     lets the catalog choose (an S3 table bucket places tables itself). Idempotent: an existing
-    table is left as it is (its columns are checked, never changed).
+    table is left as it is (its columns are checked, never changed). A table the catalog lacks
+    but whose metadata files are at its location (a lost catalog) is never created again: its
+    line is a refusal naming ``walletlake lake register`` (:mod:`lake.iceberg_register`).
     """
     from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError
     from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg.table.sorting import SortField, SortOrder
     from pyiceberg.transforms import IdentityTransform
 
+    from lake.iceberg_register import lost_table, refusal
     from lake.iceberg_schema_changes import refused_message
 
     with contextlib.suppress(NamespaceAlreadyExistsError):
@@ -223,6 +226,10 @@ def ensure_tables(catalog: Catalog, namespace: str, location_root: str | None = 
                 + (f"; properties set: {', '.join(changed)}" if changed else "")
                 + (f"; REFUSED {refused_message(spec.name, refused)}" if refused else "")
             )
+            continue
+        lost = lost_table(catalog, namespace, spec.name, location_root)
+        if lost is not None:  # an empty table here would carry on over the table's own history
+            done.append(refusal(namespace, spec.name, lost))
             continue
         schema = iceberg_schema(spec.name)
         partition = PartitionSpec(

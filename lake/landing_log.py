@@ -35,12 +35,30 @@ _WIDTH: Final = 40  # DynamoDB Streams sequence numbers are decimal, at most 40 
 #: Streams (the first part of a source) whose sources can land again at any time, so their
 #: committed positions are never forgotten: exports and quarantine replays (few sources).
 PERMANENT_STREAMS: Final = frozenset({"export", "replay"})
+#: The shard prefix of a re-landed misfit (``replay/misfit~{table}~{file}``, :mod:`lake.misfits`):
+#: one source per file ever re-landed, so unlike the other replays its position is forgotten as a
+#: stream shard's is (:func:`is_permanent`); a rerun of the re-land then finds the rows in the
+#: table by their identity and lands nothing.
+RELAND_SHARD_PREFIX: Final = "misfit~"
 #: Landing records held in memory per process: a record never changes once written, so a warm
 #: committer reads each at most once. A record describes its files for the commit (about 11 KB
 #: in memory for a batch of two files, measured), so 5,000 are about 60 MB: more than ten cycles
 #: of the seed's load (about 430 records a 30-second cycle).
 _CACHED_RECORDS: Final = 5_000
 _cache: dict[str, LandingRecord] = {}
+
+
+def is_permanent(source: str) -> bool:
+    """Whether a ``stream/shard`` source's committed position is kept forever (an export, a
+    quarantine replay), rather than forgotten once its records are tidied and it is quiet.
+
+    Examples
+    --------
+    >>> is_permanent("export/01772000000000-a1b2c3d4"), is_permanent("replay/misfit~wallets~f")
+    (True, False)
+    """
+    stream, _, shard = source.partition("/")
+    return stream in PERMANENT_STREAMS and not shard.startswith(RELAND_SHARD_PREFIX)
 
 
 class OverlapError(RuntimeError):

@@ -5,10 +5,18 @@ A misfit is copied to ``{lake_prefix}/_misfits/{table}/{file name}`` with a ``.r
 (:func:`quarantine_misfit`), left out of its commit, and the table's position moves past its
 batch: the batch's own landing record still covers the range, so no replay of the stream can land
 it again (:func:`lake.iceberg_landing.land_batch` drops covered records). What lands it is a
-source of its own, named by the misfit file (:func:`reland_source`, in the permanent ``replay``
-stream whose positions are never forgotten): a rerun finds that source's landing record, or the
-table's position for it, and lands nothing; a rerun after a crash between landing and committing
-finds the record and lets the committer take it once.
+source of its own, named by the misfit file (:func:`reland_source`, in the ``replay`` stream): a
+rerun finds that source's landing record, or the table's position for it, and lands nothing; a
+rerun after a crash between landing and committing finds the record and lets the committer take it
+once. Beyond the name, what decides is each row's identity (the table's compaction key:
+``entry_id``, ``wallet_id``): rows the table already holds are never landed again, so the source's
+position can be forgotten like a stream shard's (:func:`lake.landing_log.is_permanent`) and
+metadata.json does not grow by one source per file re-landed, forever.
+
+A misfit walletlake's own landing wrote holds the Iceberg file's microsecond timestamps; the
+landing takes the lake's rows (millisecond timestamps, :data:`contracts.lake_tables.TABLES`), so
+:func:`fitting_rows` gives them back in that unit. One file that cannot be read or landed is
+reported ``failed`` and the others go on.
 """
 
 from __future__ import annotations
@@ -19,7 +27,8 @@ import logging
 from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from contracts.lake_tables import PARTITION_COLUMN, STREAM_TABLES
+from contracts.lake_tables import PARTITION_COLUMN, STREAM_TABLES, TABLES
+from lake.landing_log import RELAND_SHARD_PREFIX
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -37,12 +46,10 @@ _logger = logging.getLogger(__name__)
 MISFITS_FOLDER: Final = "misfits"
 #: Folder of the misfits root holding the notes of batches left out whole (:func:`quarantine_batch`).
 BATCHES_FOLDER: Final = "_batches"
-#: The stream a re-landed misfit's source belongs to: a permanent one
-#: (:data:`lake.landing_log.PERMANENT_STREAMS`), so its committed position is never forgotten
-#: and a rerun of the re-land years later still lands nothing.
+#: The stream a re-landed misfit's source belongs to. Its position is forgotten like a stream
+#: shard's (:func:`lake.landing_log.is_permanent`); a rerun years later still lands nothing,
+#: because the rows the table holds are found by their identity (:func:`unheld_rows`).
 RELAND_STREAM: Final = "replay"
-#: The prefix of a re-landed misfit's shard, ``misfit~{table}~{file stem}``.
-RELAND_PREFIX: Final = "misfit"
 
 
 def misfit_location(table: Table, path: str, root: str | None = None) -> str:
@@ -154,7 +161,7 @@ def reland_source(table: str, misfit_path: str) -> str:
     'misfit~wallets~S-shard-1-10-ab12'
     """
     stem = misfit_path.rsplit("/", 1)[-1].removesuffix(".parquet")
-    return f"{RELAND_PREFIX}~{table}~{stem}"
+    return f"{RELAND_SHARD_PREFIX}{table}~{stem}"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -162,8 +169,11 @@ class Reland:
     """What the re-land did with one misfit file.
 
     ``state``: ``relanded`` (landed now; committed by the next commit), ``would reland`` (a dry
-    run), ``already relanded`` (its source is landed or committed: nothing written), or
-    ``refused`` (the table still cannot take it; ``reason`` says why).
+    run), ``already relanded`` (its source is landed or committed, or the table holds every row
+    of it: nothing written), ``refused`` (the table still cannot take it; ``reason`` says why) or
+    ``failed`` (it could not be read or landed; ``reason`` says why, nothing of it is committed).
+    ``rows``: rows landed (or that would be); ``held``: rows left out because the table already
+    holds them (by identity).
     """
 
     table: str
@@ -172,6 +182,7 @@ class Reland:
     state: str
     rows: int = 0
     reason: str = ""
+    held: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values, for logs and JSON."""
@@ -181,13 +192,20 @@ class Reland:
         """One line for a person."""
         name = self.misfit.rsplit("/", 1)[-1]
         source = f"{RELAND_STREAM}/{self.source}"
-        detail = f": {self.reason}" if self.reason else f" ({self.rows} rows as {source})"
+        held = f", {self.held} already in the table" if self.held else ""
+        detail = f": {self.reason}" if self.reason else f" ({self.rows} rows as {source}{held})"
         return f"{self.table} {name}: {self.state}{detail}"
+
+    @property
+    def stopped(self) -> bool:
+        """True when the file's rows are not in (and will not reach) the table: refused or failed."""
+        return self.state in ("refused", "failed")
 
 
 def already_relanded(source: str, landed: bool, progress: Mapping[str, Any]) -> bool:
-    """True when the misfit's source is landed (a record in the log) or committed (the table holds
-    a position for it, kept forever: a permanent stream): a rerun must land nothing.
+    """True when the misfit's source is landed (a record in the log) or committed (the table still
+    holds a position for it): a rerun must land nothing. Once both are forgotten, the rows' identity
+    decides (:func:`unheld_rows`).
 
     Examples
     --------
@@ -200,9 +218,11 @@ def already_relanded(source: str, landed: bool, progress: Mapping[str, Any]) -> 
 
 
 def fitting_rows(table: Table, rows: pa.Table) -> pa.Table:
-    """The misfit's rows as the table takes them now (columns by name, cast to the table's current
-    types), or ValueError naming what still does not fit: checked before anything is landed, so a
-    refused re-land writes nothing and never makes a misfit of a misfit."""
+    """The misfit's rows as the landing takes them (the lake's columns, timestamps in the lake's
+    milliseconds: a file walletlake landed holds Iceberg's microseconds, which the landing would
+    read as milliseconds), or ValueError naming what still does not fit the table now: checked
+    before anything is landed, so a refused re-land writes nothing and never makes a misfit of a
+    misfit."""
     from lake.iceberg_tables import blocking_changes, to_iceberg_rows
 
     name = table.name()[-1]
@@ -213,9 +233,74 @@ def fitting_rows(table: Table, rows: pa.Table) -> pa.Table:
         rows = rows.drop_columns([PARTITION_COLUMN])
     try:
         to_iceberg_rows(name, rows, "1970-01-01", table.schema())
+        return lake_rows(name, rows)
     except (ValueError, TypeError, NotImplementedError) as error:  # pyarrow's cast errors are ValueErrors
         raise ValueError(f"still does not fit: {error}") from error
-    return rows
+
+
+def lake_rows(table: str, rows: pa.Table) -> pa.Table:
+    """``rows`` with each timestamp column in the unit of the lake's contract (milliseconds) and
+    without the file's field metadata; other columns as they are. A timestamp that is not a whole
+    millisecond raises ValueError (pyarrow's safe cast) rather than be truncated.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> us = pa.array([1_700_000_000_123_000], pa.timestamp("us", tz="UTC"))
+    >>> lake_rows("wallets", pa.table({"created_at": us})).schema.field("created_at").type
+    TimestampType(timestamp[ms, tz=UTC])
+    """
+    import pyarrow as pa
+
+    contract = TABLES[table]
+    columns = []
+    for name in rows.column_names:
+        column = rows.column(name)
+        wanted = contract.field(name).type if name in contract.names else None
+        if wanted is not None and pa.types.is_timestamp(wanted) and pa.types.is_timestamp(column.type):
+            column = column.cast(wanted)
+        columns.append(column)
+    return pa.Table.from_arrays(columns, names=rows.column_names)
+
+
+def unheld_rows(table: Table, rows: pa.Table) -> pa.Table:
+    """The rows whose identity the table does not hold yet (its compaction key,
+    :attr:`contracts.lake_tables.CompactionLayout.key`: ``entry_id``, ``wallet_id``), read from
+    the table on the rows' days only: what decides that a re-land adds no copy, whatever became of
+    its source's name."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyiceberg.expressions import And, In, Reference
+    from pyiceberg.expressions.literals import literal
+
+    name = table.name()[-1]
+    spec = STREAM_TABLES[name]
+    key = list(spec.compaction.key) if spec.compaction is not None else []
+    if not key or rows.num_rows == 0:
+        return rows
+    days = pc.unique(pc.strftime(rows.column(spec.day_column), format="%Y-%m-%d")).to_pylist()
+    # a null key (a quarantined record without a sequence number) matches nothing, as in the join
+    first = [value for value in pc.unique(rows.column(key[0])).to_pylist() if value is not None]
+    held = (
+        table.scan(
+            row_filter=And(
+                In(term=Reference(PARTITION_COLUMN), values={literal(day) for day in days}),
+                In(term=Reference(key[0]), values={literal(value) for value in first}),
+            ),
+            selected_fields=tuple(key),
+        )
+        .to_arrow()
+        .select(key)
+    )
+    if held.num_rows == 0:
+        return rows
+    held = pa.Table.from_arrays(
+        [held.column(column).cast(rows.schema.field(column).type) for column in key], names=key
+    )
+    marked = rows.append_column("__row", pa.array(range(rows.num_rows), pa.int64()))
+    kept = marked.join(held, keys=key, join_type="left anti")
+    order = pc.sort_indices(kept.column("__row"))
+    return rows.take(pc.take(kept.column("__row"), order))
 
 
 def reland_misfits(
@@ -241,7 +326,9 @@ def reland_misfits(
     from lake.objects import list_keys
 
     root = misfits_location(settings.bucket, settings.lake_prefix)
+    file_errors = _file_errors()
     done: list[Reland] = []
+    landed_now: set[tuple[Any, ...]] = set()  # identities this run landed, not committed yet
     for name in tables:
         table = catalog.load_table(identifier(settings.glue_database, name))
         progress = read_progress(table)
@@ -253,14 +340,53 @@ def reland_misfits(
             if already_relanded(source, landed, progress):
                 done.append(Reland(name, path, source, "already relanded"))
                 continue
-            done.append(_reland_one(settings, s3, table, key, source, dry_run=dry_run))
+            try:
+                done.append(_reland_one(settings, s3, table, key, source, landed_now, dry_run=dry_run))
+            except file_errors as error:  # one bad file is reported; the others go on
+                _logger.exception("reland of %s failed", path)
+                done.append(Reland(name, path, source, "failed", reason=f"{type(error).__name__}: {error}"))
     for reland in done:
         _logger.info("reland %s", json.dumps(reland.as_dict()))
     return done
 
 
+def _not_landed_now(table: str, rows: pa.Table, landed_now: set[tuple[Any, ...]]) -> pa.Table:
+    """``rows`` less those whose identity an earlier file of this run landed (two misfits holding
+    one row: the table holds neither until the commit), and those identities noted."""
+    import pyarrow as pa
+
+    layout = STREAM_TABLES[table].compaction
+    if layout is None or rows.num_rows == 0:
+        return rows
+    identities = [
+        (table, *values) for values in zip(*(rows.column(c).to_pylist() for c in layout.key), strict=True)
+    ]
+    keep = [identity not in landed_now for identity in identities]
+    landed_now.update(identities)
+    return rows.filter(pa.array(keep, pa.bool_()))
+
+
+def _file_errors() -> tuple[type[Exception], ...]:
+    """What one file's read or landing raises without saying anything of the others: a corrupt or
+    truncated Parquet file (pyarrow's errors), storage refusing it (botocore's), a landing that
+    could not be written (:class:`lake.writer.LandingWriteError`)."""
+    import pyarrow as pa
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from lake.writer import LandingWriteError
+
+    return (pa.ArrowException, OSError, ClientError, BotoCoreError, LandingWriteError)
+
+
 def _reland_one(
-    settings: Settings, s3: S3Client, table: Table, key: str, source: str, *, dry_run: bool
+    settings: Settings,
+    s3: S3Client,
+    table: Table,
+    key: str,
+    source: str,
+    landed_now: set[tuple[Any, ...]],
+    *,
+    dry_run: bool,
 ) -> Reland:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -270,12 +396,17 @@ def _reland_one(
     name = table.name()[-1]
     path = f"s3://{settings.bucket}/{key}"
     body = s3.get_object(Bucket=settings.bucket, Key=key)["Body"].read()
+    read = pq.read_table(pa.BufferReader(body))  # a file that cannot be read fails, alone
     try:
-        rows = fitting_rows(table, pq.read_table(pa.BufferReader(body)))
+        fitting = fitting_rows(table, read)
     except ValueError as error:
         return Reland(name, path, source, "refused", reason=str(error))
+    rows = _not_landed_now(name, unheld_rows(table, fitting), landed_now)
+    held = fitting.num_rows - rows.num_rows
+    if rows.num_rows == 0 and held:
+        return Reland(name, path, source, "already relanded", held=held)
     if dry_run:
-        return Reland(name, path, source, "would reland", rows=rows.num_rows)
+        return Reland(name, path, source, "would reland", rows=rows.num_rows, held=held)
     land_rows(
         s3,
         settings,
@@ -287,4 +418,4 @@ def _reland_one(
         locations={name: table.location().rstrip("/")},
         schemas={name: table.schema()},
     )
-    return Reland(name, path, source, "relanded", rows=rows.num_rows)
+    return Reland(name, path, source, "relanded", rows=rows.num_rows, held=held)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from contracts.checkpoint_table import CheckpointAttr, lease_key
+from contracts.checkpoint_table import CheckpointAttr, lease_key, stream_key
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -33,6 +33,17 @@ class Checkpoint:
     pending_through: str | None = None
     shard_end: bool = False
     records: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StreamChoice:
+    """The stream a table's consumer reads, and the switch that brought it there (if any)."""
+
+    table: str
+    stream_arn: str
+    previous_stream_arn: str | None = None
+    switched_at_ms: int | None = None
+    drained_records: int = 0
 
 
 class CheckpointStore:
@@ -87,6 +98,65 @@ class CheckpointStore:
         """Mark a closed shard as read to its end, so later drains skip it without a request."""
         self._update(checkpoint, "SET #end = :end REMOVE #pending", {":end": {"BOOL": True}})
         return dataclasses.replace(checkpoint, shard_end=True, pending_through=None)
+
+    def load_stream(self, table: str) -> StreamChoice | None:
+        """The stream the table's consumer last read (None before its first run)."""
+        item = self._client.get_item(
+            TableName=self.table,
+            Key={CheckpointAttr.LEASE_KEY: {"S": stream_key(table)}},
+            ConsistentRead=True,
+        ).get("Item")
+        arn = _string(item or {}, CheckpointAttr.STREAM_ARN)
+        if arn is None:
+            return None
+        switched = (item or {}).get(CheckpointAttr.SWITCHED_AT, {}).get("N")
+        return StreamChoice(
+            table=table,
+            stream_arn=arn,
+            previous_stream_arn=_string(item or {}, CheckpointAttr.PREVIOUS_STREAM_ARN),
+            switched_at_ms=int(switched) if switched is not None else None,
+            drained_records=int((item or {}).get(CheckpointAttr.DRAINED_RECORDS, {}).get("N", "0")),
+        )
+
+    def record_stream(self, choice: StreamChoice, expected: str | None) -> StreamChoice:
+        """Record the stream the consumer reads from now on, conditional on the one it read before
+        (``expected``; None: none recorded), so two consumers cannot both switch unseen."""
+        values: dict[str, Any] = {
+            ":arn": {"S": choice.stream_arn},
+            ":drained": {"N": str(choice.drained_records)},
+        }
+        update = "SET #arn = :arn, #drained = :drained"
+        names = {"#arn": CheckpointAttr.STREAM_ARN, "#drained": CheckpointAttr.DRAINED_RECORDS}
+        if choice.previous_stream_arn is not None:
+            update += ", #previous = :previous, #switched = :switched"
+            names.update(
+                {"#previous": CheckpointAttr.PREVIOUS_STREAM_ARN, "#switched": CheckpointAttr.SWITCHED_AT}
+            )
+            values[":previous"] = {"S": choice.previous_stream_arn}
+            values[":switched"] = {"N": str(choice.switched_at_ms or int(time.time() * 1000))}
+        if expected is None:
+            condition = "attribute_not_exists(#arn)"
+        else:
+            condition = "#arn = :expected"
+            values[":expected"] = {"S": expected}
+        try:
+            self._client.update_item(
+                TableName=self.table,
+                Key={CheckpointAttr.LEASE_KEY: {"S": stream_key(choice.table)}},
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+            raise CheckpointConflictError(
+                f"the stream recorded for table {choice.table} in {self.table} changed under this "
+                f"consumer (expected {expected or 'none'}); another `walletlake consume` is reading it: "
+                "stop one of them"
+            ) from error
+        return choice
 
     def _update(self, checkpoint: Checkpoint, expression: str, values: dict[str, Any]) -> None:
         names = {

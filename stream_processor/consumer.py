@@ -24,6 +24,14 @@ end of an open shard, so one empty page proves nothing), or they delivered a rec
 the drain began. If a writer keeps an open shard busy past ``max_wait`` seconds, the drain stops
 reading it — but never in the middle of a backlog of records stamped well before the drain began —
 and reports it in ``unconfirmed_shards``; the next run resumes from its checkpoint.
+
+A new stream ARN is never taken silently. When the table's stream was disabled and enabled again
+(as after a restore), its records up to then stay in the old stream (readable for 24 hours), and
+the new stream starts empty: the consumer first drains the old stream to its end, then records
+the switch (the checkpoint table's item :func:`contracts.checkpoint_table.stream_key`, and a log
+line), then reads the new one. An old stream it cannot drain (gone, trimmed, a shard still open)
+stops it with :class:`ConsumeError` naming what to do, rather than abandon its unread records;
+``accept_stream_switch`` records the switch without draining, for after a backfill.
 """
 
 from __future__ import annotations
@@ -40,9 +48,11 @@ from botocore.exceptions import ClientError
 from contracts.settings import Settings
 from lake.writer import LandingWriteError
 from stream_processor.batch import BatchOutcome, BatchProcessor
-from stream_processor.checkpoints import Checkpoint, CheckpointStore
+from stream_processor.checkpoints import Checkpoint, CheckpointStore, StreamChoice
+from stream_processor.consume_summary import ConsumeSummary
 from stream_processor.lambda_records import CREATION_TIME, SEQUENCE_NUMBER, lambda_record
 from stream_processor.shards import Shard, ready_shards, sequence_key, shards_from_description
+from stream_processor.stream_switch import record_switch, undrained_message
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -73,51 +83,6 @@ class ConsumeError(RuntimeError):
     """The consumer cannot run (no stream on the table, say); the message says what to do."""
 
 
-@dataclasses.dataclass
-class ConsumeSummary:
-    """What one run of the consumer did, added up over its batches."""
-
-    stream_arn: str | None = None
-    records: int = 0
-    ledger_rows: int = 0
-    wallets: int = 0
-    ttl_expired: int = 0
-    ignored: int = 0
-    quarantined: int = 0
-    files_written: int = 0
-    bytes_written: int = 0
-    batches: int = 0
-    replayed_batches: int = 0
-    shards: int = 0
-    seconds: float = 0.0
-    unconfirmed_shards: list[str] = dataclasses.field(default_factory=list)
-    trimmed_shards: list[str] = dataclasses.field(default_factory=list)
-
-    def add(self, outcome: BatchOutcome) -> None:
-        """Count one landed batch."""
-        self.records += outcome.records
-        self.ledger_rows += outcome.ledger_rows
-        self.wallets += outcome.wallets
-        self.ttl_expired += outcome.ttl_expired
-        self.ignored += outcome.ignored
-        self.quarantined += outcome.quarantined
-        self.files_written += outcome.files_written
-        self.bytes_written += outcome.bytes_written
-        self.batches += 1
-
-    @property
-    def complete(self) -> bool:
-        """True when every shard was confirmed drained and nothing was lost to trimming."""
-        return not self.unconfirmed_shards and not self.trimmed_shards
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain values, for ``--json`` and logs."""
-        values = dataclasses.asdict(self)
-        values["seconds"] = round(self.seconds, 3)
-        values["records_per_second"] = round(self.records / self.seconds) if self.seconds > 0 else 0
-        return values
-
-
 def drain(
     settings: Settings,
     *,
@@ -130,6 +95,7 @@ def drain(
     poll_interval: float = 0.2,
     should_stop: Callable[[], bool] | None = None,
     session: boto3.Session | None = None,
+    accept_stream_switch: bool = False,
 ) -> ConsumeSummary:
     """Read the table's stream into the lake and return what was done.
 
@@ -152,6 +118,14 @@ def drain(
     quiet_seconds, poll_interval:
         How long an open shard must answer nothing to count as caught up, and the pause between
         polls when no shard had anything.
+    accept_stream_switch:
+        Move to the table's new stream without draining the old one (its unread records were
+        brought back otherwise: a backfill); the switch is recorded all the same.
+
+    Raises
+    ------
+    ConsumeError
+        The table's stream changed and the old one cannot be drained (module docstring).
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
@@ -170,6 +144,7 @@ def drain(
             on_progress=on_progress,
             fault_hook=fault_hook,
             should_stop=should_stop,
+            accept_stream_switch=accept_stream_switch,
         ),
     )
     return consumer.run()
@@ -185,6 +160,7 @@ class _Options:
     on_progress: Callable[[int], None] | None
     fault_hook: FaultHook | None
     should_stop: Callable[[], bool] | None
+    accept_stream_switch: bool = False
 
 
 class _Consumer:
@@ -198,6 +174,7 @@ class _Consumer:
         streams: DynamoDBStreamsClient,
         s3: S3Client,
         options: _Options,
+        old_stream_arn: str | None = None,
     ) -> None:
         self.settings = settings
         self.dynamodb = dynamodb
@@ -208,6 +185,8 @@ class _Consumer:
         self.summary = ConsumeSummary()
         self.shards: list[Shard] = []
         self.readers: dict[str, _ShardReader] = {}
+        #: Set when this run only drains a stream the table left (:meth:`_drain_old_stream`).
+        self.old_stream_arn = old_stream_arn
         self.stream_arn = ""
         self.began_at = 0.0
         self.deadline = 0.0
@@ -217,8 +196,10 @@ class _Consumer:
         self.began_at = time.time()
         self.deadline = started + self.options.max_wait
         try:
-            self.stream_arn = self._stream_arn()
+            self.stream_arn = self.old_stream_arn or self._stream_arn()
             self.summary.stream_arn = self.stream_arn
+            if self.old_stream_arn is None:
+                self._settle_stream()
             self._refresh_shards()
             self._loop()
         except KeyboardInterrupt:
@@ -242,16 +223,72 @@ class _Consumer:
                 return
             pending = [reader for reader in self.readers.values() if not reader.finished]
             if not pending or closed_one:
+                if not pending and self.options.follow:
+                    self._follow_stream()  # every shard read to its end: the table's stream may be new
                 self._refresh_shards()  # a closed shard may have children to read next
                 last_refresh = time.monotonic()
                 pending = [reader for reader in self.readers.values() if not reader.finished]
             if not pending and not self.options.follow:
                 return
             if self.options.follow and time.monotonic() - last_refresh > SHARD_REFRESH_SECONDS:
+                self._follow_stream()
                 self._refresh_shards()
                 last_refresh = time.monotonic()
             if not progressed:
                 time.sleep(self.options.poll_interval)
+
+    def _settle_stream(self) -> None:
+        """Before reading the table's stream: if it is not the one recorded, drain the recorded
+        one to its end first, then record the switch (module docstring)."""
+        table = self.settings.table
+        recorded = self.store.load_stream(table)
+        if recorded is None:
+            self.store.record_stream(StreamChoice(table, self.stream_arn), expected=None)
+        elif recorded.stream_arn != self.stream_arn:
+            old, accepted = recorded.stream_arn, self.options.accept_stream_switch
+            drained = 0 if accepted else self._drain_old_stream(old)
+            self.summary.stream_switch = record_switch(
+                self.store, table, old, self.stream_arn, drained, accepted=accepted
+            )
+
+    def _drain_old_stream(self, old: str) -> int:
+        """Read the stream the table left to its end (its shards are closed); the records read."""
+        options = dataclasses.replace(self.options, follow=False, should_stop=None)
+        drainer = _Consumer(
+            self.settings,
+            dynamodb=self.dynamodb,
+            streams=self.streams,
+            s3=self.s3,
+            options=options,
+            old_stream_arn=old,
+        )
+        try:
+            drained = drainer.run()
+        except ClientError as error:
+            why = error.response.get("Error", {}).get("Code", str(error))
+            raise ConsumeError(undrained_message(self.settings.table, old, self.stream_arn, why)) from error
+        unread = [shard_id for shard_id, reader in drainer.readers.items() if not reader.ended]
+        if unread := drained.trimmed_shards or drained.unconfirmed_shards or unread:
+            why = f"shards {', '.join(unread)} not read to their end"
+            raise ConsumeError(undrained_message(self.settings.table, old, self.stream_arn, why))
+        self.summary.merge(drained)
+        return drained.records
+
+    def _follow_stream(self) -> None:
+        """``--follow``: once every shard of the stream read so far is finished and the table names
+        another stream, move to it (the old one was read to its end: the switch is recorded)."""
+        if any(not reader.finished for reader in self.readers.values()):
+            return
+        try:
+            latest = self._stream_arn()
+        except ConsumeError:  # the stream is disabled for now: the next look finds the new one
+            return
+        if latest != self.stream_arn:
+            drained = sum(reader.checkpoint.records for reader in self.readers.values())
+            switch = record_switch(self.store, self.settings.table, self.stream_arn, latest, drained)
+            self.summary.stream_switch = switch
+            self.stream_arn = self.summary.stream_arn = latest
+            self.readers = {}
 
     def _ready(self) -> list[_ShardReader]:
         finished = {shard_id for shard_id, reader in self.readers.items() if reader.finished}

@@ -42,6 +42,22 @@ API_CPU_ALARM_PERCENT: Final = 75
 #: runs every minute and commits every interval, so 15 minutes is a dozen missed commits, and
 #: days under the orphan-file retention (``catalog.py``) after which landed files could be lost.
 COMMIT_LAG_MINUTES: Final = 15
+#: Minutes the table takes writes while the stream consumer is not invoked before
+#: :data:`NOT_READING_ALARM` fires: the mapping's batching window (seconds) and its tumbling window
+#: (60 s) are far shorter, so three silent five-minute periods under writes are a mapping that
+#: is disabled or bound to a stream that is no longer the table's latest.
+NOT_READING_MINUTES: Final = 15
+#: The alarm on a consumer that reads nothing while the table is written (the mapping disabled,
+#: or left on an old stream ARN after the table's stream was disabled and enabled again).
+NOT_READING_ALARM: Final = "StreamConsumerNotReading"
+#: The alarm on a committer that is not invoked at all (its schedule disabled or deleted).
+COMMITTER_SILENT_ALARM: Final = "CommitterNotRunning"
+#: Alarms on a count that must keep coming: they fire below their threshold, and on no data
+#: (``TreatMissingData`` ``breaching``): the committer is invoked every minute whatever the load,
+#: so a silent one is a stopped one. The lag alarms
+#: on ``IteratorAge`` stay ``notBreaching``: Lambda publishes it only when it delivers records,
+#: so an idle table is silent too; a silent consumer under writes is :data:`NOT_READING_ALARM`'s.
+BREACHING_WHEN_SILENT: Final = frozenset({COMMITTER_SILENT_ALARM})
 
 
 def build_alerts_topic(scope: Construct, config: DeploymentConfig) -> sns.Topic:
@@ -155,6 +171,13 @@ def fleet_api(
                 2,
                 "DynamoDB throttled the write path for 10 minutes (capacity or a hot partition).",
             ),
+            "ApiDynamoDbInternalErrors": (
+                app[api_metrics.INTERNAL_ERRORS],
+                1,
+                2,
+                "DynamoDB answered the write path with internal errors (HTTP 500) for 10 minutes: a "
+                "service-side problem; check the AWS Health Dashboard for the table's region.",
+            ),
             # Anything the server refused as unverified or not permitted (401/403, nothing written):
             # Lattice should have stopped it, so one is a front bypassed or misconfigured
             # (docs/operations.md, "Refused requests").
@@ -254,6 +277,15 @@ def build_alarms(
             3,
             "Stream consumer invocations have failed for 15 minutes; batches are being retried.",
         ),
+        NOT_READING_ALARM: (
+            consumer_not_reading(watched.table, watched.consumer),
+            1,
+            NOT_READING_MINUTES // 5,
+            f"The table has taken writes for {NOT_READING_MINUTES} minutes and the stream consumer was "
+            "not invoked once: its event source mapping is disabled, or bound to a stream that is not "
+            "the table's latest (the stream was disabled and enabled again, e.g. after a restore). "
+            "docs/operations.md, 'A new stream ARN'.",
+        ),
         "StreamFailuresQueued": (
             watched.failures.metric_approximate_number_of_messages_visible(
                 period=FIVE_MINUTES, statistic="Maximum"
@@ -282,6 +314,7 @@ def build_alarms(
         specs.update(committer_alarms(watched.committer))
     alarms: dict[str, cloudwatch.Alarm] = {}
     for name, (metric, threshold, periods, description) in specs.items():
+        silent_breaches = name in BREACHING_WHEN_SILENT
         alarm = cloudwatch.Alarm(
             scope,
             f"{name}Alarm",
@@ -289,13 +322,40 @@ def build_alarms(
             threshold=threshold,
             evaluation_periods=periods,
             datapoints_to_alarm=periods,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD
+            if silent_breaches
+            else cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.BREACHING
+            if silent_breaches
+            else cloudwatch.TreatMissingData.NOT_BREACHING,
             alarm_description=description,
         )
         alarm.add_alarm_action(actions.SnsAction(topic))
         alarms[name] = alarm
     return alarms
+
+
+def consumer_not_reading(table: dynamodb.Table, consumer: lambda_.Function) -> cloudwatch.MathExpression:
+    """1 in a five-minute period where the table consumed write capacity and the stream consumer
+    was not invoked, else 0.
+
+    Why this and not the mapping's own metrics with missing data as breaching: Lambda publishes a
+    mapping's metrics (``IteratorAge``) only while it delivers records, so silence means a
+    disabled mapping, a mapping left on an old stream, or merely an idle table, and the first two
+    are harm while the third is not. The table's writes tell them apart without a function of our
+    own: every write of the write path is a wallet MODIFY the mapping's filter passes, while TTL
+    deletions consume no write capacity. A period with neither metric has no data and is not
+    breaching: nothing was written, so nothing is being left unread.
+    """
+    return cloudwatch.MathExpression(
+        expression="IF(FILL(writes, 0) > 0 AND FILL(invocations, 0) == 0, 1, 0)",
+        using_metrics={
+            "writes": table.metric_consumed_write_capacity_units(period=FIVE_MINUTES, statistic="Sum"),
+            "invocations": consumer.metric_invocations(period=FIVE_MINUTES, statistic="Sum"),
+        },
+        label="table written, stream consumer not invoked",
+        period=FIVE_MINUTES,
+    )
 
 
 #: Tidy passes in a row short of the log's end that alarm: two hours of 30-second cycles.
@@ -339,6 +399,13 @@ def committer_alarms(committer: lambda_.Function) -> dict[str, AlarmSpec]:
     )
     periods = COMMIT_LAG_MINUTES // 5
     return {
+        COMMITTER_SILENT_ALARM: (
+            committer.metric_invocations(period=FIVE_MINUTES, statistic="Sum"),
+            1,
+            2,
+            "The Iceberg committer was not invoked for 10 minutes (its once-a-minute schedule is "
+            "disabled or gone): nothing lands in the tables. Missing data counts as breaching.",
+        ),
         "CommitterErrors": (
             committer.metric_errors(period=FIVE_MINUTES, statistic="Sum"),
             1,

@@ -34,7 +34,10 @@ from walletlake_cdk.committer import COMMITTER_HANDLER
 from walletlake_cdk.config import CALLERS_REQUIRED
 from walletlake_cdk.monitoring import (
     COMMIT_LAG_MINUTES,
+    COMMITTER_SILENT_ALARM,
     ITERATOR_AGE_ALARM_FRACTION,
+    NOT_READING_ALARM,
+    NOT_READING_MINUTES,
 )
 from walletlake_cdk.nightly import (
     COMPACTION_LEASE_HANDLER,
@@ -728,12 +731,15 @@ def test_alarms_cover_lag_errors_failures_and_reconciliation_and_publish_to_the_
         "ApiServerErrorRate",
         "ApiFleetCpuHigh",
         "ApiDynamoDbThrottles",
+        "ApiDynamoDbInternalErrors",
         "ApiRequestsShed",
         "NightlyReconciliationFailed",
     } <= set(by_name)
     # AND the fleet's own alarms read what every task publishes (EMF: namespace walletlake)
     assert by_name["ApiDynamoDbThrottles"]["Namespace"] == "walletlake"
     assert by_name["ApiDynamoDbThrottles"]["MetricName"] == "DynamoDBThrottles"
+    assert by_name["ApiDynamoDbInternalErrors"]["MetricName"] == "DynamoDBInternalErrors"
+    assert by_name["ApiDynamoDbInternalErrors"]["EvaluationPeriods"] == 2
     # AND lag is caught before records age out of the consumer's reach
     near_limit = by_name["StreamIteratorAgeNearLimit"]
     assert near_limit["MetricName"] == "IteratorAge"
@@ -1001,6 +1007,46 @@ def test_committer_alarms_catch_errors_and_rows_landing_without_commits(synthesi
     assert "CommittedRows" in lag
     assert "LedgerRows" in lag
     assert alarms["CommitLag"]["EvaluationPeriods"] * 5 == COMMIT_LAG_MINUTES
+
+
+def test_a_mapping_disabled_or_left_on_an_old_stream_and_a_stopped_committer_alarm(
+    synthesized: Synthesized,
+) -> None:
+    # GIVEN the alarms
+    alarms = {
+        logical_id.split("Alarm")[0]: resource["Properties"]
+        for logical_id, resource in synthesized.resources("AWS::CloudWatch::Alarm").items()
+    }
+    table_id = synthesized.logical_id("AWS::DynamoDB::Table", "WalletsTable")
+    consumer_id = function_id(synthesized, CONSUMER_HANDLER)
+    # THEN the table taking writes while the consumer is not invoked for 15 minutes alarms (what a
+    # disabled mapping, or one bound to a stream the table no longer has, looks like), and a
+    # period with no writes is calm, not breaching
+    not_reading = alarms[NOT_READING_ALARM]
+    metrics = {query["Id"]: query for query in not_reading["Metrics"]}
+    (expression,) = [query["Expression"] for query in not_reading["Metrics"] if "Expression" in query]
+    assert expression == "IF(FILL(writes, 0) > 0 AND FILL(invocations, 0) == 0, 1, 0)"
+    writes = metrics["writes"]["MetricStat"]
+    invocations = metrics["invocations"]["MetricStat"]
+    assert (writes["Metric"]["MetricName"], writes["Stat"]) == ("ConsumedWriteCapacityUnits", "Sum")
+    assert writes["Metric"]["Dimensions"] == [{"Name": "TableName", "Value": {"Ref": table_id}}]
+    assert (invocations["Metric"]["MetricName"], invocations["Stat"]) == ("Invocations", "Sum")
+    assert invocations["Metric"]["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": consumer_id}}]
+    assert not_reading["EvaluationPeriods"] * 5 == NOT_READING_MINUTES
+    assert not_reading["DatapointsToAlarm"] == not_reading["EvaluationPeriods"]
+    assert (not_reading["Threshold"], not_reading["TreatMissingData"]) == (1, "notBreaching")
+    # AND a committer that is not invoked for 10 minutes alarms, silence counting as breaching
+    silent = alarms[COMMITTER_SILENT_ALARM]
+    assert (silent["MetricName"], silent["Statistic"], silent["Period"]) == ("Invocations", "Sum", 300)
+    assert silent["Dimensions"] == [
+        {"Name": "FunctionName", "Value": {"Ref": function_id(synthesized, COMMITTER_HANDLER)}}
+    ]
+    assert (silent["ComparisonOperator"], silent["Threshold"]) == ("LessThanThreshold", 1)
+    assert (silent["TreatMissingData"], silent["EvaluationPeriods"]) == ("breaching", 2)
+    # AND every other alarm keeps missing data as calm (they count failures: silence is none)
+    assert {name for name, alarm in alarms.items() if alarm["TreatMissingData"] == "breaching"} == {
+        COMMITTER_SILENT_ALARM
+    }
 
 
 def test_committer_alarms_catch_any_misfit_missing_file_and_blocked_table(synthesized: Synthesized) -> None:

@@ -85,6 +85,9 @@ ONE_SHOT: dict[str, tuple[int, str]] = {
     "walletlake lake migrate --dry-run --table ledger --include-day {day}": (0, ""),
     "walletlake lake reland --dry-run --table wallets": (0, "misfits: 0 found, 0 relanded"),
     "walletlake lake reland --json": (0, '"misfits": []'),
+    "walletlake lake register --dry-run --table ledger": (0, "ledger: in the catalog"),
+    "walletlake lake register --json": (0, '"state": "in the catalog"'),
+    "walletlake consume --accept-stream-switch --max-wait 1 --json": (0, '"stream_switch": null'),
     "walletlake query --list": (0, "user_wallets(user_id string)"),
     "walletlake query daily_volume --param start_date={day} --param end_date={day}": (0, "deposit_usd"),
     (

@@ -78,6 +78,7 @@ def test_drain_lands_every_entry_once_and_checkpoints(settings: Settings) -> Non
         "records_per_second": 0,
         "unconfirmed_shards": [],
         "trimmed_shards": [],
+        "stream_switch": None,
     }
     assert summary.files_written >= summary.batches
     assert progress[-1] == 10 + 2 * 25

@@ -19,6 +19,13 @@ starting it again neither loses nor doubles a ledger entry.
 Without --follow it drains: closed shards to their end, open shards until they have passed every
 record that existed when the drain began (at most --max-wait seconds while a writer keeps them
 busy), then prints a summary. With --follow it keeps polling until Ctrl-C.
+
+When the table's stream changed (disabled and enabled again, as after a restore), it first reads
+the old stream to its end, then moves to the new one and records the switch (a log line, the
+checkpoint table, the summary's "switched" line). If the old stream cannot be drained it stops
+with one line and exit status 1, landing nothing of the new stream, so no record is abandoned
+unseen; once the old stream's records were brought back otherwise (a backfill),
+--accept-stream-switch records the switch without draining it.
 """
 
 
@@ -45,6 +52,11 @@ def register(subparsers: Any) -> None:
         metavar="S",
         help="seconds a drain keeps reading open shards a writer keeps busy (default 30)",
     )
+    parser.add_argument(
+        "--accept-stream-switch",
+        action="store_true",
+        help="move to the table's new stream without draining the old one (after a backfill of its records)",
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     parser.set_defaults(func=_run)
 
@@ -60,6 +72,7 @@ def _run(args: argparse.Namespace) -> int:
         max_wait=args.max_wait,
         follow=args.follow,
         on_progress=progress,
+        accept_stream_switch=args.accept_stream_switch,
     )
     progress.done()
     values = summary.as_dict()
@@ -73,8 +86,11 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(values, sort_keys=True))
     else:
         print(_readable(values, settings))
-    # Records trimmed before they reached the lake are lost from it: an operator must act.
-    return 1 if values["trimmed_shards"] else 0
+    # Records trimmed before they reached the lake are lost from it, and a batch its commit left
+    # out is in no table: an operator must act.
+    from walletlake.commands.commit import left_out
+
+    return 1 if values["trimmed_shards"] or ("commit" in values and left_out(values["commit"])) else 0
 
 
 class _Progress:
@@ -111,6 +127,12 @@ def _readable(values: dict[str, Any], settings: Settings) -> str:
         f"quarantined {values['quarantined']:,}",
         f"written     {values['files_written']:,} objects, {values['bytes_written']:,} bytes",
     ]
+    if values.get("stream_switch"):
+        switch = values["stream_switch"]
+        lines.append(
+            f"switched    from {switch['from']} ({switch['drained_records']:,} records drained first)"
+            f" to {switch['to']}"
+        )
     if "commit" in values:
         from walletlake.commands.commit import describe
 

@@ -1,5 +1,6 @@
 """``walletlake lake``: operations on the lake as a whole; ``migrate`` moves it into Iceberg,
-``reland`` lands the misfit files a table can now take, each exactly once."""
+``reland`` lands the misfit files a table can now take, each exactly once, ``register`` rebuilds
+a lost catalog from the tables' own metadata files."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from walletlake.days import day_argument
 
 #: Exit status of a run that left days alone (the table already held other files for them).
 EXIT_SKIPPED = 2
-#: Exit status of a re-land that refused a misfit (the table still cannot take it).
+#: Exit status of a re-land that refused a misfit (the table still cannot take it) or failed one
+#: (it could not be read or landed): the others were re-landed all the same.
 EXIT_REFUSED = 1
 
 
@@ -77,8 +79,11 @@ def register(subparsers: Any) -> None:
             "Lands every file under {lake_prefix}/_misfits/{table}/ that the table can now take (after "
             "the upgrade that added its columns, or after the file was converted), as a source named by "
             "the file, then commits. Running it again lands nothing: a file already re-landed is "
-            "reported 'already relanded'. A file the table still cannot take is reported 'refused' "
-            f"with why, and nothing of it is written; exit status {EXIT_REFUSED}. The misfit files are "
+            "reported 'already relanded', and a row the table already holds (its entry_id, its "
+            "wallet_id) is never landed again. A file the table still cannot take is reported "
+            "'refused' with why, one that cannot be read or landed 'failed', and nothing of it is "
+            f"written; the other files are re-landed all the same; exit status {EXIT_REFUSED}, each "
+            "such file named on stderr. The misfit files are "
             "left in place: delete them once their rows are in (docs/operations.md, 'Misfit files')."
         ),
     )
@@ -95,6 +100,31 @@ def register(subparsers: Any) -> None:
     )
     reland_parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
     reland_parser.set_defaults(func=_reland)
+    register_parser = actions.add_parser(
+        "register",
+        help="register the lake's tables from their own metadata files in a catalog that lost them",
+        description=(
+            "For each Iceberg table the configured catalog does not hold, finds its newest metadata "
+            "file under the table's location (the lake bucket's iceberg/ folder, or where the catalog "
+            "places tables itself) and registers the table from it, with its schemas, snapshots, refs "
+            "and properties (the committer's progress): the lake as it was, nothing rewritten. A table "
+            "already in the catalog is left as it is; a table without metadata files is left to "
+            "provisioning. Run it when provisioning refuses to create a table over its own files."
+        ),
+    )
+    register_parser.add_argument(
+        "--table",
+        dest="tables",
+        action="append",
+        choices=tuple(STREAM_TABLES),
+        default=None,
+        help="a table to register (repeatable; default: all of them)",
+    )
+    register_parser.add_argument(
+        "--dry-run", action="store_true", help="find each table's metadata file and register nothing"
+    )
+    register_parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    register_parser.set_defaults(func=_register)
 
 
 def _migrate(args: argparse.Namespace) -> int:
@@ -155,4 +185,32 @@ def _reland(args: argparse.Namespace) -> int:
             print(f"  {reland.line()}")
         if commit is not None:
             print(f"  committed {commit['rows']} rows")
-    return EXIT_REFUSED if any(reland.state == "refused" for reland in done) else 0
+    stopped = [reland for reland in done if reland.stopped]
+    for reland in stopped:
+        print(f"walletlake lake reland: {reland.line()}", file=sys.stderr)
+    return EXIT_REFUSED if stopped else 0
+
+
+def _register(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from contracts.lake_layout import table_location_root
+    from lake.iceberg_register import register_tables
+
+    settings = Settings.from_env()
+    session = boto3.Session(region_name=settings.region)
+    done = register_tables(
+        open_catalog(settings, session),
+        settings.glue_database,
+        # where the committer places the tables (AWS), then where the catalog places them itself
+        (table_location_root(settings.bucket, settings.lake_prefix), None),
+        tables=tuple(args.tables or STREAM_TABLES),
+        dry_run=args.dry_run,
+    )
+    if args.json:
+        print(json.dumps({"tables": [dataclasses.asdict(table) for table in done]}))
+    else:
+        print(f"register{' (dry run)' if args.dry_run else ''}:")
+        for table in done:
+            print(f"  {table.line()}")
+    return 0
