@@ -123,6 +123,8 @@ def keep_new(rows: pa.Table, columns: tuple[str, ...], held: pa.Array | pa.Chunk
     >>> kept = keep_new(rows, ("entry_id",), pa.array(["c"]))
     >>> kept.rows.column("entry_id").to_pylist(), kept.held
     (['a', 'b'], 2)
+    >>> keep_new(pa.table({"entry_id": [None, None]}), ("entry_id",), pa.array([], pa.string())).held
+    0
     """
     keys = identity_keys(rows, columns)
     fresh = pc.invert(
@@ -135,7 +137,9 @@ def keep_new(rows: pa.Table, columns: tuple[str, ...], held: pa.Array | pa.Chunk
     as_list = keys.to_pylist()
     for index in indices:
         key = as_list[index]
-        if key not in seen:
+        if key is None:  # a null identity (a quarantined record without a sequence) matches nothing
+            keep.append(index)
+        elif key not in seen:
             seen.add(key)
             keep.append(index)
     return Kept(rows=rows.take(pa.array(keep, pa.int64())), held=rows.num_rows - len(keep))

@@ -40,6 +40,9 @@ PERMANENT_STREAMS: Final = frozenset({"export", "replay"})
 #: stream shard's is (:func:`is_permanent`); a rerun of the re-land then finds the rows in the
 #: table by their identity and lands nothing.
 RELAND_SHARD_PREFIX: Final = "misfit~"
+#: The shard prefix of a replayed stream range (``replay/range~{shard}~{first}``,
+#: :mod:`stream_processor.range_replay`): forgotten like a re-landed misfit's, for the same reason.
+RANGE_SHARD_PREFIX: Final = "range~"
 #: Landing records held in memory per process: a record never changes once written, so a warm
 #: committer reads each at most once. A record describes its files for the commit (about 11 KB
 #: in memory for a batch of two files, measured), so 5,000 are about 60 MB: more than ten cycles
@@ -56,9 +59,11 @@ def is_permanent(source: str) -> bool:
     --------
     >>> is_permanent("export/01772000000000-a1b2c3d4"), is_permanent("replay/misfit~wallets~f")
     (True, False)
+    >>> is_permanent("replay/range~shardId-1~300")
+    False
     """
     stream, _, shard = source.partition("/")
-    return stream in PERMANENT_STREAMS and not shard.startswith(RELAND_SHARD_PREFIX)
+    return stream in PERMANENT_STREAMS and not shard.startswith((RELAND_SHARD_PREFIX, RANGE_SHARD_PREFIX))
 
 
 class OverlapError(RuntimeError):

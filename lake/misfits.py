@@ -264,43 +264,16 @@ def lake_rows(table: str, rows: pa.Table) -> pa.Table:
 
 
 def unheld_rows(table: Table, rows: pa.Table) -> pa.Table:
-    """The rows whose identity the table does not hold yet (its compaction key,
-    :attr:`contracts.lake_tables.CompactionLayout.key`: ``entry_id``, ``wallet_id``), read from
-    the table on the rows' days only: what decides that a re-land adds no copy, whatever became of
-    its source's name."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    from pyiceberg.expressions import And, In, Reference
-    from pyiceberg.expressions.literals import literal
+    """The rows whose identity the table does not hold yet (:mod:`lake.entry_identity`, read as the
+    committer's own check reads it: :func:`lake.identity_guard.held_in_table`): what decides that a
+    re-land adds no copy, whatever became of its source's name."""
+    from lake.entry_identity import identity_columns, keep_new
+    from lake.identity_guard import held_in_table
 
-    name = table.name()[-1]
-    spec = STREAM_TABLES[name]
-    key = list(spec.compaction.key) if spec.compaction is not None else []
-    if not key or rows.num_rows == 0:
+    if rows.num_rows == 0:
         return rows
-    days = pc.unique(pc.strftime(rows.column(spec.day_column), format="%Y-%m-%d")).to_pylist()
-    # a null key (a quarantined record without a sequence number) matches nothing, as in the join
-    first = [value for value in pc.unique(rows.column(key[0])).to_pylist() if value is not None]
-    held = (
-        table.scan(
-            row_filter=And(
-                In(term=Reference(PARTITION_COLUMN), values={literal(day) for day in days}),
-                In(term=Reference(key[0]), values={literal(value) for value in first}),
-            ),
-            selected_fields=tuple(key),
-        )
-        .to_arrow()
-        .select(key)
-    )
-    if held.num_rows == 0:
-        return rows
-    held = pa.Table.from_arrays(
-        [held.column(column).cast(rows.schema.field(column).type) for column in key], names=key
-    )
-    marked = rows.append_column("__row", pa.array(range(rows.num_rows), pa.int64()))
-    kept = marked.join(held, keys=key, join_type="left anti")
-    order = pc.sort_indices(kept.column("__row"))
-    return rows.take(pc.take(kept.column("__row"), order))
+    columns = identity_columns(table.name()[-1])
+    return keep_new(rows, columns, held_in_table(table, rows)).rows
 
 
 def reland_misfits(

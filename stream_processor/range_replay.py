@@ -3,10 +3,11 @@
 Within the stream's 24 hours the records are still there, but the landing log cannot take them
 again under their shard: the shard's landing record of the range still covers it (a batch left out
 is *covered and committed past*; its rows reached no table). So a range replay lands the records
-as a replay source of its own, ``replay/range~{shard}~{first}`` (one per range, kept with the
-other replay sources), and the committer appends only the rows the tables do not already hold
-(:mod:`lake.entry_identity`): a range whose rows are partly, wholly or not at all in the lake ends
-with each exactly once, however often it is replayed.
+as a replay source of its own, ``replay/range~{shard}~{first}`` (forgotten like a shard once
+quiet: a rerun after that lands again and the commit finds every row held), and the committer
+appends only the rows the tables do not already hold (:mod:`lake.entry_identity`): a range whose
+rows are partly, wholly or not at all in the lake ends with each exactly once, however often it is
+replayed.
 
 ``--left-out`` replays every batch the committer noted as left out
 (``{lake_prefix}/_misfits/_batches/*.reason.json``: :func:`lake.misfits.quarantine_batch`), each
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from contracts.lake_layout import misfits_location, stream_label
 from contracts.settings import Settings
+from lake.landing_log import RANGE_SHARD_PREFIX
 from stream_processor.dead_letters import BatchInfo, ExpiredBatchError, read_batch
 from stream_processor.decoder import decode_records
 from stream_processor.replay_report import REPLAYED_TABLES, ReplayReport
@@ -46,7 +48,7 @@ def range_source(shard_id: str, first: int) -> str:
     >>> range_source("shardId-0001", 300)
     'range~shardId-0001~300'
     """
-    return f"range~{shard_id}~{first}"
+    return f"{RANGE_SHARD_PREFIX}{shard_id}~{first}"
 
 
 def sequence_text(number: int | str) -> str:
