@@ -12,7 +12,9 @@ Its grants (:func:`grant_committer`):
 
 - S3: list the landing log, read its records (and delete them past retention, hourly), read the
   data files' footers and the tables' metadata, write the new manifests and manifest lists that
-  pyiceberg writes beside the data (``lake/iceberg/*/metadata/``), its tidy's cursor
+  pyiceberg writes beside the data (``lake/iceberg/*/metadata/``); for a replayed batch, read its
+  files and the table's rows of their time span and write the rows it keeps beside them
+  (``lake.identity_guard``: within ``lake/iceberg/*``, the same grant), its tidy's cursor
   (``lake/_committer/``) and copies of landed files that fit no table (``lake/_misfits/``);
   nothing else of the lake.
 - Glue, besides the REST endpoint's actions below: ``GetTableVersions`` and
