@@ -286,7 +286,7 @@ def commit_landed(
     live = list_sources(s3, settings.bucket, settings.lake_prefix)
     sources = [source for source in live if full or not _quiet(source, positions, now)]
     records = records_after(s3, settings.bucket, settings.lake_prefix, _floor(sources, positions))
-    presence = FilePresence()  # one HEAD per landed file this cycle, whatever the tables naming it
+    presence = FilePresence(s3)  # one HEAD per landed file this cycle, whatever the tables naming it
     results = [
         commit_table(
             catalog,
@@ -525,12 +525,8 @@ def commit_decision(
     # every other table's commit (each finds the same files gone)
     presence = presence or FilePresence()
     stored = presence.of(table.io, [f.path for f in every])
-    # a file of another size than its landing record says is torn: as good as gone
-    torn = {
-        f.path: (size, f.size)
-        for f in every
-        if stored[f.path] and (size := presence.size(f.path)) is not None and f.size and size != f.size
-    }
+    # a file of another size or checksum than its landing record says is torn: as good as gone
+    torn = {f.path: why for f in every if stored[f.path] and (why := _torn(f, presence))}
     present = {path: here and path not in torn for path, here in stored.items()}
     broken = [record for record in decision.chosen if not all(present[f.path] for f in record.files)]
     left_out = {file.path for record in broken for file in record.files}
@@ -543,7 +539,7 @@ def commit_decision(
             record,
             {f.path for f in record.files if not present[f.path]},
             misfits_root,
-            torn={path: sizes for path, sizes in torn.items() if any(f.path == path for f in record.files)},
+            torn={path: why for path, why in torn.items() if any(f.path == path for f in record.files)},
         )
     data_files = [data_file for data_file, _, _ in described if data_file is not None]
     replayed = {
@@ -579,6 +575,17 @@ def commit_decision(
     committed = transaction.commit_transaction()
     snapshot = committed.current_snapshot()
     return (snapshot.snapshot_id if snapshot is not None else None), aside, len(broken), held
+
+
+def _torn(file: LandedFile, presence: FilePresence) -> str:
+    """How the stored file is not the bytes its landing record describes (another size, or another
+    CRC32 where both the record and storage have one), or ``""``."""
+    size, checksum = presence.size(file.path), presence.checksum(file.path)
+    if size is not None and file.size and size != file.size:
+        return f"is {size} bytes, its landing record says {file.size}"
+    if file.crc32 is not None and checksum is not None and checksum != file.crc32:
+        return f"has CRC32 {checksum}, its landing record says {file.crc32}"
+    return ""
 
 
 def check_identities(

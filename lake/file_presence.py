@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
@@ -29,9 +29,14 @@ class FilePresence:
     """Whether each path exists, asked of storage once (then remembered for the cycle). One cycle's
     tables commit one after another, so it is used from one thread at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, s3: Any = None) -> None:
+        """``s3``: a boto3 S3 client, to HEAD ``s3://`` paths with their checksum
+        (``ChecksumMode=ENABLED``: the CRC32 the SDK sent with the PUT); without one, the
+        table's own FileIO answers the size alone."""
+        self._s3 = s3
         self._known: dict[str, bool] = {}
         self._sizes: dict[str, int | None] = {}
+        self._checksums: dict[str, str | None] = {}
 
     @property
     def asked(self) -> int:
@@ -44,14 +49,32 @@ class FilePresence:
         new = [path for path in wanted if path not in self._known]
         if new:
             with ThreadPoolExecutor(max_workers=min(CHECKERS, len(new))) as pool:
-                sizes = list(pool.map(lambda path: _size(io, path), new))
-            self._sizes.update(zip(new, sizes, strict=True))
-            self._known.update((path, size is not None) for path, size in zip(new, sizes, strict=True))
+                answers = list(pool.map(lambda path: self._head(io, path), new))
+            for path, (size, checksum) in zip(new, answers, strict=True):
+                self._sizes[path], self._checksums[path], self._known[path] = size, checksum, size is not None
         return {path: self._known[path] for path in wanted}
 
     def size(self, path: str) -> int | None:
         """The size storage answered for ``path`` (None: gone, or never asked)."""
         return self._sizes.get(path)
+
+    def checksum(self, path: str) -> str | None:
+        """The CRC32 storage answered for ``path`` (None: none kept, not asked with a client)."""
+        return self._checksums.get(path)
+
+    def _head(self, io: FileIO, path: str) -> tuple[int | None, str | None]:
+        if self._s3 is None or not path.startswith("s3://"):
+            return _size(io, path), None
+        from botocore.exceptions import ClientError
+
+        bucket, _, key = path.removeprefix("s3://").partition("/")
+        try:
+            answer = self._s3.head_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED")
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None, None
+            raise
+        return int(answer["ContentLength"]), answer.get("ChecksumCRC32")
 
 
 def _size(io: FileIO, path: str) -> int | None:

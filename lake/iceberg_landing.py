@@ -186,14 +186,23 @@ def land_rows(
                 body = encode(rows_out, text_statistics=True)
                 # described from the bytes in hand, so the commit never reads this file's footer
                 description = describe_written(body, {PARTITION_COLUMN: day})
-                s3.put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/vnd.apache.parquet")
+                answer = s3.put_object(
+                    Bucket=bucket, Key=key, Body=body, ContentType="application/vnd.apache.parquet"
+                )
             except Exception as error:
                 _remove(s3, written)
                 raise LandingWriteError(
                     f"could not write {path} ({len(written)} files removed): {error}"
                 ) from error
             written.append(
-                LandedFile(table=name, path=path, rows=part.num_rows, size=len(body), description=description)
+                LandedFile(
+                    table=name,
+                    path=path,
+                    rows=part.num_rows,
+                    size=len(body),
+                    description=description,
+                    crc32=answer.get("ChecksumCRC32"),
+                )
             )
     record = LandingRecord(
         stream=stream_label(event_source_arn),

@@ -84,12 +84,17 @@ class LandedFile:
     rows: int
     size: int
     description: Mapping[str, Any] | None = dataclasses.field(default=None, hash=False, compare=False)
+    #: The CRC32 storage computed of the bytes as written (S3's ``ChecksumCRC32``, base64), when
+    #: it answered one: the commit compares it with the one a HEAD answers now.
+    crc32: str | None = dataclasses.field(default=None, hash=False, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values, for the record's JSON."""
         values = {"table": self.table, "path": self.path, "rows": self.rows, "size": self.size}
         if self.description is not None:
             values["description"] = dict(self.description)
+        if self.crc32 is not None:
+            values["crc32"] = self.crc32
         return values
 
 

@@ -110,7 +110,7 @@ def quarantine_batch(
     gone: Collection[str],
     root: str | None = None,
     *,
-    torn: Mapping[str, tuple[int, int]] | None = None,
+    torn: Mapping[str, str] | None = None,
 ) -> str:
     """Note a batch left out of every table because files of it are gone from storage (orphan
     removal after a long committer outage, a deletion by hand): one ``.reason.json`` naming the
@@ -122,10 +122,7 @@ def quarantine_batch(
     torn = torn or {}
     missing = sorted(path for path in gone if path not in torn)
     causes = [f"missing: {', '.join(missing)} not in storage (removed since it landed)"] if missing else []
-    causes += [
-        f"torn: {path} is {size} bytes, its landing record says {expected}"
-        for path, (size, expected) in sorted(torn.items())
-    ]
+    causes += [f"torn: {path} {why}" for path, why in sorted(torn.items())]
     note = {
         "batch": record.source,
         "first": record.first,

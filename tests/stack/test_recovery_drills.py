@@ -227,9 +227,11 @@ def test_a_day_with_copies_is_repaired_by_the_command_the_runbook_names(
     assert f"repair of {today}: nothing to repair; nothing changed" in out
 
 
+@pytest.mark.parametrize("damage", ["cut short", "same size, other bytes"])
 def test_a_landed_file_torn_before_its_commit_is_left_out_counted_and_replayed_whole(
     make_settings: Callable[..., Settings],
     monkeypatch: pytest.MonkeyPatch,
+    damage: str,
 ) -> None:
     # GIVEN batches landed by the consumer, one of whose ledger files was cut short before the commit
     import json
@@ -251,7 +253,10 @@ def test_a_landed_file_torn_before_its_commit_is_left_out_counted_and_replayed_w
     torn = next(r for r in records if r.files_of("ledger")).files_of("ledger")[0]
     bucket, key = split_bucket_key(torn.path)
     body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
-    s3.put_object(Bucket=bucket, Key=key, Body=body[: len(body) // 2])
+    # (a writer that died mid-copy; or bytes changed in place, which only the CRC32 tells)
+    flipped = body[:100] + bytes([body[100] ^ 0xFF]) + body[101:]
+    torn_body = body[: len(body) // 2] if damage == "cut short" else flipped
+    s3.put_object(Bucket=bucket, Key=key, Body=torn_body)
 
     # WHEN the committer commits
     report = commit_landed(settings, s3, open_catalog(settings), empty_after_seconds=0)
@@ -261,9 +266,13 @@ def test_a_landed_file_torn_before_its_commit_is_left_out_counted_and_replayed_w
     root_bucket, root_key = split_bucket_key(misfits_location(settings.bucket, settings.lake_prefix))
     (note_key,) = objects.list_keys(s3, root_bucket, f"{root_key}/_batches/")
     note = json.loads(s3.get_object(Bucket=root_bucket, Key=note_key)["Body"].read())
-    assert note["reason"].startswith(
-        f"torn: {torn.path} is {len(body) // 2} bytes, its landing record says {torn.size}"
+    why = (
+        f"is {len(body) // 2} bytes, its landing record says {torn.size}"
+        if damage == "cut short"
+        else f"has CRC32 {s3.head_object(Bucket=bucket, Key=key, ChecksumMode='ENABLED')['ChecksumCRC32']}, "
+        f"its landing record says {torn.crc32}"
     )
+    assert note["reason"].startswith(f"torn: {torn.path} {why}")
     # AND the runbook's remedy brings it back whole, once, and the night is clean
     assert cli.main(["replay", "--left-out"]) == 0
     assert_exact_lake(settings, writer)
