@@ -2,7 +2,9 @@
 entry ends in the ledger exactly once, and no commit ever holds one twice.
 
 A history draws, in any order: stream batches the consumer lands (in the stream's order), records
-the stream loses (trimmed past 24 hours), export chunks over any range of what was written (full
+the stream loses (trimmed past 24 hours), a switch to a new stream (the table's stream disabled
+and enabled again: new shards whose sequence numbers start again; the old stream drained first,
+or its unread records lost), export chunks over any range of what was written (full
 or incremental: before, across or after what the stream delivered, overlapping one another),
 range replays of earlier batches (``replay --stream-range``/``--left-out``), reruns, and commits.
 It ends as the runbook's backfill does: an export of everything written, then a commit. Rows carry
@@ -37,6 +39,7 @@ steps = st.lists(
         st.tuples(st.just("export"), st.integers(0, ENTRIES - 1), st.integers(1, ENTRIES)),
         st.tuples(st.just("range"), st.integers(0, 8)),
         st.tuples(st.just("rerun"), st.integers(0, 8)),
+        st.tuples(st.just("switch"), st.booleans()),
         st.just(("commit",)),
     ),
     max_size=18,
@@ -60,8 +63,9 @@ def test_any_outage_and_replays_end_with_every_entry_once(
     table_id = identifier(NAMESPACE, "ledger")
     names = itertools.count(1)
     log: list[LandingRecord] = []
-    batches: list[tuple[int, int]] = []  # stream ranges [first, last) the stream delivered or lost
+    batches: list[tuple[str, int, int]] = []  # (shard, first, end): ranges delivered or lost
     cursor = 0
+    shard, base = "s1", 0  # the current stream's shard and the entry its sequence 1 is
 
     def land(stream: str, shard: str, indexes: list[int], first: int, last: int) -> None:
         if indexes:
@@ -81,17 +85,24 @@ def test_any_outage_and_replays_end_with_every_entry_once(
         COUNTS[kind] += 1
         if kind in ("stream", "trim") and cursor < ENTRIES:
             end = min(ENTRIES, cursor + step[1])
-            batches.append((cursor, end))
-            if kind == "stream":  # sequence numbers: entry index + 1
-                land("stream", "s1", list(range(cursor, end)), cursor + 1, end)
+            batches.append((shard, cursor, end))
+            if kind == "stream":  # sequence numbers: from 1 at the stream's first entry
+                land("stream", shard, list(range(cursor, end)), cursor - base + 1, end - base)
             cursor = end
+        elif kind == "switch":
+            drained = step[1]
+            if not drained and cursor < ENTRIES:  # the old stream's unread records are lost
+                lost = min(ENTRIES, cursor + 3)
+                batches.append((shard, cursor, lost))
+                cursor = lost
+            shard, base = f"s{next(names)}", cursor
         elif kind == "export":
             start, size = step[1], step[2]
             land("export", f"x{next(names)}", list(range(start, min(ENTRIES, start + size))), 1, 1)
         elif kind in ("range", "rerun") and batches:
-            first, end = batches[step[1] % len(batches)]
-            shard = f"range~s1~{first + 1}" if kind == "range" else f"range~s1~{first + 1}-again{next(names)}"
-            land("replay", shard, list(range(first, end)), first + 1, end)
+            of, first, end = batches[step[1] % len(batches)]
+            again = "" if kind == "range" else f"-again{next(names)}"
+            land("replay", f"range~{of}~{first + 1}{again}", list(range(first, end)), first + 1, end)
         elif kind == "commit":
             commit()
     # the runbook's recovery: an export of everything written, replayed, then committed
