@@ -32,55 +32,135 @@ DEFAULT_OPERATIONS: Final[tuple[Operation, ...]] = ("create_wallet", "transfer",
 #: A wallet id as the server accepts it (a UUID, 36 characters), spelled for Lattice's resource
 #: paths: ``?`` matches one character, so a wallet's path cannot also match a longer route's.
 _WALLET_GLOB: Final = "????????-????-????-????-????????????"
-_WALLET_PATTERN: Final = r"[^/]+"
 API_PREFIX: Final = "/api/v1/wallets"
+#: Each path parameter a route template may hold: (its pattern for the server, its Lattice glob).
+#: A parameter is one path segment; a nonce's glob is ``*`` (its characters are the server's to check).
+_PARAMETERS: Final[dict[str, tuple[str, str]]] = {
+    "wallet_id": (r"[^/]+", _WALLET_GLOB),
+    "target_wallet_id": (r"[^/]+", _WALLET_GLOB),
+    "nonce": (r"[^/]+", "*"),
+}
+_PARAMETER: Final = re.compile(r"\{(\w+)\}")
+#: A control character (Unicode category Cc: C0, DEL, C1). A path holding one is no route: ``$`` in
+#: a router's pattern matches before a final newline, so ``…/deposit%0A`` would run the deposit
+#: while a stricter match finds no operation; the server answers such a path 400 before routing.
+CONTROL_CHARACTER: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Route:
-    """One route of the API as an operation: its method, its path for the server, its Lattice paths.
+    """One route of the API: the endpoint that serves it, the operation it is, and how it is matched.
+
+    Everything about a route derives from its row in :data:`ROUTES`: the FastAPI routes
+    (:mod:`wallet.api` registers :attr:`spellings`), the fast movement path
+    (:mod:`wallet.movement_routes`), the server's permission check and audit line (both read the
+    one :class:`RouteMatch` of a request) and Lattice's service policy (:attr:`lattice_paths`).
 
     Attributes
     ----------
+    name:
+        The endpoint's name (its OpenAPI ``operationId``; the other spelling's ends in ``_alt``).
     operation:
-        What a caller does through it.
+        What a caller does through it: the only thing the caller map permits or refuses.
     method:
         The HTTP method.
+    template:
+        The path as seed 000 designs it, ``{parameter}`` for a segment (:data:`_PARAMETERS`).
+    both_spellings:
+        Whether the path with its trailing slash toggled is the same route (seed 000's code and
+        design differ on it; both are served, neither redirects).
     pattern:
-        The path as the server matches it (a regular expression, whole path).
+        The paths it is, as the server matches them (derived; whole path, named groups).
     lattice_paths:
-        The path as a VPC Lattice auth policy names it, in the service's resource ARN
+        The paths it is in a VPC Lattice auth policy (derived), in the service's resource ARN
         (``arn:aws:vpc-lattice:<region>:<account>:service/<id>/<path>``): ``*`` and ``?`` wildcards.
     """
 
+    name: str
     operation: Operation
     method: str
+    template: str
+    both_spellings: bool
     pattern: re.Pattern[str]
     lattice_paths: tuple[str, ...]
 
+    @property
+    def spellings(self) -> tuple[str, ...]:
+        """The templates it is served under: the designed one first, then its other spelling."""
+        if not self.both_spellings:
+            return (self.template,)
+        other = self.template.removesuffix("/") if self.template.endswith("/") else f"{self.template}/"
+        return (self.template, other)
 
-def _route(operation: Operation, method: str, tail: str, glob_tail: str, *, slash: bool = True) -> Route:
-    pattern = re.compile(f"{re.escape(API_PREFIX)}/{_WALLET_PATTERN}{tail}" + ("/?" if slash else ""))
-    paths: tuple[str, ...] = (f"{API_PREFIX}/{_WALLET_GLOB}{glob_tail}",)
-    if slash:
-        paths += (f"{API_PREFIX}/{_WALLET_GLOB}{glob_tail}/",)
-    return Route(operation, method, pattern, paths)
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RouteMatch:
+    """A request's route and the values of its path parameters, as :func:`match_route` found them."""
+
+    route: Route
+    parameters: Mapping[str, str]
 
 
-#: Every route a caller may be permitted, by operation. ``/healthz`` (the load balancer's and
-#: Lattice's health checks) is no operation: it answers anyone and reads nothing.
+def _route(
+    name: str, operation: Operation, method: str, template: str, *, both_spellings: bool = True
+) -> Route:
+    """A row of :data:`ROUTES`, its server pattern and Lattice paths derived from ``template``."""
+    base = template.removesuffix("/") if both_spellings else template
+    regex, glob, position = "", "", 0
+    for parameter in _PARAMETER.finditer(base):
+        literal = base[position : parameter.start()]
+        pattern, parameter_glob = _PARAMETERS[parameter[1]]
+        regex += f"{re.escape(literal)}(?P<{parameter[1]}>{pattern})"
+        glob += f"{literal}{parameter_glob}"
+        position = parameter.end()
+    regex += re.escape(base[position:]) + ("/?" if both_spellings else "")
+    glob += base[position:]
+    paths = (glob, f"{glob}/") if both_spellings else (glob,)
+    return Route(name, operation, method, template, both_spellings, re.compile(regex), paths)
+
+
+#: Every route of the API, the one table the server and Lattice are made from (:class:`Route`).
+#: ``/healthz`` (the load balancer's and Lattice's health checks) is no route of it: it answers
+#: anyone and reads nothing. Any other request a named caller makes is refused: deny by default.
 ROUTES: Final[tuple[Route, ...]] = (
-    Route(
-        "create_wallet",
-        "POST",
-        re.compile(f"{re.escape(API_PREFIX)}/?"),
-        (API_PREFIX, f"{API_PREFIX}/"),
+    _route("create_wallet", "create_wallet", "POST", f"{API_PREFIX}/"),
+    _route("my_wallet", "read", "GET", f"{API_PREFIX}/me/"),
+    _route("deposit", "deposit", "PUT", f"{API_PREFIX}/{{wallet_id}}/deposit/"),
+    _route("transfer", "transfer", "PUT", f"{API_PREFIX}/{{wallet_id}}/transfer/{{target_wallet_id}}/"),
+    _route(
+        "transaction",
+        "read",
+        "GET",
+        f"{API_PREFIX}/{{wallet_id}}/transactions/{{nonce}}",
+        both_spellings=False,
     ),
-    _route("deposit", "PUT", "/deposit", "/deposit"),
-    _route("transfer", "PUT", f"/transfer/{_WALLET_PATTERN}", f"/transfer/{_WALLET_GLOB}"),
-    _route("read", "GET", "/balance", "/balance"),
-    _route("read", "GET", "/transactions/[^/]+", "/transactions/*", slash=False),
+    _route("balance", "read", "GET", f"{API_PREFIX}/{{wallet_id}}/balance"),
 )
+#: Each route by its name, for the code that serves it.
+ROUTE_NAMED: Final[Mapping[str, Route]] = {route.name: route for route in ROUTES}
+
+
+def match_route(method: str, path: str) -> RouteMatch | None:
+    """The route a request is, with its parameters; None for a request that is no route of the table.
+
+    The whole path must match (never a prefix, never "up to a final newline"), and a path with a
+    control character matches nothing. The first matching row wins; no two rows overlap.
+
+    Examples
+    --------
+    >>> match_route("PUT", "/api/v1/wallets/8a6e0804-2bd0-4672-b79d-d97027f9071a/deposit/").route.name
+    'deposit'
+    >>> match_route("PUT", "/api/v1/wallets/8a6e0804-2bd0-4672-b79d-d97027f9071a/deposit\\n") is None
+    True
+    """
+    if CONTROL_CHARACTER.search(path):
+        return None
+    for route in ROUTES:
+        if route.method == method:
+            matched = route.pattern.fullmatch(path)
+            if matched is not None:
+                return RouteMatch(route, matched.groupdict())
+    return None
 
 
 def operation_of(method: str, path: str) -> Operation | None:
@@ -95,10 +175,8 @@ def operation_of(method: str, path: str) -> Operation | None:
     >>> operation_of("GET", "/healthz") is None
     True
     """
-    for route in ROUTES:
-        if route.method == method and route.pattern.fullmatch(path):
-            return route.operation
-    return None
+    matched = match_route(method, path)
+    return None if matched is None else matched.route.operation
 
 
 #: An IAM role ARN, with an optional path: ``arn:<partition>:iam::<account>:role/<path/>name``.

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import re
 import time
 from collections.abc import Callable
 from typing import Any, Final
@@ -25,15 +24,14 @@ from typing import Any, Final
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from contracts.caller_permissions import operation_of
 from contracts.settings import Settings
 from wallet.authorization import LATTICE_TARGET_HEADER, OPEN_PATHS, session_name
 from wallet.principals import header_fields, principal_of
 from wallet.receipts import REPLAYED_HEADER, TRANSACTION_ID_HEADER
+from wallet.routing import matched
 
 #: The header naming the caller's VPC (``SourceVpcArn=...``).
 LATTICE_NETWORK_HEADER: Final = b"x-amzn-lattice-network"
-_WALLETS: Final = re.compile(r"/api/v1/wallets/(?P<wallet>[^/]+)(?:/transfer/(?P<target>[^/]+))?")
 #: Longest field value kept (paths, agents, ARNs); a line stays far under ``PIPE_BUF`` (4,096).
 _MAX_FIELD: Final = 512
 _TXN_HEADER: Final = TRANSACTION_ID_HEADER.lower().encode()
@@ -68,9 +66,11 @@ def audit_line(
     headers = scope["headers"]
     method, path = scope["method"], scope["path"]
     principal = principal_of(scope, settings.trust_front, settings.default_principal)
-    wallets = _WALLETS.match(path)
-    operation = operation_of(method, path)
-    wallet = wallets["wallet"] if wallets else None
+    route = matched(scope)  # the one match the permission check judged and the endpoint ran by
+    operation = route.route.operation if route is not None else None
+    parameters = route.parameters if route is not None else {}
+    wallet = parameters.get("wallet_id")
+    target = parameters.get("target_wallet_id")
     answer = _answer(body) if body else {}
     if operation == "create_wallet" and status in (200, 201):
         wallet = answer.get("id") if isinstance(answer.get("id"), str) else None
@@ -89,7 +89,7 @@ def audit_line(
         "userAgent": _bounded(_header(headers, b"user-agent")) or None,
         "operation": operation,
         "walletId": _bounded(wallet) if wallet else None,
-        "targetWalletId": _bounded(wallets["target"]) if wallets and wallets["target"] else None,
+        "targetWalletId": _bounded(target) if target else None,
         "transactionId": _header(response_headers, _TXN_HEADER) or None,
         "replayed": _header(response_headers, _REPLAYED_HEADER) == "true",
         "refusal": refusal,
@@ -112,7 +112,8 @@ class AuditTrail:
             await self.app(scope, receive, send)
             return
         started, clock = time.time(), time.monotonic()
-        creates = operation_of(scope["method"], scope["path"]) == "create_wallet"
+        route = matched(scope)
+        creates = route is not None and route.route.operation == "create_wallet"
         answer: dict[str, Any] = {"status": 500, "headers": [], "body": b""}
 
         async def keeping(message: Message) -> None:

@@ -342,8 +342,8 @@ def test_both_spellings_of_every_route_answer_directly_and_alike(api: Api) -> No
 def test_openapi_documents_every_route_with_its_statuses(api: Api) -> None:
     paths = api.openapi["paths"]
     statuses = {
-        ("post", "/api/v1/wallets/"): {"200", "201", "422", "429", "401", "403", "413", "500", "503"},
-        ("get", "/api/v1/wallets/me/"): {"401", "403", "413", "500", "501"},
+        ("post", "/api/v1/wallets/"): {"200", "201", "422", "429", "401", "403", "400", "413", "500", "503"},
+        ("get", "/api/v1/wallets/me/"): {"401", "403", "400", "413", "500", "501"},
         ("put", "/api/v1/wallets/{wallet_id}/deposit/"): {
             "204",
             "404",
@@ -352,6 +352,7 @@ def test_openapi_documents_every_route_with_its_statuses(api: Api) -> None:
             "429",
             "401",
             "403",
+            "400",
             "413",
             "500",
             "503",
@@ -364,6 +365,7 @@ def test_openapi_documents_every_route_with_its_statuses(api: Api) -> None:
             "429",
             "401",
             "403",
+            "400",
             "413",
             "500",
             "503",
@@ -375,6 +377,7 @@ def test_openapi_documents_every_route_with_its_statuses(api: Api) -> None:
             "429",
             "401",
             "403",
+            "400",
             "413",
             "500",
             "503",
@@ -387,6 +390,7 @@ def test_openapi_documents_every_route_with_its_statuses(api: Api) -> None:
             "429",
             "401",
             "403",
+            "400",
             "413",
             "500",
             "503",
