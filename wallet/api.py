@@ -7,8 +7,9 @@ Routes
 - ``PUT /api/v1/wallets/{wallet_id}/deposit/`` ``{"amount", "nonce"}`` → 204.
 - ``PUT /api/v1/wallets/{wallet_id}/transfer/{target_wallet_id}/`` ``{"amount", "nonce"}`` → 204.
 - ``GET /api/v1/wallets/{wallet_id}/transactions/{nonce}`` → 200, your request with that nonce
-  committed (its receipt); 404 ``transaction_not_found``: it did not and never will (with no record
-  the lookup voids the nonce first); 409 ``outcome_pending``: still committing, ask again.
+  committed (its receipt); 404 ``transaction_not_found`` (one wording): it did not and never will
+  (with no record the lookup voids your nonce first, if you may move money at all); 409
+  ``outcome_pending``: still committing, ask again.
 - ``GET /api/v1/wallets/{wallet_id}/balance`` → 200 ``{"balance": "<int micro-USD>"}`` (consistent).
 - ``GET /api/v1/wallets/me/`` → 501 (no authentication in this system).
 - ``GET /healthz`` → 200; ``GET /metrics`` → the process's counters (:mod:`wallet.telemetry`).
@@ -19,13 +20,13 @@ Every wallet route is a row of ``contracts.caller_permissions.ROUTES`` (register
 The client's contract
 ---------------------
 Every deposit and transfer carries a client-chosen ``nonce`` (use a fresh UUID, v4 or v7), unique
-per addressed wallet and owned by the caller that first used it. The first record put under a
-nonce decides it, and every answer follows from it:
+per caller and addressed wallet: another caller's nonce of the same spelling is another request.
+The first record put under the caller's nonce decides it, and every answer follows from it:
 
 - 204: done (``Idempotent-Replayed: true``: applied earlier; ``Transaction-Id`` names it);
 - 404 ``wallet_not_found``, 409 ``insufficient_funds`` / ``balance_limit_exceeded``: refused,
   nothing moved; kept under the nonce, so a repeat gets the same refusal (replayed). New nonce;
-- 409 ``idempotency_key_reused`` (another body or another caller), ``nonce_expired`` (past the
+- 409 ``idempotency_key_reused`` (another body), ``nonce_expired`` (past the
   window, its record still exists: never executed again), ``nonce_voided`` (a lookup decided it
   did not commit): nothing moved. New nonce;
 - 429 ``throttled``, 503 ``unavailable``, 500 ``dynamodb_refused``: nothing was written; same
@@ -64,7 +65,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from contracts.caller_permissions import ROUTE_NAMED, Route
 from contracts.settings import Settings
 from wallet import validation
-from wallet.authorization import REFUSALS
+from wallet.authorization import REFUSALS, may_move_money
 from wallet.body_limit import MAX_BODY_BYTES, TOO_LARGE
 from wallet.errors import (
     BalanceLimitExceededError,
@@ -331,7 +332,10 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
     async def transaction(request: Request, wallet_id: _WalletId, nonce: _Nonce) -> Response:
         wallet = validation.parse_uuid(wallet_id, "wallet_id")
         checked = validation.parse_nonce(nonce)
-        receipt = await store.outcome(wallet, checked, _principal(settings, request))
+        principal = _principal(settings, request)
+        receipt = await store.outcome(
+            wallet, checked, principal, may_move=may_move_money(settings, principal)
+        )
         telemetry.response(200)
         return Response(
             orjson.dumps(receipt.document()),

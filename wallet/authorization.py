@@ -40,7 +40,7 @@ from typing import Any, Final
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from contracts import api_metrics
-from contracts.caller_permissions import role_of
+from contracts.caller_permissions import Operation, role_of
 from contracts.settings import Settings
 from wallet.http_errors import error_response
 from wallet.principals import LATTICE_IDENTITY_HEADER, header_fields, principal_of
@@ -51,6 +51,8 @@ _logger = logging.getLogger(__name__)
 
 #: The header naming the Lattice service, service network and target group a request came through.
 LATTICE_TARGET_HEADER: Final = b"x-amzn-lattice-target"
+#: The operations that move a wallet's money.
+MONEY_MOVING_OPERATIONS: Final[tuple[Operation, ...]] = ("deposit", "transfer")
 #: What no check applies to.
 OPEN_PATHS: Final = frozenset({"/healthz"})
 #: Every refusal by status and code, with its meaning: the OpenAPI document lists them on every
@@ -145,6 +147,32 @@ def judge(settings: Settings, scope: MutableMapping[str, Any]) -> Refusal | None
             403, "operation_not_permitted", f"{principal} may not {operation.replace('_', ' ')} here"
         )
     return None
+
+
+def may_move_money(settings: Settings, principal: str | None) -> bool:
+    """Whether ``principal`` may move a wallet's money (deposit or transfer), so may have a movement.
+
+    An outcome lookup fences (writes a void record) only for such a caller: one that may not move
+    money can have no movement in flight, so "did not commit" is already true for it, and a
+    ``read`` role's lookup writes nothing. Without a trusted front or a caller map, anyone served
+    may move money.
+
+    Examples
+    --------
+    >>> from contracts.caller_permissions import CallerPermissions
+    >>> settings = Settings(trust_front="lattice", caller_permissions=CallerPermissions.parse(
+    ...     "arn:aws:iam::111122223333:role/support=read,arn:aws:iam::111122223333:role/cashier=deposit"))
+    >>> may_move_money(settings, "arn:aws:sts::111122223333:assumed-role/support/alice")
+    False
+    >>> may_move_money(settings, "arn:aws:sts::111122223333:assumed-role/cashier/bob")
+    True
+    """
+    permissions = settings.caller_permissions
+    if settings.trust_front == "none" or permissions is None:
+        return True
+    return principal is not None and any(
+        permissions.permits(principal, operation) for operation in MONEY_MOVING_OPERATIONS
+    )
 
 
 def session_name(settings: Settings, headers: Iterable[tuple[bytes, bytes]], principal: str) -> str | None:

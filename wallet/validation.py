@@ -15,7 +15,7 @@ The rules (issue 2, docs/architecture.md "Money"):
   canonical spelling per string keeps ``"100"`` and ``100`` the same request without guessing what
   ``"0100"`` meant;
 - a **nonce** is 1..64 characters of ``[0-9A-Za-z_-]`` (a JSON string). It becomes part of the
-  transaction item's key ``{wallet_id}_{nonce}#transaction``, so it may not contain the key's
+  transaction item's key ``{wallet_id}_{nonce}_{caller}#transaction``, so it may not contain the key's
   ``#`` nor anything that needs escaping in keys, logs or the lake;
 - a **UUID** is the canonical 8-4-4-4-12 hexadecimal form, in either case; it is stored lower-case
   so ``6F9619FF-...`` and ``6f9619ff-...`` name the same user or wallet.
