@@ -65,6 +65,9 @@ SERVER_ERRORS: Final = "requests_server_errors"
 #: drifted from the server's map.
 UNAUTHENTICATED: Final = "requests_unauthenticated"
 FORBIDDEN: Final = "requests_forbidden"
+#: Audit lines (wallet.audit) not written whole: the write failed or wrote part of the line. Every
+#: answered request's line is written or counted here; any is alarmed (a request off the record).
+AUDIT_LINES_LOST: Final = "audit_lines_lost"
 
 #: Every counter, in the order ``GET /metrics`` lists them, with the CloudWatch metric it is
 #: published as (namespace ``walletlake``, dimension ``service=wallet-api``, unit Count; each
@@ -77,6 +80,7 @@ PUBLISHED: Final[dict[str, str]] = {
     SERVER_ERRORS: "RequestsServerErrors",
     UNAUTHENTICATED: "RequestsUnauthenticated",
     FORBIDDEN: "RequestsForbidden",
+    AUDIT_LINES_LOST: "AuditLinesLost",
     REPLAYS: "IdempotentReplays",
     MEMORY_REPLAYS: "ReplaysFromMemory",
     CLOCK_RETRIES: "DynamoDBClockRetries",

@@ -33,5 +33,5 @@ def create_service(settings: Settings | None = None, *, store: WalletStore | Non
     )
     served = PathGuard(Gatekeeper(served, settings, store.telemetry), store.telemetry)
     if settings.audit_log is not None:
-        served = AuditTrail(served, settings, open_sink(settings.audit_log))
+        served = AuditTrail(served, settings, open_sink(settings.audit_log, store.telemetry))
     return served

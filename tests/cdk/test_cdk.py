@@ -729,8 +729,10 @@ def test_alarms_cover_lag_errors_failures_and_reconciliation_and_publish_to_the_
         "ApiFleetCpuHigh",
         "ApiDynamoDbThrottles",
         "ApiRequestsShed",
+        "ApiAuditLinesLost",
         "NightlyReconciliationFailed",
     } <= set(by_name)
+    assert by_name["ApiAuditLinesLost"]["MetricName"] == "AuditLinesLost"
     # AND the fleet's own alarms read what every task publishes (EMF: namespace walletlake)
     assert by_name["ApiDynamoDbThrottles"]["Namespace"] == "walletlake"
     assert by_name["ApiDynamoDbThrottles"]["MetricName"] == "DynamoDBThrottles"
