@@ -189,6 +189,11 @@ _ASSUMED_ROLE_ARN: Final = re.compile(
 )
 
 
+#: An OpenID Connect subject as API Gateway's JWT authorizer verifies it (``api_auth=jwt``):
+#: ``<issuer>#<sub>``, the principal :mod:`wallet.principals` makes of the token's claims.
+_OIDC_SUBJECT: Final = re.compile(r"https://[^\s#,=]+#[^\s#,=]+")
+
+
 class CallerPermissionsError(ValueError):
     """A caller map that cannot be used; the message is one line naming the entry."""
 
@@ -221,9 +226,10 @@ class CallerPermissions:
                 continue
             arn, _, listed = entry.partition("=")
             arn = arn.strip()
-            if not _ROLE_ARN.fullmatch(arn):
+            if not (_ROLE_ARN.fullmatch(arn) or _OIDC_SUBJECT.fullmatch(arn)):
                 raise CallerPermissionsError(
-                    f"a caller must be an IAM role ARN (arn:aws:iam::<account>:role/<name>), not {arn!r}"
+                    f"a caller must be an IAM role ARN (arn:aws:iam::<account>:role/<name>) or an "
+                    f"OIDC subject (https://<issuer>#<sub>, api_auth=jwt), not {arn!r}"
                 )
             if arn in roles:
                 raise CallerPermissionsError(f"caller {arn} is named twice")
@@ -242,8 +248,24 @@ class CallerPermissions:
 
     @property
     def role_arns(self) -> tuple[str, ...]:
-        """Every role named, in the order given."""
-        return tuple(arn for arn, _ in self.roles)
+        """Every IAM role named, in the order given (what a Lattice auth policy can name)."""
+        return tuple(arn for arn, _ in self.roles if _ROLE_ARN.fullmatch(arn))
+
+    @property
+    def subjects(self) -> tuple[str, ...]:
+        """Every OIDC subject named (``https://<issuer>#<sub>``: callers with a JWT, ``api_auth=jwt``)."""
+        return tuple(name for name, _ in self.roles if _OIDC_SUBJECT.fullmatch(name))
+
+    def names(self, principal: str) -> bool:
+        """Whether a verified ``principal`` is a caller of the map (for any operation).
+
+        Examples
+        --------
+        >>> permissions = CallerPermissions.parse("https://id.example.com/#alice=read")
+        >>> permissions.names("https://id.example.com/#alice"), permissions.names("https://id.example.com/#bob")
+        (True, False)
+        """
+        return any(self._is(name, principal) for name, _ in self.roles)
 
     def operations_of_role(self, role_arn: str) -> tuple[Operation, ...]:
         """What ``role_arn`` may do (nothing for a role not named)."""
@@ -269,14 +291,15 @@ class CallerPermissions:
         >>> permissions.permits("arn:aws:sts::444455556666:assumed-role/payments/alice", "transfer")
         False
         """
-        caller = role_of(principal)
-        if caller is None:
-            return False
-        for arn, ops in self.roles:
-            named = _ROLE_ARN.fullmatch(arn)
-            if named is not None and operation in ops and caller == _identity(named):
-                return True
-        return False
+        return any(operation in ops and self._is(name, principal) for name, ops in self.roles)
+
+    @staticmethod
+    def _is(name: str, principal: str) -> bool:
+        """Whether ``principal`` is the map's caller ``name``: a session of that role, or that subject."""
+        named = _ROLE_ARN.fullmatch(name)
+        if named is None:
+            return name == principal
+        return role_of(principal) == _identity(named)
 
 
 def role_of(principal: str) -> tuple[str, str, str] | None:

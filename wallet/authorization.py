@@ -40,7 +40,7 @@ from typing import Any, Final
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from contracts import api_metrics
-from contracts.caller_permissions import Operation, role_of
+from contracts.caller_permissions import Operation
 from contracts.settings import Settings
 from wallet.http_errors import error_response
 from wallet.principals import LATTICE_IDENTITY_HEADER, header_fields, principal_of
@@ -135,8 +135,7 @@ def judge(settings: Settings, scope: MutableMapping[str, Any]) -> Refusal | None
     permissions = settings.caller_permissions
     if permissions is None:
         return None
-    caller = role_of(principal)
-    if caller is None or not any(role_of(arn) == caller for arn in permissions.role_arns):
+    if not permissions.names(principal):
         return Refusal(403, "caller_not_permitted", f"{principal} is not a caller of this API")
     route = matched(scope)
     if route is None:
@@ -176,12 +175,17 @@ def may_move_money(settings: Settings, principal: str | None) -> bool:
 
 
 def session_name(settings: Settings, headers: Iterable[tuple[bytes, bytes]], principal: str) -> str | None:
-    """The caller's session name: Lattice's ``SessionName`` field, else the assumed-role ARN's tail."""
+    """Who the caller is as a person: Lattice's ``SessionName`` field, else the assumed-role ARN's
+    tail; behind API Gateway with a JWT (``<issuer>#<sub>``), the token's subject."""
     if settings.trust_front == "lattice":
         named = header_fields(_header(list(headers), LATTICE_IDENTITY_HEADER)).get("SessionName")
         if named:
             return named
-    return principal.rsplit("/", 1)[1] if ":assumed-role/" in principal else None
+    if ":assumed-role/" in principal:
+        return principal.rsplit("/", 1)[1]
+    if settings.trust_front == "apigateway" and "#" in principal:
+        return principal.rsplit("#", 1)[1]
+    return None
 
 
 class Gatekeeper:

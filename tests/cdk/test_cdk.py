@@ -21,6 +21,7 @@ from cfnlint.api import lint_file
 
 from contracts import lambda_metrics
 from contracts.audit_log import AUDIT_TABLE
+from contracts.caller_permissions import CallerPermissions
 from contracts.lake_tables import STREAM_TABLES, TABLES
 from contracts.settings import Settings
 from contracts.stream_filters import filter_patterns
@@ -31,7 +32,7 @@ from queries import list_queries
 from wallet.api import create_app
 from walletlake_cdk.assembly import build_app, error_messages
 from walletlake_cdk.committer import COMMITTER_HANDLER
-from walletlake_cdk.config import CALLERS_REQUIRED
+from walletlake_cdk.config import CALLERS_REQUIRED, DEFAULT_CALLER_SESSION_PATTERN
 from walletlake_cdk.monitoring import (
     COMMIT_LAG_MINUTES,
     ITERATOR_AGE_ALARM_FRACTION,
@@ -315,6 +316,40 @@ def test_the_lambda_front_requires_iam_is_throttled_and_logs_every_request(lambd
     access = stage["Properties"]["AccessLogSettings"]
     assert access["DestinationArn"] == {"Fn::GetAtt": [log_group_id, "Arn"]}
     assert "$context.requestId" in access["Format"]
+
+
+def test_the_lambda_front_enforces_the_caller_map_the_session_rule_and_keeps_the_audit_log(
+    lambda_front: Synthesized,
+) -> None:
+    # GIVEN the API function of the low-load variant (issue 44, point 3: it once got no map, so any
+    # principal of the account allowed execute-api:Invoke could deposit)
+    variables = functions_by_handler(lambda_front)[API_HANDLER]["Environment"]["Variables"]
+    # THEN it trusts API Gateway's verified caller and checks it against the same map as Lattice's
+    assert variables["WALLETLAKE_TRUST_FRONT"] == "apigateway"
+    assert variables["WALLETLAKE_CALLER_PERMISSIONS"] == str(CallerPermissions.parse(CONTEXT["api_callers"]))
+    assert variables["WALLETLAKE_CALLER_SESSION_PATTERN"] == DEFAULT_CALLER_SESSION_PATTERN
+    # AND writes one audit line per request to its log group
+    assert variables["WALLETLAKE_AUDIT_LOG"] == "stdout"
+
+
+def test_synthesis_of_the_lambda_front_without_callers_refuses_in_one_line(tmp_path: Path) -> None:
+    for auth in ({}, {"api_auth": "jwt", "jwt_issuer": "https://id.example.com/", "jwt_audience": "api"}):
+        # GIVEN -c api_front=lambda (IAM or JWT) without api_callers
+        context = {key: value for key, value in CONTEXT.items() if key != "api_callers"}
+        context.update(api_front="lambda", **auth)
+        environment = {**os.environ, "CDK_OUTDIR": str(tmp_path), "CDK_CONTEXT_JSON": json.dumps(context)}
+        # WHEN the app runs as the CDK CLI runs it
+        completed = subprocess.run(
+            [sys.executable, str(ROOT / "cdk" / "app.py")],
+            env=environment,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        # THEN it refuses as the Lattice front does, and writes no template
+        assert completed.returncode == 2
+        assert completed.stderr.splitlines() == [f"error: {CALLERS_REQUIRED}"]
+        assert not list(tmp_path.glob("*.template.json"))
 
 
 @pytest.mark.parametrize("front", ["fleet", "lambda"])
