@@ -200,27 +200,33 @@ class CallerPermissionsError(ValueError):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class CallerPermissions:
-    """The roles that may call the API, each with the operations it may do.
+    """The roles that may call the API, each with the operations it may do, and on whose wallets.
 
     Its text (``str()``) is the form it is read from, so it travels through an environment
-    variable and a CDK context value unchanged.
+    variable and a CDK context value unchanged. An operation is granted on the caller's own
+    wallets (the person its session names owns them); ``operation:any`` grants it on any wallet
+    (a service acting for others, ``payments=transfer:any+read:any``), and ``create_wallet:any``
+    lets the caller name the owner of a wallet it creates. Deny by default: nothing else.
     """
 
     roles: tuple[tuple[str, tuple[Operation, ...]], ...]
+    #: Per caller, the operations it may do on any wallet (a subset of its ``roles`` entry).
+    anyone: tuple[tuple[str, tuple[Operation, ...]], ...] = ()
 
     @classmethod
     def parse(cls, text: str) -> CallerPermissions:
-        """Read ``role-arn[=operation+operation],...``; one line naming a bad entry.
+        """Read ``role-arn[=operation[:any]+operation[:any]],...``; one line naming a bad entry.
 
         Examples
         --------
-        >>> str(CallerPermissions.parse("arn:aws:iam::111122223333:role/treasury=deposit+read"))
-        'arn:aws:iam::111122223333:role/treasury=deposit+read'
+        >>> str(CallerPermissions.parse("arn:aws:iam::111122223333:role/treasury=deposit:any+read"))
+        'arn:aws:iam::111122223333:role/treasury=deposit:any+read'
         >>> CallerPermissions.parse("arn:aws:iam::111122223333:role/payments").operations_of_role(
         ...     "arn:aws:iam::111122223333:role/payments")
         ('create_wallet', 'transfer', 'read')
         """
         roles: dict[str, tuple[Operation, ...]] = {}
+        anyone: dict[str, tuple[Operation, ...]] = {}
         for entry in (part.strip() for part in text.split(",")):
             if not entry:
                 continue
@@ -233,10 +239,10 @@ class CallerPermissions:
                 )
             if arn in roles:
                 raise CallerPermissionsError(f"caller {arn} is named twice")
-            roles[arn] = _operations(listed, arn) if listed.strip() else DEFAULT_OPERATIONS
+            roles[arn], anyone[arn] = _operations(listed, arn) if listed.strip() else (DEFAULT_OPERATIONS, ())
         if not roles:
             raise CallerPermissionsError("no caller named: give role-arn[=operation+operation],...")
-        return cls(tuple(roles.items()))
+        return cls(tuple(roles.items()), tuple((arn, ops) for arn, ops in anyone.items() if ops))
 
     @classmethod
     def of(cls, roles: Mapping[str, Iterable[Operation]]) -> CallerPermissions:
@@ -244,7 +250,11 @@ class CallerPermissions:
         return cls.parse(",".join(f"{arn}={'+'.join(ops)}" for arn, ops in roles.items()))
 
     def __str__(self) -> str:
-        return ",".join(f"{arn}={'+'.join(ops)}" for arn, ops in self.roles)
+        anyone = dict(self.anyone)
+        return ",".join(
+            f"{arn}={'+'.join(op + (':any' if op in anyone.get(arn, ()) else '') for op in ops)}"
+            for arn, ops in self.roles
+        )
 
     @property
     def role_arns(self) -> tuple[str, ...]:
@@ -293,6 +303,18 @@ class CallerPermissions:
         """
         return any(operation in ops and self._is(name, principal) for name, ops in self.roles)
 
+    def on_any_wallet(self, principal: str, operation: Operation) -> bool:
+        """Whether ``principal`` may do ``operation`` on any wallet, not only its person's own.
+
+        Examples
+        --------
+        >>> permissions = CallerPermissions.parse("arn:aws:iam::111122223333:role/payments=transfer:any+read")
+        >>> caller = "arn:aws:sts::111122223333:assumed-role/payments/alice"
+        >>> permissions.on_any_wallet(caller, "transfer"), permissions.on_any_wallet(caller, "read")
+        (True, False)
+        """
+        return any(operation in ops and self._is(name, principal) for name, ops in self.anyone)
+
     @staticmethod
     def _is(name: str, principal: str) -> bool:
         """Whether ``principal`` is the map's caller ``name``: a session of that role, or that subject."""
@@ -324,14 +346,21 @@ def _identity(matched: re.Match[str]) -> tuple[str, str, str]:
     return matched["partition"], matched["account"], matched["name"]
 
 
-def _operations(listed: str, arn: str) -> tuple[Operation, ...]:
+def _operations(listed: str, arn: str) -> tuple[tuple[Operation, ...], tuple[Operation, ...]]:
+    """The operations granted, and those of them granted on any wallet (``operation:any``)."""
     chosen: list[Operation] = []
-    for name in (part.strip() for part in listed.split("+")):
+    any_wallet: list[Operation] = []
+    for grant in (part.strip() for part in listed.split("+")):
+        name, _, scope = grant.partition(":")
         operation = next((op for op in OPERATIONS if op == name), None)
         if operation is None:
             raise CallerPermissionsError(
                 f"caller {arn}: {name!r} is not an operation (one of {', '.join(OPERATIONS)})"
             )
+        if scope not in ("", "any"):
+            raise CallerPermissionsError(f"caller {arn}: {grant!r}: an operation's scope can only be ':any'")
         if operation not in chosen:
             chosen.append(operation)
-    return tuple(op for op in OPERATIONS if op in chosen)
+        if scope and operation not in any_wallet:
+            any_wallet.append(operation)
+    return tuple(op for op in OPERATIONS if op in chosen), tuple(op for op in OPERATIONS if op in any_wallet)

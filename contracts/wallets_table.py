@@ -38,6 +38,9 @@ class Attr:
     # wallet item
     WALLET_ID: Final = "wallet_id"
     USER_ID: Final = "user_id"
+    #: who owns the wallet: the person of the verified principal that created it, or the owner a
+    #: caller granted ``create_wallet:any`` named (issue 44); absent on wallets of before owners
+    OWNER: Final = "owner"
     BALANCE: Final = "balance"
     VERSION: Final = "version"
     CREATED_AT: Final = "created_at"

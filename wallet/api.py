@@ -51,6 +51,7 @@ loop itself (:mod:`wallet.dynamodb`), with no thread-pool hop.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, Final, cast
@@ -77,6 +78,7 @@ from wallet.errors import (
     NotImplementedRouteError,
     OutcomePendingError,
     OutcomeUnknownError,
+    OwnerNotPermittedError,
     SameWalletTransferError,
     StoreRejectedError,
     StoreUnavailableError,
@@ -92,6 +94,7 @@ from wallet.http_errors import (
     status_of,
     wallet_error_response,
 )
+from wallet.ownership import owner_of_new_wallet
 from wallet.principals import principal_of
 from wallet.receipts import REPLAYED_HEADER, TRANSACTION_ID_HEADER, Receipt
 from wallet.routing import INVALID_PATH, INVALID_PATH_MEANING, matched
@@ -221,12 +224,13 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
                 ),
                 "links": _WALLET_LINKS,
             },
-            **_errors(InvalidRequestError, ThrottledError, StoreUnavailableError),
+            **_errors(InvalidRequestError, OwnerNotPermittedError, ThrottledError, StoreUnavailableError),
         },
     )
     async def create_wallet(request: Request) -> Response:
         command = validation.parse_create_wallet(await _json_body(request))
-        wallet_id, created = await store.create_wallet(command)
+        owner = owner_of_new_wallet(settings, request.scope, command.owner)
+        wallet_id, created = await store.create_wallet(dataclasses.replace(command, owner=owner))
         status = 201 if created else 200
         telemetry.response(status)
         return Response(orjson.dumps({"id": wallet_id}), status_code=status, media_type=_JSON)
@@ -592,9 +596,13 @@ def _errors(*errors: type[WalletError]) -> dict[int | str, dict[str, Any]]:
     # Behind a trusted front any route refuses a caller it did not vouch for, or not for this
     # operation, before it runs (wallet.authorization): nothing is written.
     for status, codes in REFUSALS.items():
+        own = list(by_status.get(status, []))  # the route's own (owner_not_permitted)
         responses[status] = {
-            "description": "\n".join(f"- `{code}`: {meaning}" for code, meaning in codes.items()),
-            "content": {_JSON: {"schema": _error_schema(list(codes))}},
+            "description": "\n".join(
+                [f"- `{code}`: {meaning}" for code, meaning in codes.items()]
+                + [f"- `{error.code}`: {(error.__doc__ or '').splitlines()[0]}" for error in own]
+            ),
+            "content": {_JSON: {"schema": _error_schema([*codes, *(error.code for error in own)])}},
         }
     # Any route can fail unexpectedly; the answer has the same body (and is logged with a trace).
     responses[500] = {

@@ -14,9 +14,10 @@ from contracts.wallets_table import TXN_DEPOSIT, TXN_TRANSFER
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class CreateWallet:
-    """Open the one wallet of ``user_id``."""
+    """Open the one wallet of ``user_id``, owned by ``owner`` (None: the caller's own person)."""
 
     user_id: str
+    owner: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

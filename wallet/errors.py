@@ -247,3 +247,15 @@ class NotImplementedRouteError(WalletError):
     """A route of seed 000 that needs authentication, which this system does not have."""
 
     code = "not_implemented"
+
+
+class OwnerNotPermittedError(WalletError):
+    """The caller named a wallet's owner, which only a caller granted ``create_wallet:any`` may."""
+
+    code = "owner_not_permitted"
+
+    def __init__(self, owner: str) -> None:
+        super().__init__(
+            f"only a caller granted create_wallet:any may create a wallet for another owner ({owner!r}); "
+            "nothing was created"
+        )

@@ -12,6 +12,9 @@ request's route from the one match :func:`wallet.routing.matched` keeps (``contr
 
 from __future__ import annotations
 
+import logging
+from typing import Final
+
 from starlette.types import ASGIApp
 
 from contracts.settings import Settings
@@ -23,10 +26,21 @@ from wallet.movement_routes import MovementRoutes
 from wallet.routing import PathGuard
 from wallet.store import WalletStore
 
+_logger = logging.getLogger(__name__)
+
+#: What a server without a trusted front says when it starts: it is the demo's and the tests'.
+LOCAL_MODE_BANNER: Final = (
+    "event=local_mode no trusted front (WALLETLAKE_TRUST_FRONT=none): every request is %r, no caller "
+    "map, session rule or owner check applies, and wallets are owned by %r unless a body names an "
+    "owner: every caller is trusted alike (the demo, tests, api_front=alb's network-only access)"
+)
+
 
 def create_service(settings: Settings | None = None, *, store: WalletStore | None = None) -> ASGIApp:
     """What ``walletlake serve`` and the Lambda run: one store, the app and its layers (module doc)."""
     settings = settings or Settings.from_env()
+    if settings.trust_front == "none":
+        _logger.warning(LOCAL_MODE_BANNER, settings.default_principal, settings.default_principal)
     store = store or WalletStore(settings)
     served: ASGIApp = BodyLimit(
         MovementRoutes(create_app(settings, store=store), store, settings), store.telemetry

@@ -156,7 +156,9 @@ class WalletStore:
         has a wallet, whose id the claim holds: ``(existing_id, False)``.
         """
         wallet_id = str(uuid.uuid4())
-        payload = create_wallet_request(self.table, wallet_id, command.user_id, self._clock_ms())
+        payload = create_wallet_request(
+            self.table, wallet_id, command.user_id, self._clock_ms(), command.owner
+        )
         try:
             await self.calls.call("TransactWriteItems", payload)
         except OutcomeUnknownError as error:  # creating is idempotent per user: repeating tells

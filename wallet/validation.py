@@ -119,14 +119,26 @@ def parse_nonce(value: object) -> str:
 
 #: The fields each request body may carry; anything else is refused (the OpenAPI document says
 #: ``additionalProperties: false``), so a misspelt field (``"ammount"``) is an error, not ignored.
-CREATE_WALLET_FIELDS: Final = frozenset({"user_id"})
+CREATE_WALLET_FIELDS: Final = frozenset({"user_id", "owner"})
+#: Longest owner a body may name (a person's e-mail, an OIDC subject, a principal).
+MAX_OWNER_LENGTH: Final = 256
 MOVEMENT_FIELDS: Final = frozenset({"amount", "nonce"})
 
 
 def parse_create_wallet(body: object) -> CreateWallet:
-    """``{"user_id": "<uuid>"}`` → :class:`CreateWallet`."""
+    """``{"user_id": "<uuid>"[, "owner": "<person>"]}`` → :class:`CreateWallet`.
+
+    ``owner`` is who the wallet is for, when a service creates it for someone (only a caller
+    granted ``create_wallet:any`` may name one: :mod:`wallet.ownership`); printable, no control
+    character, at most :data:`MAX_OWNER_LENGTH` characters.
+    """
     fields = _object(body, CREATE_WALLET_FIELDS)
-    return CreateWallet(user_id=parse_uuid(_required(fields, "user_id"), "user_id"))
+    owner = fields.get("owner")
+    if owner is not None and not (
+        isinstance(owner, str) and 0 < len(owner) <= MAX_OWNER_LENGTH and owner.isprintable()
+    ):
+        raise InvalidRequestError(f"owner must be 1..{MAX_OWNER_LENGTH} printable characters")
+    return CreateWallet(user_id=parse_uuid(_required(fields, "user_id"), "user_id"), owner=owner)
 
 
 def parse_json_body(raw: bytes) -> Any:

@@ -233,10 +233,14 @@ def void_record_put(
     return record_put(table, item)
 
 
-def create_wallet_request(table: str, wallet_id: str, user_id: str, now_ms: int) -> dict[str, Any]:
-    """The wallet (version 0, balance 0) and its user's claim, each only if new, in one transaction.
+def create_wallet_request(
+    table: str, wallet_id: str, user_id: str, now_ms: int, owner: str | None = None
+) -> dict[str, Any]:
+    """The wallet (version 0, balance 0, its ``owner``) and its user's claim, each only if new, in
+    one transaction.
 
-    The claim first: a cancellation's first reason then says whether the user has a wallet.
+    The claim first: a cancellation's first reason then says whether the user has a wallet. The
+    owner never changes afterwards, so a check of it is never stale.
     """
     wallet_item = {
         Attr.PK: _s(wallet_key(wallet_id)),
@@ -248,6 +252,8 @@ def create_wallet_request(table: str, wallet_id: str, user_id: str, now_ms: int)
         Attr.CREATED_AT: _n(now_ms),
         Attr.UPDATED_AT: _n(now_ms),
     }
+    if owner is not None:
+        wallet_item[Attr.OWNER] = _s(owner)
     claim_item = {
         Attr.PK: _s(user_key(user_id)),
         Attr.ENTITY: _s(ENTITY_USER),
