@@ -32,6 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from contracts import api_metrics
 from contracts.settings import Settings
 from wallet.authorization import LATTICE_TARGET_HEADER, OPEN_PATHS, session_name
+from wallet.ownership import OWNER_KEY
 from wallet.principals import header_fields, principal_of
 from wallet.receipts import REPLAYED_HEADER, TRANSACTION_ID_HEADER
 from wallet.routing import matched
@@ -55,6 +56,7 @@ _SHORTENABLE: Final = (
     "sourceVpcArn",
     "serviceArn",
     "targetGroupArn",
+    "walletOwner",
 )
 _TXN_HEADER: Final = TRANSACTION_ID_HEADER.lower().encode()
 _REPLAYED_HEADER: Final = REPLAYED_HEADER.lower().encode()
@@ -156,6 +158,7 @@ def audit_line(
         "replayed": _header(response_headers, _REPLAYED_HEADER) == "true",
         "refusal": refusal,
         "sessionName": session_name(settings, headers, principal) if principal else None,
+        "walletOwner": scope.get(OWNER_KEY),
     }
     return bounded_line(record)
 

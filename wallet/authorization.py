@@ -65,6 +65,8 @@ REFUSALS: Final[dict[int, dict[str, str]]] = {
         "caller_not_permitted": "the caller's role is not a caller of this API; nothing was done.",
         "not_an_operation": "the method and path are no operation of this API; nothing was done.",
         "operation_not_permitted": "the caller's role may not do this operation; nothing was done.",
+        "not_wallet_owner": "the wallet is not the caller's, and its role may not do this on any wallet; "
+        "nothing was done.",
     },
 }
 

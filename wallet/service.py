@@ -4,6 +4,8 @@ Outermost first: :class:`~wallet.audit.AuditTrail` records every answer (when an
 configured); :class:`~wallet.routing.PathGuard` answers 400 to a path with a control character,
 before anything routes; :class:`~wallet.authorization.Gatekeeper` refuses a caller the trusted front did not
 vouch for, or not for this operation, before the body is read;
+:class:`~wallet.ownership.OwnerGate` refuses a wallet that is not the caller's (object-level
+authorization);
 :class:`~wallet.body_limit.BodyLimit` answers 413 to an oversized body;
 :class:`~wallet.movement_routes.MovementRoutes` serves valid deposits and transfers outside
 FastAPI entirely; everything else reaches :func:`wallet.api.create_app`. Each layer takes the
@@ -23,6 +25,7 @@ from wallet.audit import AuditTrail, open_sink
 from wallet.authorization import Gatekeeper
 from wallet.body_limit import BodyLimit
 from wallet.movement_routes import MovementRoutes
+from wallet.ownership import OwnerGate
 from wallet.routing import PathGuard
 from wallet.store import WalletStore
 
@@ -43,7 +46,8 @@ def create_service(settings: Settings | None = None, *, store: WalletStore | Non
         _logger.warning(LOCAL_MODE_BANNER, settings.default_principal, settings.default_principal)
     store = store or WalletStore(settings)
     served: ASGIApp = BodyLimit(
-        MovementRoutes(create_app(settings, store=store), store, settings), store.telemetry
+        OwnerGate(MovementRoutes(create_app(settings, store=store), store, settings), settings, store),
+        store.telemetry,
     )
     served = PathGuard(Gatekeeper(served, settings, store.telemetry), store.telemetry)
     if settings.audit_log is not None:

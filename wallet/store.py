@@ -190,6 +190,19 @@ class WalletStore:
             raise WalletNotFoundError(wallet_id)
         return int(item[Attr.BALANCE]["N"])
 
+    async def owner(self, wallet_id: str) -> tuple[bool, str | None]:
+        """Whether the wallet exists, and its owner (None: a wallet of before owners), read consistently."""
+        item = await self.calls.get(
+            self.table,
+            _key(wallet_key(wallet_id)),
+            projection="#pk, #o",
+            names={"#pk": Attr.PK, "#o": Attr.OWNER},
+        )
+        if item is None:
+            return False, None
+        owner = item.get(Attr.OWNER)
+        return True, owner["S"] if isinstance(owner, dict) else None
+
     # ---------------------------------------------------------------- outcomes
 
     async def outcome(

@@ -85,6 +85,17 @@ def parse_uuid(value: object, field: str) -> str:
     raise InvalidRequestError(f"{field} must be a UUID like 6f9619ff-8b86-d011-b42d-00cf4fc964ff")
 
 
+def is_uuid(value: str) -> bool:
+    """Whether ``value`` is a UUID as :func:`parse_uuid` accepts it (without raising).
+
+    Examples
+    --------
+    >>> is_uuid("6F9619FF-8B86-D011-B42D-00CF4FC964FF"), is_uuid("me")
+    (True, False)
+    """
+    return _UUID_RE.match(value) is not None
+
+
 def parse_amount(value: object) -> int:
     """Micro-USD as an ``int`` in 1..10^15, from a JSON integer or a string of digits.
 

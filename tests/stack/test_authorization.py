@@ -29,10 +29,11 @@ from wallet.store import WalletStore
 pytestmark = pytest.mark.stack
 
 OTHER_SERVICE = f"arn:aws:vpc-lattice:us-east-1:{ACCOUNT}:service/svc-0fedcba9876543210"
+# Services acting on customers' wallets, so granted their operations on any wallet (issue 44).
 PERMISSIONS = CallerPermissions.parse(
-    f"arn:aws:iam::{ACCOUNT}:role/treasury=deposit+read,"
-    f"arn:aws:iam::{ACCOUNT}:role/payments=create_wallet+transfer+read,"
-    f"arn:aws:iam::{ACCOUNT}:role/support=read"
+    f"arn:aws:iam::{ACCOUNT}:role/treasury=deposit:any+read,"
+    f"arn:aws:iam::{ACCOUNT}:role/payments=create_wallet+transfer:any+read:any,"
+    f"arn:aws:iam::{ACCOUNT}:role/support=read:any"
 )
 ROLE_SESSION = f"arn:aws:sts::{ACCOUNT}:assumed-role/treasury/alice.smith@example.com"
 
