@@ -51,11 +51,13 @@ CALLER_VPCS_REQUIRED: Final = (
     "caller_vpc_ids is required with api_front=lattice: pass -c caller_vpc_ids=vpc-...[,...] (the VPCs "
     "callers send from; the service's auth policy admits requests from these only)"
 )
-#: The one line synthesis stops with when the Lattice front has no managed prefix list to admit.
+#: The one line synthesis stops with when the Lattice front's managed prefix list can be neither
+#: looked up (an environment-agnostic stack: no account and region) nor was given.
 LATTICE_PREFIX_LIST_REQUIRED: Final = (
-    "lattice_prefix_list_id is required with api_front=lattice: pass -c lattice_prefix_list_id=pl-... "
-    "(aws ec2 describe-managed-prefix-lists --filters Name=prefix-list-name,"
-    "Values=com.amazonaws.<region>.vpc-lattice --query 'PrefixLists[0].PrefixListId')"
+    "lattice_prefix_list_id cannot be looked up without the stack's account and region (the CDK CLI "
+    "sets CDK_DEFAULT_ACCOUNT/CDK_DEFAULT_REGION from your credentials): synthesize with them, or pass "
+    "-c lattice_prefix_list_id=pl-... (aws ec2 describe-managed-prefix-lists --filters "
+    "Name=prefix-list-name,Values=com.amazonaws.<region>.vpc-lattice --query 'PrefixLists[0].PrefixListId')"
 )
 #: Who a caller's role session must name (``caller_session_pattern``): an e-mail address, the
 #: session name IAM Identity Center and SAML federations give a person's session (the user name or
@@ -123,8 +125,9 @@ class DeploymentConfig:
         it calls the API, and Lattice's health checks need no association.
     lattice_prefix_list_id:
         The id of the region's AWS-managed prefix list ``com.amazonaws.<region>.vpc-lattice``: the
-        only source the tasks' security group admits. A CloudFormation template cannot look a
-        managed prefix list up by name, so it is given (README says how to find it).
+        only source the tasks' security group admits. Optional: without it the app looks the list
+        up by that name when it synthesizes for an account and region (a CDK context lookup the
+        CLI resolves and caches in ``cdk.context.json``); given, it overrides the lookup.
     dynamodb_prefix_list_id, s3_prefix_list_id:
         The region's gateway-endpoint prefix lists (``com.amazonaws.<region>.dynamodb``, ``.s3``),
         to limit the tasks' HTTPS egress to them; without them the egress is HTTPS to any address,
@@ -320,8 +323,6 @@ class DeploymentConfig:
         for vpc in self.caller_vpc_ids:
             if not _VPC_ID.fullmatch(vpc):
                 raise DeploymentConfigError(f"caller_vpc_ids must be VPC ids (vpc-...), not {vpc!r}")
-        if self.lattice_prefix_list_id is None:
-            raise DeploymentConfigError(LATTICE_PREFIX_LIST_REQUIRED)
         for name in ("lattice_prefix_list_id", "dynamodb_prefix_list_id", "s3_prefix_list_id"):
             value = getattr(self, name)
             if value is not None and not _PREFIX_LIST_ID.fullmatch(value):

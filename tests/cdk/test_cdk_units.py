@@ -657,9 +657,11 @@ def test_the_lattice_front_reads_each_callers_operations_and_needs_its_vpcs_and_
             {"api_callers": CALLER, "lattice_prefix_list_id": "pl-0123456789abcdef0"}.get
         )
     assert str(no_vpc.value) == CALLER_VPCS_REQUIRED
-    with pytest.raises(DeploymentConfigError) as no_list:
-        DeploymentConfig.from_context({"api_callers": CALLER, "caller_vpc_ids": "vpc-0123456789abcdef0"}.get)
-    assert str(no_list.value) == LATTICE_PREFIX_LIST_REQUIRED
+    # (without lattice_prefix_list_id the app looks the list up when it knows the account and region)
+    no_list = DeploymentConfig.from_context(
+        {"api_callers": CALLER, "caller_vpc_ids": "vpc-0123456789abcdef0"}.get
+    )
+    assert no_list.lattice_prefix_list_id is None
     assert "com.amazonaws.<region>.vpc-lattice" in LATTICE_PREFIX_LIST_REQUIRED
     with pytest.raises(DeploymentConfigError, match="s3_prefix_list_id must be a prefix list id"):
         config_with_callers({"s3_prefix_list_id": "0.0.0.0/0"}.get)
