@@ -123,32 +123,15 @@ def transaction_key(wallet_id: str, nonce: str, principal: str | None) -> str:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class IndexSpec:
-    """A global secondary index with a single string hash key and the attributes it projects."""
-
-    name: str
-    partition_key: str
-    projected: tuple[str, ...]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
 class TableSpec:
     """What it takes to create a DynamoDB table with a single string hash key."""
 
     partition_key: str
     stream_view_type: str | None = None
     ttl_attribute: str | None = None
-    indexes: tuple[IndexSpec, ...] = ()
 
-
-#: A person's wallets (``GET /api/v1/wallets/me/``): sparse (only wallet items have an owner), and
-#: what it projects never changes after creation, so a balance update never writes to it.
-OWNER_INDEX: Final = IndexSpec("owner-index", Attr.OWNER, (Attr.WALLET_ID, Attr.CREATED_AT))
 
 #: The ledger's hot store. Streams carry both images so TTL expiries arrive with the expired item.
 WALLETS_TABLE: Final = TableSpec(
-    partition_key=PARTITION_KEY,
-    stream_view_type=STREAM_VIEW_TYPE,
-    ttl_attribute=TTL_ATTRIBUTE,
-    indexes=(OWNER_INDEX,),
+    partition_key=PARTITION_KEY, stream_view_type=STREAM_VIEW_TYPE, ttl_attribute=TTL_ATTRIBUTE
 )

@@ -11,9 +11,7 @@ Routes
   (with no record the lookup voids your nonce first, if you may move money at all); 409
   ``outcome_pending``: still committing, ask again.
 - ``GET /api/v1/wallets/{wallet_id}/balance`` → 200 ``{"balance": "<int micro-USD>"}`` (consistent).
-- ``GET /api/v1/wallets/me/`` → 200 ``{"wallet": "<uuid>" | null, "wallets": ["<uuid>", ...]}``:
-  the caller's wallets, oldest first (``wallet``, seed 000's field, is the oldest); the caller is
-  the verified person (``local`` without a trusted front).
+- ``GET /api/v1/wallets/me/`` → 501 (no authentication in this system).
 - ``GET /healthz`` → 200; ``GET /metrics`` → the process's counters (:mod:`wallet.telemetry`).
 
 Every wallet route is a row of ``contracts.caller_permissions.ROUTES`` (registered here by
@@ -77,6 +75,7 @@ from wallet.errors import (
     InvalidRequestError,
     NonceExpiredError,
     NonceVoidedError,
+    NotImplementedRouteError,
     OutcomePendingError,
     OutcomeUnknownError,
     OwnerNotPermittedError,
@@ -95,7 +94,7 @@ from wallet.http_errors import (
     status_of,
     wallet_error_response,
 )
-from wallet.ownership import owner_of_new_wallet, person_of
+from wallet.ownership import owner_of_new_wallet
 from wallet.principals import principal_of
 from wallet.receipts import REPLAYED_HEADER, TRANSACTION_ID_HEADER, Receipt
 from wallet.routing import INVALID_PATH, INVALID_PATH_MEANING, matched
@@ -181,7 +180,33 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
     # other spelling would break clients that do not follow redirects for a PUT (httpx's default).
     app.router.redirect_slashes = False
 
-    _add_error_handlers(app, telemetry)
+    async def on_wallet_error(request: Request, error: Exception) -> Response:
+        assert isinstance(error, WalletError)
+        telemetry.response(status_of(error), error.code)
+        return wallet_error_response(error)
+
+    async def on_http_error(request: Request, error: Exception) -> Response:
+        assert isinstance(error, StarletteHTTPException)
+        code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
+        telemetry.response(error.status_code, code)
+        response = error_response(error.status_code, code, str(error.detail))
+        # RFC 9110 §15.5.6: a 405 names the methods the resource has (Starlette sets ``Allow``).
+        response.headers.update(error.headers or {})
+        return response
+
+    async def on_validation_error(request: Request, error: Exception) -> Response:
+        telemetry.response(422, InvalidRequestError.code)
+        return error_response(422, InvalidRequestError.code, str(error))
+
+    async def on_unexpected(request: Request, error: Exception) -> Response:
+        _logger.exception("event=internal_error path=%s", request.url.path)
+        telemetry.response(500, "internal_error")
+        return error_response(500, "internal_error", "unexpected server error")
+
+    app.add_exception_handler(WalletError, on_wallet_error)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.add_exception_handler(Exception, on_unexpected)
 
     @_serve(
         app,
@@ -214,19 +239,13 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         app,
         ROUTE_NAMED["my_wallet"],
         tags=["wallets"],
-        summary="The caller's wallets (the verified caller's person owns them)",
+        summary="The caller's wallet (not implemented: the system has no authentication)",
+        status_code=501,
         response_class=Response,
-        responses={
-            200: _json_response("The caller's wallets, oldest first.", _MY_WALLETS_SCHEMA),
-            **_errors(ThrottledError, StoreUnavailableError),
-        },
+        responses=_errors(NotImplementedRouteError),
     )
     async def my_wallet(request: Request) -> Response:
-        person = person_of(settings, request.scope)
-        wallets = await store.wallets_of(person) if person is not None else []
-        telemetry.response(200)
-        body = {"wallet": wallets[0] if wallets else None, "wallets": wallets}
-        return Response(orjson.dumps(body), media_type=_JSON)
+        raise NotImplementedRouteError("the system has no authentication, so it cannot know who 'me' is")
 
     @_serve(
         app,
@@ -358,38 +377,6 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
     _add_metrics(app, telemetry, served=settings.admin_routes)
 
     return app
-
-
-def _add_error_handlers(app: FastAPI, telemetry: Telemetry) -> None:
-    """Every failure as the API's JSON error body, counted by status and code (wallet.http_errors)."""
-
-    async def on_wallet_error(request: Request, error: Exception) -> Response:
-        assert isinstance(error, WalletError)
-        telemetry.response(status_of(error), error.code)
-        return wallet_error_response(error)
-
-    async def on_http_error(request: Request, error: Exception) -> Response:
-        assert isinstance(error, StarletteHTTPException)
-        code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
-        telemetry.response(error.status_code, code)
-        response = error_response(error.status_code, code, str(error.detail))
-        # RFC 9110 §15.5.6: a 405 names the methods the resource has (Starlette sets ``Allow``).
-        response.headers.update(error.headers or {})
-        return response
-
-    async def on_validation_error(request: Request, error: Exception) -> Response:
-        telemetry.response(422, InvalidRequestError.code)
-        return error_response(422, InvalidRequestError.code, str(error))
-
-    async def on_unexpected(request: Request, error: Exception) -> Response:
-        _logger.exception("event=internal_error path=%s", request.url.path)
-        telemetry.response(500, "internal_error")
-        return error_response(500, "internal_error", "unexpected server error")
-
-    app.add_exception_handler(WalletError, on_wallet_error)
-    app.add_exception_handler(StarletteHTTPException, on_http_error)
-    app.add_exception_handler(RequestValidationError, on_validation_error)
-    app.add_exception_handler(Exception, on_unexpected)
 
 
 def _document_urls(admin_routes: bool) -> dict[str, Any]:
@@ -542,17 +529,6 @@ _RECEIPT_SCHEMA: Final = {
             "trusted front); null when no front vouched for the caller, or for a request recorded "
             "before attribution existed. The ledger's `initiated_by` column holds the same.",
         },
-    },
-}
-_MY_WALLETS_SCHEMA: Final = {
-    "type": "object",
-    "required": ["wallet", "wallets"],
-    "properties": {
-        "wallet": {
-            "anyOf": [validation.UUID_SCHEMA, {"type": "null"}],
-            "description": "the caller's oldest wallet (seed 000's answer); null when it has none",
-        },
-        "wallets": {"type": "array", "items": validation.UUID_SCHEMA, "description": "oldest first"},
     },
 }
 _HEALTH_SCHEMA: Final = {"type": "object", "properties": {"status": {"type": "string", "enum": ["ok"]}}}

@@ -243,6 +243,12 @@ class TransactionNotFoundError(WalletError):
         )
 
 
+class NotImplementedRouteError(WalletError):
+    """A route of seed 000 that needs authentication, which this system does not have."""
+
+    code = "not_implemented"
+
+
 class OwnerNotPermittedError(WalletError):
     """The caller named a wallet's owner, which only a caller granted ``create_wallet:any`` may."""
 

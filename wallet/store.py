@@ -58,7 +58,7 @@ from typing import Any
 from contracts import api_metrics as metrics
 from contracts.idempotency_table import idempotency_key
 from contracts.settings import Settings
-from contracts.wallets_table import OWNER_INDEX, Attr, transaction_key, user_key, wallet_key
+from contracts.wallets_table import Attr, transaction_key, user_key, wallet_key
 from wallet.cancellation import (
     CONDITION_FAILED,
     THROTTLE_REASONS,
@@ -202,26 +202,6 @@ class WalletStore:
             return False, None
         owner = item.get(Attr.OWNER)
         return True, owner["S"] if isinstance(owner, dict) else None
-
-    async def wallets_of(self, owner: str) -> list[str]:
-        """The ids of ``owner``'s wallets, oldest first (the owner index: eventually consistent, so
-        a wallet created a moment ago may be missing from it for as long)."""
-        found: list[tuple[int, str]] = []
-        payload: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": OWNER_INDEX.name,
-            "KeyConditionExpression": "#o = :o",
-            "ExpressionAttributeNames": {"#o": Attr.OWNER},
-            "ExpressionAttributeValues": {":o": {"S": owner}},
-        }
-        while True:
-            page = await self.calls.call("Query", payload)
-            found += [
-                (int(item[Attr.CREATED_AT]["N"]), item[Attr.WALLET_ID]["S"]) for item in page.get("Items", [])
-            ]
-            if "LastEvaluatedKey" not in page:
-                return [wallet for _, wallet in sorted(found)]
-            payload["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     # ---------------------------------------------------------------- outcomes
 

@@ -48,7 +48,7 @@ class Telemetry:
             if status == 429:
                 self._counts[THROTTLED] += 1
             elif status >= 500 and status != HTTPStatus.NOT_IMPLEMENTED:
-                # a 501 is a designed answer (a route not built yet), not a fault:
+                # a 501 is a designed answer (``/me/`` without an identity provider), not a fault:
                 # counted as failed and by status, never as a server error an operator must chase
                 self._counts[SERVER_ERRORS] += 1
             self._by_status[status] += 1

@@ -71,7 +71,7 @@ from walletlake_cdk.lattice_front import (
     build_lattice_front,
 )
 from walletlake_cdk.storage import TABLE_KEY_ACTIONS, grant_key_via
-from walletlake_cdk.write_api import INDEX_ACTIONS, TABLE_ACTIONS, owner_index_arn
+from walletlake_cdk.write_api import TABLE_ACTIONS
 
 __all__ = [
     "CONTAINER_PORT",
@@ -199,7 +199,6 @@ def _limit_endpoints(
     network: Network,
     *,
     table_arns: list[str],
-    index_arns: list[str],
     task_role: iam.IRole,
     execution_role: iam.IRole,
     repository_arn: str,
@@ -219,13 +218,6 @@ def _limit_endpoints(
             principals=[iam.ArnPrincipal(task_role.role_arn)],
             actions=sorted({*TABLE_ACTIONS, *IDEMPOTENCY_ACTIONS}),
             resources=table_arns,
-        )
-    )
-    network.gateways["DynamoDbEndpoint"].add_to_policy(
-        iam.PolicyStatement(
-            principals=[iam.ArnPrincipal(task_role.role_arn)],
-            actions=list(INDEX_ACTIONS),
-            resources=index_arns,
         )
     )
     network.gateways["S3Endpoint"].add_to_policy(
@@ -311,9 +303,6 @@ def build_api_service(
     task_role.add_to_principal_policy(
         iam.PolicyStatement(actions=list(TABLE_ACTIONS), resources=[table.table_arn])
     )
-    task_role.add_to_principal_policy(
-        iam.PolicyStatement(actions=list(INDEX_ACTIONS), resources=[owner_index_arn(table)])
-    )
     if table.encryption_key is not None:
         grant_key_via(task_role, table.encryption_key, "dynamodb", *TABLE_KEY_ACTIONS)
     task = ecs.FargateTaskDefinition(
@@ -363,7 +352,6 @@ def build_api_service(
     _limit_endpoints(
         network,
         table_arns=[table.table_arn, idempotency_table.table_arn],
-        index_arns=[owner_index_arn(table)],
         task_role=task_role,
         execution_role=execution_role,
         repository_arn=image.repository.repository_arn,

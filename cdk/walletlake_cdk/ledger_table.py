@@ -17,9 +17,6 @@ from walletlake_cdk.config import DeploymentConfig
 
 #: Target utilisation of provisioned capacity: leaves room for a burst while auto scaling reacts.
 AUTO_SCALING_TARGET_PERCENT = 70
-#: Provisioned capacity of each secondary index (owners: written when a wallet is created, read by
-#: ``GET …/me/``; a balance update projects nothing into it), far below the table's movements.
-INDEX_CAPACITY_UNITS = 25
 
 
 def build_ledger_table(
@@ -50,15 +47,6 @@ def build_ledger_table(
         removal_policy=RemovalPolicy.RETAIN,
         warm_throughput=_warm_throughput(config),
     )
-    for index in spec.indexes:
-        table.add_global_secondary_index(
-            index_name=index.name,
-            partition_key=dynamodb.Attribute(name=index.partition_key, type=dynamodb.AttributeType.STRING),
-            projection_type=dynamodb.ProjectionType.INCLUDE,
-            non_key_attributes=list(index.projected),
-            read_capacity=INDEX_CAPACITY_UNITS if provisioned else None,
-            write_capacity=INDEX_CAPACITY_UNITS if provisioned else None,
-        )
     if provisioned:
         table.auto_scale_read_capacity(
             min_capacity=config.read_capacity, max_capacity=config.max_read_capacity

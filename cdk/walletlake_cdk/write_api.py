@@ -27,7 +27,6 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from contracts import api_metrics
-from contracts.wallets_table import OWNER_INDEX
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import FunctionAssets, PythonFunction, log_retention, python_function
 from walletlake_cdk.storage import TABLE_KEY_ACTIONS, grant_key_via
@@ -45,15 +44,6 @@ TABLE_ACTIONS: Final = (
     "dynamodb:UpdateItem",
     "dynamodb:ConditionCheckItem",
 )
-
-#: What ``GET /api/v1/wallets/me/`` does, on the owner index only (:func:`owner_index_arn`).
-INDEX_ACTIONS: Final = ("dynamodb:Query",)
-
-
-def owner_index_arn(table: dynamodb.ITable) -> str:
-    """The ARN of the wallets table's owner index (a person's wallets)."""
-    return f"{table.table_arn}/index/{OWNER_INDEX.name}"
-
 
 #: One compact JSON line per request (about 250 bytes; every byte is paid at ingestion).
 ACCESS_LOG_FORMAT: Final = json.dumps(
@@ -108,9 +98,6 @@ def build_write_api(
     )
     handler.role.add_to_principal_policy(
         iam.PolicyStatement(actions=list(TABLE_ACTIONS), resources=[table.table_arn])
-    )
-    handler.role.add_to_principal_policy(
-        iam.PolicyStatement(actions=list(INDEX_ACTIONS), resources=[owner_index_arn(table)])
     )
     if table.encryption_key is not None:
         grant_key_via(handler.role, table.encryption_key, "dynamodb", *TABLE_KEY_ACTIONS)

@@ -25,7 +25,7 @@ from contracts.caller_permissions import CallerPermissions
 from contracts.lake_tables import STREAM_TABLES, TABLES
 from contracts.settings import Settings
 from contracts.stream_filters import filter_patterns
-from contracts.wallets_table import OWNER_INDEX, WALLETS_TABLE
+from contracts.wallets_table import WALLETS_TABLE
 from lake.glue import iceberg_table_input, table_input
 from lake.iceberg_tables import CREATION_PROPERTY_KEYS, SNAPSHOT_RETENTION_HOURS, TABLE_PROPERTIES
 from queries import list_queries
@@ -237,17 +237,8 @@ def test_table_is_the_wallets_contract_with_stream_ttl_pitr_and_protection(synth
     assert properties["TableName"] == SETTINGS.table
     assert properties["KeySchema"] == [{"AttributeName": WALLETS_TABLE.partition_key, "KeyType": "HASH"}]
     assert properties["AttributeDefinitions"] == [
-        {"AttributeName": key, "AttributeType": "S"}
-        for key in (WALLETS_TABLE.partition_key, *(index.partition_key for index in WALLETS_TABLE.indexes))
+        {"AttributeName": WALLETS_TABLE.partition_key, "AttributeType": "S"}
     ]
-    # AND the owner index (GET …/me/) projects what never changes, so a movement never writes it
-    (index,) = properties["GlobalSecondaryIndexes"]
-    assert index["IndexName"] == OWNER_INDEX.name
-    assert index["KeySchema"] == [{"AttributeName": OWNER_INDEX.partition_key, "KeyType": "HASH"}]
-    assert index["Projection"] == {
-        "ProjectionType": "INCLUDE",
-        "NonKeyAttributes": list(OWNER_INDEX.projected),
-    }
     assert properties["StreamSpecification"] == {"StreamViewType": WALLETS_TABLE.stream_view_type}
     assert properties["TimeToLiveSpecification"] == {
         "AttributeName": WALLETS_TABLE.ttl_attribute,
@@ -386,11 +377,7 @@ def test_api_role_holds_exactly_the_write_path_actions_on_the_table(
         for s in statements
         if any(a.startswith("dynamodb:") for a in as_list(s["Action"])) and s["Resource"] != records
     ]
-    # (GET …/me/'s Query is granted on the owner index alone)
-    index = [s for s in dynamodb if "/index/owner-index" in json.dumps(s["Resource"])]
-    assert [as_list(s["Action"]) for s in index] == [["dynamodb:Query"]]
-    dynamodb = [s for s in dynamodb if s not in index]
-    # THEN there is one other, with the write path's actions, on the table only
+    # THEN there is one, with the write path's actions, on the table only
     assert len(dynamodb) == 1
     assert sorted(as_list(dynamodb[0]["Action"])) == sorted(TABLE_ACTIONS)
     assert dynamodb[0]["Resource"] == {"Fn::GetAtt": [table_id, "Arn"]}

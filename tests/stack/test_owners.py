@@ -12,11 +12,9 @@ import logging
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from support.lattice_callers import PERSON, SERVICE, caller, role_arn
-from support.stream_records import poll_until
 from support.wallet_http import Api, error_of, serve
 
 from contracts import api_metrics
@@ -231,25 +229,3 @@ def test_a_wallet_with_no_owner_is_only_for_roles_granted_any_wallet(bank: tuple
     )
     assert error_of(mine) == (403, "not_wallet_owner")
     assert service.json() == {"balance": "0"}
-
-
-def test_me_lists_only_the_callers_own_wallets_both_spellings(bank: tuple[Api, WalletStore]) -> None:
-    # GIVEN Ann's two wallets and Bob's one; seed 000's `me/` (issue 44, point 6)
-    api, _ = bank
-    anns = [api.create(headers=caller("customers", ANN)) for _ in range(2)]
-    bobs = api.create(headers=caller("customers", BOB))
-
-    def listed(path: str, person: str, expected: set[str]) -> dict[str, Any] | None:
-        answer = api.call("GET", path, headers=caller("customers", person))
-        body: dict[str, Any] = answer.json()
-        return body if set(body["wallets"]) == expected else None
-
-    for path in ("/api/v1/wallets/me/", "/api/v1/wallets/me"):
-        # THEN each person's `me` lists their wallets only, the oldest as seed 000's `wallet`
-        ann = poll_until(lambda path=path: listed(path, ANN, set(anns)), timeout=10, what="Ann's wallets")
-        bob = poll_until(lambda path=path: listed(path, BOB, {bobs}), timeout=10, what="Bob's wallet")
-        assert ann["wallet"] == ann["wallets"][0]
-        assert bob == {"wallet": bobs, "wallets": [bobs]}
-    # AND a person with no wallet gets an empty list, not another's
-    nobody = api.call("GET", "/api/v1/wallets/me/", headers=caller("customers", "cy.new@example.com"))
-    assert nobody.json() == {"wallet": None, "wallets": []}

@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support.stream_records import poll_until
 from support.wallet_http import UNKNOWN, Api, error_of, serve
 
 from contracts.idempotency_table import idempotency_key
@@ -277,19 +276,8 @@ def test_balance_errors(api: Api) -> None:
     assert error_of(api.balance("nope")) == (422, "validation_error")
 
 
-def test_me_lists_the_local_callers_wallets_oldest_first_in_seed_000s_field_too(api: Api) -> None:
-    # GIVEN two wallets made without a trusted front (owned by the default principal, `local`)
-    first, second = api.create(), api.create()
-    # THEN both spellings of `me` list them, oldest first; `wallet` is seed 000's answer
-    for path in ("/api/v1/wallets/me/", "/api/v1/wallets/me"):
-
-        def listed(path: str = path) -> dict[str, Any] | None:
-            body: dict[str, Any] = api.call("GET", path).json()
-            return body if {first, second} <= set(body["wallets"]) else None
-
-        mine = poll_until(listed, timeout=10, what="both wallets in the owner index")
-        assert sorted(mine["wallets"]) == sorted([first, second])
-        assert mine["wallet"] == mine["wallets"][0]
+def test_me_is_not_implemented(api: Api) -> None:
+    assert error_of(api.call("GET", "/api/v1/wallets/me/")) == (501, "not_implemented")
 
 
 def test_health_and_metrics(api: Api) -> None:
@@ -347,6 +335,7 @@ def test_both_spellings_of_every_route_answer_directly_and_alike(api: Api) -> No
     assert replay.status_code == 204
     assert api.call("GET", f"/api/v1/wallets/{payer}/balance").json() == {"balance": "14"}
     assert api.call("GET", f"/api/v1/wallets/{payer}/balance/").json() == {"balance": "14"}
+    assert error_of(api.call("GET", "/api/v1/wallets/me")) == (501, "not_implemented")
     assert error_of(api.call("GET", f"/api/v1/wallets/{UNKNOWN}/balance/")) == (404, "wallet_not_found")
 
 
@@ -354,7 +343,7 @@ def test_openapi_documents_every_route_with_its_statuses(api: Api) -> None:
     paths = api.openapi["paths"]
     statuses = {
         ("post", "/api/v1/wallets/"): {"200", "201", "422", "429", "401", "403", "400", "413", "500", "503"},
-        ("get", "/api/v1/wallets/me/"): {"200", "400", "401", "403", "413", "429", "500", "503"},
+        ("get", "/api/v1/wallets/me/"): {"401", "403", "400", "413", "500", "501"},
         ("put", "/api/v1/wallets/{wallet_id}/deposit/"): {
             "204",
             "404",

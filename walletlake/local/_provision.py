@@ -17,7 +17,7 @@ from contracts.checkpoint_table import CHECKPOINT_TABLE
 from contracts.idempotency_table import IDEMPOTENCY_TABLE
 from contracts.lease_table import LEASE_TABLE
 from contracts.settings import Settings
-from contracts.wallets_table import WALLETS_TABLE, IndexSpec, TableSpec
+from contracts.wallets_table import WALLETS_TABLE, TableSpec
 from lake.glue import all_table_inputs
 from lake.iceberg_catalog import open_catalog
 from lake.iceberg_tables import ensure_tables
@@ -61,14 +61,6 @@ def ensure_table(dynamodb: DynamoDBClient, name: str, spec: TableSpec) -> str:
         }
         if spec.stream_view_type:
             kwargs["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": spec.stream_view_type}
-        if spec.indexes:
-            kwargs["AttributeDefinitions"] = [
-                {"AttributeName": key, "AttributeType": "S"}
-                for key in dict.fromkeys(
-                    (spec.partition_key, *(index.partition_key for index in spec.indexes))
-                )
-            ]
-            kwargs["GlobalSecondaryIndexes"] = [_index(index) for index in spec.indexes]
         dynamodb.create_table(**kwargs)  # type: ignore[arg-type]
         wait_for_table_active(dynamodb, name)
         created = True
@@ -79,14 +71,6 @@ def ensure_table(dynamodb: DynamoDBClient, name: str, spec: TableSpec) -> str:
                 TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": spec.ttl_attribute}
             )
     return f"dynamodb table {name}: {'created' if created else 'exists'}"
-
-
-def _index(index: IndexSpec) -> dict[str, object]:
-    return {
-        "IndexName": index.name,
-        "KeySchema": [{"AttributeName": index.partition_key, "KeyType": "HASH"}],
-        "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(index.projected)},
-    }
 
 
 def ensure_bucket(s3: S3Client, name: str, region: str) -> str:
