@@ -11,7 +11,7 @@ Routes
   (with no record the lookup voids your nonce first, if you may move money at all); 409
   ``outcome_pending``: still committing, ask again.
 - ``GET /api/v1/wallets/{wallet_id}/balance`` → 200 ``{"balance": "<int micro-USD>"}`` (consistent).
-- ``GET /api/v1/wallets/me/`` → 501 (no authentication in this system).
+- ``GET /api/v1/wallets/me/`` → 501 (not built yet: a person's wallets are not indexed).
 - ``GET /healthz`` → 200; ``GET /metrics`` → the process's counters (:mod:`wallet.telemetry`).
 
 Every wallet route is a row of ``contracts.caller_permissions.ROUTES`` (registered here by
@@ -239,13 +239,15 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         app,
         ROUTE_NAMED["my_wallet"],
         tags=["wallets"],
-        summary="The caller's wallet (not implemented: the system has no authentication)",
+        summary="The caller's wallets (not implemented yet: a person's wallets are not indexed)",
         status_code=501,
         response_class=Response,
         responses=_errors(NotImplementedRouteError),
     )
     async def my_wallet(request: Request) -> Response:
-        raise NotImplementedRouteError("the system has no authentication, so it cannot know who 'me' is")
+        raise NotImplementedRouteError(
+            "listing a person's wallets is not built yet (wallets have owners, but no index of them)"
+        )
 
     @_serve(
         app,

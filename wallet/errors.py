@@ -244,7 +244,7 @@ class TransactionNotFoundError(WalletError):
 
 
 class NotImplementedRouteError(WalletError):
-    """A route of seed 000 that needs authentication, which this system does not have."""
+    """A route of seed 000 not built yet (``me/``: a person's wallets are not indexed)."""
 
     code = "not_implemented"
 
