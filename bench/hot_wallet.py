@@ -81,7 +81,10 @@ def reference_items(table: str, payer: str, payee: str, amount: int, nonce: str)
         {
             "Put": {
                 "TableName": table,
-                "Item": {"pk": {"S": transaction_key(payer, nonce + "-ref")}, "amount": {"N": str(amount)}},
+                "Item": {
+                    "pk": {"S": transaction_key(payer, nonce + "-ref", None)},
+                    "amount": {"N": str(amount)},
+                },
                 "ConditionExpression": "attribute_not_exists(pk)",
             }
         },

@@ -65,6 +65,13 @@ SERVER_ERRORS: Final = "requests_server_errors"
 #: drifted from the server's map.
 UNAUTHENTICATED: Final = "requests_unauthenticated"
 FORBIDDEN: Final = "requests_forbidden"
+#: Requests refused because the addressed wallet is not the caller's and its role may not act on
+#: any wallet (wallet.ownership: 403 ``not_wallet_owner``, nothing written). Not alarmed: a
+#: customer trying another's wallet is no front bypassed; a rise is worth a look.
+NOT_OWNER: Final = "requests_not_owner"
+#: Audit lines (wallet.audit) not written whole: the write failed or wrote part of the line. Every
+#: answered request's line is written or counted here; any is alarmed (a request off the record).
+AUDIT_LINES_LOST: Final = "audit_lines_lost"
 
 #: Every counter, in the order ``GET /metrics`` lists them, with the CloudWatch metric it is
 #: published as (namespace ``walletlake``, dimension ``service=wallet-api``, unit Count; each
@@ -77,6 +84,8 @@ PUBLISHED: Final[dict[str, str]] = {
     SERVER_ERRORS: "RequestsServerErrors",
     UNAUTHENTICATED: "RequestsUnauthenticated",
     FORBIDDEN: "RequestsForbidden",
+    AUDIT_LINES_LOST: "AuditLinesLost",
+    NOT_OWNER: "RequestsNotOwner",
     REPLAYS: "IdempotentReplays",
     MEMORY_REPLAYS: "ReplaysFromMemory",
     CLOCK_RETRIES: "DynamoDBClockRetries",

@@ -46,6 +46,9 @@ SERVER_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("replayed", "boolean"),
     ("refusal", "string"),
     ("sessionName", "string"),
+    # the owner of the addressed wallet, when the caller acted on a wallet not its own (a role
+    # granted ``operation:any``) or was refused for it (issue 44)
+    ("walletOwner", "string"),
 )
 AUDIT_COLUMNS: Final = LATTICE_COLUMNS + SERVER_COLUMNS
 

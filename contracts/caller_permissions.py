@@ -32,55 +32,135 @@ DEFAULT_OPERATIONS: Final[tuple[Operation, ...]] = ("create_wallet", "transfer",
 #: A wallet id as the server accepts it (a UUID, 36 characters), spelled for Lattice's resource
 #: paths: ``?`` matches one character, so a wallet's path cannot also match a longer route's.
 _WALLET_GLOB: Final = "????????-????-????-????-????????????"
-_WALLET_PATTERN: Final = r"[^/]+"
 API_PREFIX: Final = "/api/v1/wallets"
+#: Each path parameter a route template may hold: (its pattern for the server, its Lattice glob).
+#: A parameter is one path segment; a nonce's glob is ``*`` (its characters are the server's to check).
+_PARAMETERS: Final[dict[str, tuple[str, str]]] = {
+    "wallet_id": (r"[^/]+", _WALLET_GLOB),
+    "target_wallet_id": (r"[^/]+", _WALLET_GLOB),
+    "nonce": (r"[^/]+", "*"),
+}
+_PARAMETER: Final = re.compile(r"\{(\w+)\}")
+#: A control character (Unicode category Cc: C0, DEL, C1). A path holding one is no route: ``$`` in
+#: a router's pattern matches before a final newline, so ``…/deposit%0A`` would run the deposit
+#: while a stricter match finds no operation; the server answers such a path 400 before routing.
+CONTROL_CHARACTER: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Route:
-    """One route of the API as an operation: its method, its path for the server, its Lattice paths.
+    """One route of the API: the endpoint that serves it, the operation it is, and how it is matched.
+
+    Everything about a route derives from its row in :data:`ROUTES`: the FastAPI routes
+    (:mod:`wallet.api` registers :attr:`spellings`), the fast movement path
+    (:mod:`wallet.movement_routes`), the server's permission check and audit line (both read the
+    one :class:`RouteMatch` of a request) and Lattice's service policy (:attr:`lattice_paths`).
 
     Attributes
     ----------
+    name:
+        The endpoint's name (its OpenAPI ``operationId``; the other spelling's ends in ``_alt``).
     operation:
-        What a caller does through it.
+        What a caller does through it: the only thing the caller map permits or refuses.
     method:
         The HTTP method.
+    template:
+        The path as seed 000 designs it, ``{parameter}`` for a segment (:data:`_PARAMETERS`).
+    both_spellings:
+        Whether the path with its trailing slash toggled is the same route (seed 000's code and
+        design differ on it; both are served, neither redirects).
     pattern:
-        The path as the server matches it (a regular expression, whole path).
+        The paths it is, as the server matches them (derived; whole path, named groups).
     lattice_paths:
-        The path as a VPC Lattice auth policy names it, in the service's resource ARN
+        The paths it is in a VPC Lattice auth policy (derived), in the service's resource ARN
         (``arn:aws:vpc-lattice:<region>:<account>:service/<id>/<path>``): ``*`` and ``?`` wildcards.
     """
 
+    name: str
     operation: Operation
     method: str
+    template: str
+    both_spellings: bool
     pattern: re.Pattern[str]
     lattice_paths: tuple[str, ...]
 
+    @property
+    def spellings(self) -> tuple[str, ...]:
+        """The templates it is served under: the designed one first, then its other spelling."""
+        if not self.both_spellings:
+            return (self.template,)
+        other = self.template.removesuffix("/") if self.template.endswith("/") else f"{self.template}/"
+        return (self.template, other)
 
-def _route(operation: Operation, method: str, tail: str, glob_tail: str, *, slash: bool = True) -> Route:
-    pattern = re.compile(f"{re.escape(API_PREFIX)}/{_WALLET_PATTERN}{tail}" + ("/?" if slash else ""))
-    paths: tuple[str, ...] = (f"{API_PREFIX}/{_WALLET_GLOB}{glob_tail}",)
-    if slash:
-        paths += (f"{API_PREFIX}/{_WALLET_GLOB}{glob_tail}/",)
-    return Route(operation, method, pattern, paths)
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RouteMatch:
+    """A request's route and the values of its path parameters, as :func:`match_route` found them."""
+
+    route: Route
+    parameters: Mapping[str, str]
 
 
-#: Every route a caller may be permitted, by operation. ``/healthz`` (the load balancer's and
-#: Lattice's health checks) is no operation: it answers anyone and reads nothing.
+def _route(
+    name: str, operation: Operation, method: str, template: str, *, both_spellings: bool = True
+) -> Route:
+    """A row of :data:`ROUTES`, its server pattern and Lattice paths derived from ``template``."""
+    base = template.removesuffix("/") if both_spellings else template
+    regex, glob, position = "", "", 0
+    for parameter in _PARAMETER.finditer(base):
+        literal = base[position : parameter.start()]
+        pattern, parameter_glob = _PARAMETERS[parameter[1]]
+        regex += f"{re.escape(literal)}(?P<{parameter[1]}>{pattern})"
+        glob += f"{literal}{parameter_glob}"
+        position = parameter.end()
+    regex += re.escape(base[position:]) + ("/?" if both_spellings else "")
+    glob += base[position:]
+    paths = (glob, f"{glob}/") if both_spellings else (glob,)
+    return Route(name, operation, method, template, both_spellings, re.compile(regex), paths)
+
+
+#: Every route of the API, the one table the server and Lattice are made from (:class:`Route`).
+#: ``/healthz`` (the load balancer's and Lattice's health checks) is no route of it: it answers
+#: anyone and reads nothing. Any other request a named caller makes is refused: deny by default.
 ROUTES: Final[tuple[Route, ...]] = (
-    Route(
-        "create_wallet",
-        "POST",
-        re.compile(f"{re.escape(API_PREFIX)}/?"),
-        (API_PREFIX, f"{API_PREFIX}/"),
+    _route("create_wallet", "create_wallet", "POST", f"{API_PREFIX}/"),
+    _route("my_wallet", "read", "GET", f"{API_PREFIX}/me/"),
+    _route("deposit", "deposit", "PUT", f"{API_PREFIX}/{{wallet_id}}/deposit/"),
+    _route("transfer", "transfer", "PUT", f"{API_PREFIX}/{{wallet_id}}/transfer/{{target_wallet_id}}/"),
+    _route(
+        "transaction",
+        "read",
+        "GET",
+        f"{API_PREFIX}/{{wallet_id}}/transactions/{{nonce}}",
+        both_spellings=False,
     ),
-    _route("deposit", "PUT", "/deposit", "/deposit"),
-    _route("transfer", "PUT", f"/transfer/{_WALLET_PATTERN}", f"/transfer/{_WALLET_GLOB}"),
-    _route("read", "GET", "/balance", "/balance"),
-    _route("read", "GET", "/transactions/[^/]+", "/transactions/*", slash=False),
+    _route("balance", "read", "GET", f"{API_PREFIX}/{{wallet_id}}/balance"),
 )
+#: Each route by its name, for the code that serves it.
+ROUTE_NAMED: Final[Mapping[str, Route]] = {route.name: route for route in ROUTES}
+
+
+def match_route(method: str, path: str) -> RouteMatch | None:
+    """The route a request is, with its parameters; None for a request that is no route of the table.
+
+    The whole path must match (never a prefix, never "up to a final newline"), and a path with a
+    control character matches nothing. The first matching row wins; no two rows overlap.
+
+    Examples
+    --------
+    >>> match_route("PUT", "/api/v1/wallets/8a6e0804-2bd0-4672-b79d-d97027f9071a/deposit/").route.name
+    'deposit'
+    >>> match_route("PUT", "/api/v1/wallets/8a6e0804-2bd0-4672-b79d-d97027f9071a/deposit\\n") is None
+    True
+    """
+    if CONTROL_CHARACTER.search(path):
+        return None
+    for route in ROUTES:
+        if route.method == method:
+            matched = route.pattern.fullmatch(path)
+            if matched is not None:
+                return RouteMatch(route, matched.groupdict())
+    return None
 
 
 def operation_of(method: str, path: str) -> Operation | None:
@@ -95,10 +175,8 @@ def operation_of(method: str, path: str) -> Operation | None:
     >>> operation_of("GET", "/healthz") is None
     True
     """
-    for route in ROUTES:
-        if route.method == method and route.pattern.fullmatch(path):
-            return route.operation
-    return None
+    matched = match_route(method, path)
+    return None if matched is None else matched.route.operation
 
 
 #: An IAM role ARN, with an optional path: ``arn:<partition>:iam::<account>:role/<path/>name``.
@@ -111,48 +189,60 @@ _ASSUMED_ROLE_ARN: Final = re.compile(
 )
 
 
+#: An OpenID Connect subject as API Gateway's JWT authorizer verifies it (``api_auth=jwt``):
+#: ``<issuer>#<sub>``, the principal :mod:`wallet.principals` makes of the token's claims.
+_OIDC_SUBJECT: Final = re.compile(r"https://[^\s#,=]+#[^\s#,=]+")
+
+
 class CallerPermissionsError(ValueError):
     """A caller map that cannot be used; the message is one line naming the entry."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class CallerPermissions:
-    """The roles that may call the API, each with the operations it may do.
+    """The roles that may call the API, each with the operations it may do, and on whose wallets.
 
     Its text (``str()``) is the form it is read from, so it travels through an environment
-    variable and a CDK context value unchanged.
+    variable and a CDK context value unchanged. An operation is granted on the caller's own
+    wallets (the person its session names owns them); ``operation:any`` grants it on any wallet
+    (a service acting for others, ``payments=transfer:any+read:any``), and ``create_wallet:any``
+    lets the caller name the owner of a wallet it creates. Deny by default: nothing else.
     """
 
     roles: tuple[tuple[str, tuple[Operation, ...]], ...]
+    #: Per caller, the operations it may do on any wallet (a subset of its ``roles`` entry).
+    anyone: tuple[tuple[str, tuple[Operation, ...]], ...] = ()
 
     @classmethod
     def parse(cls, text: str) -> CallerPermissions:
-        """Read ``role-arn[=operation+operation],...``; one line naming a bad entry.
+        """Read ``role-arn[=operation[:any]+operation[:any]],...``; one line naming a bad entry.
 
         Examples
         --------
-        >>> str(CallerPermissions.parse("arn:aws:iam::111122223333:role/treasury=deposit+read"))
-        'arn:aws:iam::111122223333:role/treasury=deposit+read'
+        >>> str(CallerPermissions.parse("arn:aws:iam::111122223333:role/treasury=deposit:any+read"))
+        'arn:aws:iam::111122223333:role/treasury=deposit:any+read'
         >>> CallerPermissions.parse("arn:aws:iam::111122223333:role/payments").operations_of_role(
         ...     "arn:aws:iam::111122223333:role/payments")
         ('create_wallet', 'transfer', 'read')
         """
         roles: dict[str, tuple[Operation, ...]] = {}
+        anyone: dict[str, tuple[Operation, ...]] = {}
         for entry in (part.strip() for part in text.split(",")):
             if not entry:
                 continue
             arn, _, listed = entry.partition("=")
             arn = arn.strip()
-            if not _ROLE_ARN.fullmatch(arn):
+            if not (_ROLE_ARN.fullmatch(arn) or _OIDC_SUBJECT.fullmatch(arn)):
                 raise CallerPermissionsError(
-                    f"a caller must be an IAM role ARN (arn:aws:iam::<account>:role/<name>), not {arn!r}"
+                    f"a caller must be an IAM role ARN (arn:aws:iam::<account>:role/<name>) or an "
+                    f"OIDC subject (https://<issuer>#<sub>, api_auth=jwt), not {arn!r}"
                 )
             if arn in roles:
                 raise CallerPermissionsError(f"caller {arn} is named twice")
-            roles[arn] = _operations(listed, arn) if listed.strip() else DEFAULT_OPERATIONS
+            roles[arn], anyone[arn] = _operations(listed, arn) if listed.strip() else (DEFAULT_OPERATIONS, ())
         if not roles:
             raise CallerPermissionsError("no caller named: give role-arn[=operation+operation],...")
-        return cls(tuple(roles.items()))
+        return cls(tuple(roles.items()), tuple((arn, ops) for arn, ops in anyone.items() if ops))
 
     @classmethod
     def of(cls, roles: Mapping[str, Iterable[Operation]]) -> CallerPermissions:
@@ -160,12 +250,32 @@ class CallerPermissions:
         return cls.parse(",".join(f"{arn}={'+'.join(ops)}" for arn, ops in roles.items()))
 
     def __str__(self) -> str:
-        return ",".join(f"{arn}={'+'.join(ops)}" for arn, ops in self.roles)
+        anyone = dict(self.anyone)
+        return ",".join(
+            f"{arn}={'+'.join(op + (':any' if op in anyone.get(arn, ()) else '') for op in ops)}"
+            for arn, ops in self.roles
+        )
 
     @property
     def role_arns(self) -> tuple[str, ...]:
-        """Every role named, in the order given."""
-        return tuple(arn for arn, _ in self.roles)
+        """Every IAM role named, in the order given (what a Lattice auth policy can name)."""
+        return tuple(arn for arn, _ in self.roles if _ROLE_ARN.fullmatch(arn))
+
+    @property
+    def subjects(self) -> tuple[str, ...]:
+        """Every OIDC subject named (``https://<issuer>#<sub>``: callers with a JWT, ``api_auth=jwt``)."""
+        return tuple(name for name, _ in self.roles if _OIDC_SUBJECT.fullmatch(name))
+
+    def names(self, principal: str) -> bool:
+        """Whether a verified ``principal`` is a caller of the map (for any operation).
+
+        Examples
+        --------
+        >>> permissions = CallerPermissions.parse("https://id.example.com/#alice=read")
+        >>> permissions.names("https://id.example.com/#alice"), permissions.names("https://id.example.com/#bob")
+        (True, False)
+        """
+        return any(self._is(name, principal) for name, _ in self.roles)
 
     def operations_of_role(self, role_arn: str) -> tuple[Operation, ...]:
         """What ``role_arn`` may do (nothing for a role not named)."""
@@ -191,14 +301,27 @@ class CallerPermissions:
         >>> permissions.permits("arn:aws:sts::444455556666:assumed-role/payments/alice", "transfer")
         False
         """
-        caller = role_of(principal)
-        if caller is None:
-            return False
-        for arn, ops in self.roles:
-            named = _ROLE_ARN.fullmatch(arn)
-            if named is not None and operation in ops and caller == _identity(named):
-                return True
-        return False
+        return any(operation in ops and self._is(name, principal) for name, ops in self.roles)
+
+    def on_any_wallet(self, principal: str, operation: Operation) -> bool:
+        """Whether ``principal`` may do ``operation`` on any wallet, not only its person's own.
+
+        Examples
+        --------
+        >>> permissions = CallerPermissions.parse("arn:aws:iam::111122223333:role/payments=transfer:any+read")
+        >>> caller = "arn:aws:sts::111122223333:assumed-role/payments/alice"
+        >>> permissions.on_any_wallet(caller, "transfer"), permissions.on_any_wallet(caller, "read")
+        (True, False)
+        """
+        return any(operation in ops and self._is(name, principal) for name, ops in self.anyone)
+
+    @staticmethod
+    def _is(name: str, principal: str) -> bool:
+        """Whether ``principal`` is the map's caller ``name``: a session of that role, or that subject."""
+        named = _ROLE_ARN.fullmatch(name)
+        if named is None:
+            return name == principal
+        return role_of(principal) == _identity(named)
 
 
 def role_of(principal: str) -> tuple[str, str, str] | None:
@@ -223,14 +346,21 @@ def _identity(matched: re.Match[str]) -> tuple[str, str, str]:
     return matched["partition"], matched["account"], matched["name"]
 
 
-def _operations(listed: str, arn: str) -> tuple[Operation, ...]:
+def _operations(listed: str, arn: str) -> tuple[tuple[Operation, ...], tuple[Operation, ...]]:
+    """The operations granted, and those of them granted on any wallet (``operation:any``)."""
     chosen: list[Operation] = []
-    for name in (part.strip() for part in listed.split("+")):
+    any_wallet: list[Operation] = []
+    for grant in (part.strip() for part in listed.split("+")):
+        name, _, scope = grant.partition(":")
         operation = next((op for op in OPERATIONS if op == name), None)
         if operation is None:
             raise CallerPermissionsError(
                 f"caller {arn}: {name!r} is not an operation (one of {', '.join(OPERATIONS)})"
             )
+        if scope not in ("", "any"):
+            raise CallerPermissionsError(f"caller {arn}: {grant!r}: an operation's scope can only be ':any'")
         if operation not in chosen:
             chosen.append(operation)
-    return tuple(op for op in OPERATIONS if op in chosen)
+        if scope and operation not in any_wallet:
+            any_wallet.append(operation)
+    return tuple(op for op in OPERATIONS if op in chosen), tuple(op for op in OPERATIONS if op in any_wallet)

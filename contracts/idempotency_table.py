@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from contracts.wallets_table import PARTITION_KEY, TTL_ATTRIBUTE, Attr, TableSpec
+from contracts.wallets_table import PARTITION_KEY, TTL_ATTRIBUTE, Attr, TableSpec, caller_tag
 
 #: A record's TTL attribute, epoch seconds: the end of its window plus :data:`TTL_MARGIN_SECONDS`.
 #: A record is put only where none exists (``attribute_not_exists(pk)``), whatever any clock says,
@@ -74,15 +74,17 @@ IDEMPOTENCY_ATTRIBUTES: Final = (
 )
 
 
-def idempotency_key(wallet_id: str, nonce: str) -> str:
-    """``{wallet_id}_{nonce}``: the record of the wallet's request with ``nonce``.
+def idempotency_key(wallet_id: str, nonce: str, principal: str | None) -> str:
+    """``{wallet_id}_{nonce}_{caller}``: the record of ``principal``'s request to the wallet with ``nonce``.
 
-    Nonces are per addressed wallet (deposits and transfers share them), so the pair is the key;
-    the table holds nothing else, so the key needs no entity suffix.
+    Nonces are per caller and addressed wallet (deposits and transfers share them): two callers'
+    requests with one nonce are two requests, and one caller's lookup can never void another's
+    nonce. The caller is :func:`contracts.wallets_table.caller_tag` (fixed length: the key stays
+    unambiguous, ``_`` in a nonce included); the table holds nothing else, so no entity suffix.
 
     Examples
     --------
-    >>> idempotency_key("w", "n-1")
-    'w_n-1'
+    >>> idempotency_key("w", "n-1", "local") == "w_n-1_" + caller_tag("local")
+    True
     """
-    return f"{wallet_id}_{nonce}"
+    return f"{wallet_id}_{nonce}_{caller_tag(principal)}"

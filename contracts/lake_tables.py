@@ -62,12 +62,18 @@ LEDGER: Final = pa.schema(
     ]
 )
 
+#: The wallets' column naming who owns each (issue 44).
+OWNER: Final = "owner"
+
 WALLETS: Final = pa.schema(
     [
         pa.field("wallet_id", pa.string(), nullable=False),
         pa.field("user_id", pa.string(), nullable=False),
         pa.field("created_at", TIMESTAMP_MS, nullable=False),
         pa.field(EXTRA_ATTRIBUTES, pa.string(), nullable=True),
+        # who owns the wallet (wallet.ownership): null on wallets created before owners existed
+        # (added by name to the existing tables: docs/operations.md, "Adding a column")
+        pa.field(OWNER, pa.string(), nullable=True),
     ]
 )
 

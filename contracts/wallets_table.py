@@ -8,6 +8,7 @@ create the table from :data:`WALLETS_TABLE`.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from typing import Final
 
 PARTITION_KEY: Final = "pk"
@@ -37,6 +38,9 @@ class Attr:
     # wallet item
     WALLET_ID: Final = "wallet_id"
     USER_ID: Final = "user_id"
+    #: who owns the wallet: the person of the verified principal that created it, or the owner a
+    #: caller granted ``create_wallet:any`` named (issue 44); absent on wallets of before owners
+    OWNER: Final = "owner"
     BALANCE: Final = "balance"
     VERSION: Final = "version"
     CREATED_AT: Final = "created_at"
@@ -97,9 +101,25 @@ def user_key(user_id: str) -> str:
     return f"{user_id}#{ENTITY_USER}"
 
 
-def transaction_key(wallet_id: str, nonce: str) -> str:
-    """``{wallet_id}_{nonce}#transaction``: the request's hot transaction item (kept the hot TTL)."""
-    return f"{wallet_id}_{nonce}#{ENTITY_TRANSACTION}"
+def caller_tag(principal: str | None) -> str:
+    """The caller in a request's keys: 32 hex digits of the principal's SHA-256 (None: no one's).
+
+    Nonces are the caller's own (issue 44): one caller's request or lookup never decides another's,
+    so every key a request is stored under names its caller. A digest, not the principal: fixed
+    length (a key stays parseable whatever the principal holds, ``#`` and ``_`` included, and far
+    under DynamoDB's 2,048 bytes), and nobody's identity in a key.
+
+    Examples
+    --------
+    >>> len(caller_tag(None)), caller_tag("a") == caller_tag("b")
+    (32, False)
+    """
+    return hashlib.sha256((principal or "").encode()).hexdigest()[:32]
+
+
+def transaction_key(wallet_id: str, nonce: str, principal: str | None) -> str:
+    """``{wallet_id}_{nonce}_{caller}#transaction``: the request's hot transaction item (the hot TTL)."""
+    return f"{wallet_id}_{nonce}_{caller_tag(principal)}#{ENTITY_TRANSACTION}"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

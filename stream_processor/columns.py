@@ -80,7 +80,7 @@ TRANSACTION_FIELDS: Final = (
     "extra_attributes",
 )
 #: Order of the values kept per wallet INSERT.
-WALLET_FIELDS: Final = ("wallet_id", "user_id", "created_at", "extra_attributes")
+WALLET_FIELDS: Final = ("wallet_id", "user_id", "created_at", "extra_attributes", "owner")
 
 
 #: Records the decoder reads between two conversions of its lists to Arrow. The conversion has to
@@ -450,6 +450,7 @@ def _wallets(rows: RowBuffer) -> tuple[pa.Table, list[tuple[int, str]]]:
             rows.column("user_id"),
             created_at.cast(TIMESTAMP_MS),
             rows.column("extra_attributes"),
+            rows.column("owner"),
         ],
         schema=WALLETS,
     )

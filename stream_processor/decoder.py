@@ -266,6 +266,7 @@ _WALLET_KNOWN: Final = frozenset(
         Attr.PK,
         Attr.ENTITY,
         Attr.USER_ID,
+        Attr.OWNER,
         Attr.CREATED_AT,
         *(name for name, _ in (*_WALLET_MODIFIED_REQUIRED, *_ENTRY_REQUIRED, *_ENTRY_OPTIONAL)),
     }
@@ -484,7 +485,11 @@ def _wallet_inserted(
     """A wallet was opened: one ``wallets`` row."""
     wallet_id, user_id, created_at = _wallet_attributes(image)
     extra = None if image.keys() <= _WALLET_KNOWN else _extra(image, _WALLET_KNOWN)
-    columns.wallets.values.extend((wallet_id["S"], user_id["S"], created_at["N"], extra))  # WALLET_FIELDS
+    named = image.get(Attr.OWNER)
+    owner = named.get("S") if isinstance(named, Mapping) else None
+    columns.wallets.values.extend(
+        (wallet_id["S"], user_id["S"], created_at["N"], extra, owner)
+    )  # WALLET_FIELDS
     columns.wallets.positions.append(position)
 
 

@@ -7,22 +7,26 @@ Routes
 - ``PUT /api/v1/wallets/{wallet_id}/deposit/`` ``{"amount", "nonce"}`` → 204.
 - ``PUT /api/v1/wallets/{wallet_id}/transfer/{target_wallet_id}/`` ``{"amount", "nonce"}`` → 204.
 - ``GET /api/v1/wallets/{wallet_id}/transactions/{nonce}`` → 200, your request with that nonce
-  committed (its receipt); 404 ``transaction_not_found``: it did not and never will (with no record
-  the lookup voids the nonce first); 409 ``outcome_pending``: still committing, ask again.
+  committed (its receipt); 404 ``transaction_not_found`` (one wording): it did not and never will
+  (with no record the lookup voids your nonce first, if you may move money at all); 409
+  ``outcome_pending``: still committing, ask again.
 - ``GET /api/v1/wallets/{wallet_id}/balance`` → 200 ``{"balance": "<int micro-USD>"}`` (consistent).
-- ``GET /api/v1/wallets/me/`` → 501 (no authentication in this system).
+- ``GET /api/v1/wallets/me/`` → 501 (not built yet: a person's wallets are not indexed).
 - ``GET /healthz`` → 200; ``GET /metrics`` → the process's counters (:mod:`wallet.telemetry`).
+
+Every wallet route is a row of ``contracts.caller_permissions.ROUTES`` (registered here by
+:func:`_serve`); a path with a control character is 400 ``invalid_path`` before any route.
 
 The client's contract
 ---------------------
 Every deposit and transfer carries a client-chosen ``nonce`` (use a fresh UUID, v4 or v7), unique
-per addressed wallet and owned by the caller that first used it. The first record put under a
-nonce decides it, and every answer follows from it:
+per caller and addressed wallet: another caller's nonce of the same spelling is another request.
+The first record put under the caller's nonce decides it, and every answer follows from it:
 
 - 204: done (``Idempotent-Replayed: true``: applied earlier; ``Transaction-Id`` names it);
 - 404 ``wallet_not_found``, 409 ``insufficient_funds`` / ``balance_limit_exceeded``: refused,
   nothing moved; kept under the nonce, so a repeat gets the same refusal (replayed). New nonce;
-- 409 ``idempotency_key_reused`` (another body or another caller), ``nonce_expired`` (past the
+- 409 ``idempotency_key_reused`` (another body), ``nonce_expired`` (past the
   window, its record still exists: never executed again), ``nonce_voided`` (a lookup decided it
   did not commit): nothing moved. New nonce;
 - 429 ``throttled``, 503 ``unavailable``, 500 ``dynamodb_refused``: nothing was written; same
@@ -47,9 +51,10 @@ loop itself (:mod:`wallet.dynamodb`), with no thread-pool hop.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Coroutine
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, cast
 
 import orjson
 from fastapi import FastAPI, Path, Request
@@ -58,9 +63,10 @@ from fastapi.responses import Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from contracts.caller_permissions import ROUTE_NAMED, Route
 from contracts.settings import Settings
 from wallet import validation
-from wallet.authorization import REFUSALS
+from wallet.authorization import REFUSALS, may_move_money
 from wallet.body_limit import MAX_BODY_BYTES, TOO_LARGE
 from wallet.errors import (
     BalanceLimitExceededError,
@@ -72,6 +78,7 @@ from wallet.errors import (
     NotImplementedRouteError,
     OutcomePendingError,
     OutcomeUnknownError,
+    OwnerNotPermittedError,
     SameWalletTransferError,
     StoreRejectedError,
     StoreUnavailableError,
@@ -87,15 +94,16 @@ from wallet.http_errors import (
     status_of,
     wallet_error_response,
 )
+from wallet.ownership import owner_of_new_wallet
 from wallet.principals import principal_of
 from wallet.receipts import REPLAYED_HEADER, TRANSACTION_ID_HEADER, Receipt
+from wallet.routing import INVALID_PATH, INVALID_PATH_MEANING, matched
 from wallet.store import WalletStore
 from wallet.telemetry import Telemetry
 
 _logger = logging.getLogger(__name__)
 
 _JSON: Final = JSON_MEDIA_TYPE
-_PREFIX: Final = "/api/v1/wallets"
 
 # Path parameters as documented; LeanRoute passes them through as strings and wallet.validation
 # checks them (422 with the API's own error body rather than FastAPI's).
@@ -123,7 +131,14 @@ class LeanRoute(APIRoute):
     request (~100 us here); these endpoints take only strings from the path and validate them
     themselves with :mod:`wallet.validation`. The route is still a regular APIRoute, so the OpenAPI
     document is generated from the same endpoint signature and ``responses`` as always.
+
+    A route of the table (:attr:`table_route`, set by :func:`_serve`) runs only when the request's
+    one match (:func:`wallet.routing.matched`, what the permission check judged) is that route, and
+    takes its parameters from that match: where Starlette's own reading of a path differs from the
+    table's, nothing runs and the answer is 404.
     """
+
+    table_route: Route | None = None
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         endpoint = self.endpoint
@@ -132,7 +147,14 @@ class LeanRoute(APIRoute):
             response: Response = await endpoint(request, **request.path_params)
             return response
 
-        return handle
+        async def handle_table_route(request: Request) -> Response:
+            match = matched(request.scope)
+            if match is None or match.route is not self.table_route:
+                raise StarletteHTTPException(404, "Not Found")
+            response: Response = await endpoint(request, **match.parameters)
+            return response
+
+        return handle if self.table_route is None else handle_table_route
 
 
 def create_app(settings: Settings | None = None, *, store: WalletStore | None = None) -> FastAPI:
@@ -154,7 +176,7 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
     )
     app.state.store = store
     app.router.route_class = LeanRoute
-    # Both spellings of every wallet route are routes of their own (_both_spellings): a 307 to the
+    # Both spellings of every wallet route are routes of their own (_serve): a 307 to the
     # other spelling would break clients that do not follow redirects for a PUT (httpx's default).
     app.router.redirect_slashes = False
 
@@ -186,10 +208,9 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(Exception, on_unexpected)
 
-    @_both_spellings(
+    @_serve(
         app,
-        "POST",
-        f"{_PREFIX}/",
+        ROUTE_NAMED["create_wallet"],
         tags=["wallets"],
         summary="Create the user's wallet (one per user)",
         status_code=201,
@@ -203,33 +224,34 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
                 ),
                 "links": _WALLET_LINKS,
             },
-            **_errors(InvalidRequestError, ThrottledError, StoreUnavailableError),
+            **_errors(InvalidRequestError, OwnerNotPermittedError, ThrottledError, StoreUnavailableError),
         },
     )
     async def create_wallet(request: Request) -> Response:
         command = validation.parse_create_wallet(await _json_body(request))
-        wallet_id, created = await store.create_wallet(command)
+        owner = owner_of_new_wallet(settings, request.scope, command.owner)
+        wallet_id, created = await store.create_wallet(dataclasses.replace(command, owner=owner))
         status = 201 if created else 200
         telemetry.response(status)
         return Response(orjson.dumps({"id": wallet_id}), status_code=status, media_type=_JSON)
 
-    @_both_spellings(
+    @_serve(
         app,
-        "GET",
-        f"{_PREFIX}/me/",
+        ROUTE_NAMED["my_wallet"],
         tags=["wallets"],
-        summary="The caller's wallet (not implemented: the system has no authentication)",
+        summary="The caller's wallets (not implemented yet: a person's wallets are not indexed)",
         status_code=501,
         response_class=Response,
         responses=_errors(NotImplementedRouteError),
     )
     async def my_wallet(request: Request) -> Response:
-        raise NotImplementedRouteError("the system has no authentication, so it cannot know who 'me' is")
+        raise NotImplementedRouteError(
+            "listing a person's wallets is not built yet (wallets have owners, but no index of them)"
+        )
 
-    @_both_spellings(
+    @_serve(
         app,
-        "PUT",
-        f"{_PREFIX}/{{wallet_id}}/deposit/",
+        ROUTE_NAMED["deposit"],
         tags=["wallets"],
         summary="Deposit micro-USD into a wallet, once per nonce",
         status_code=204,
@@ -259,10 +281,9 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         )
         return _no_content(telemetry, await store.execute(command))
 
-    @_both_spellings(
+    @_serve(
         app,
-        "PUT",
-        f"{_PREFIX}/{{wallet_id}}/transfer/{{target_wallet_id}}/",
+        ROUTE_NAMED["transfer"],
         tags=["wallets"],
         summary="Transfer micro-USD to another wallet, once per nonce",
         status_code=204,
@@ -294,10 +315,10 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         )
         return _no_content(telemetry, await store.execute(command))
 
-    @app.get(
-        f"{_PREFIX}/{{wallet_id}}/transactions/{{nonce}}",
+    @_serve(
+        app,
+        ROUTE_NAMED["transaction"],
         tags=["wallets"],
-        operation_id="transaction",
         summary="The outcome of the wallet's request with this nonce, within the idempotency window",
         response_class=Response,
         responses={
@@ -317,7 +338,10 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
     async def transaction(request: Request, wallet_id: _WalletId, nonce: _Nonce) -> Response:
         wallet = validation.parse_uuid(wallet_id, "wallet_id")
         checked = validation.parse_nonce(nonce)
-        receipt = await store.outcome(wallet, checked, _principal(settings, request))
+        principal = _principal(settings, request)
+        receipt = await store.outcome(
+            wallet, checked, principal, may_move=may_move_money(settings, principal)
+        )
         telemetry.response(200)
         return Response(
             orjson.dumps(receipt.document()),
@@ -325,10 +349,9 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
             headers={TRANSACTION_ID_HEADER: receipt.txn_id},
         )
 
-    @_both_spellings(
+    @_serve(
         app,
-        "GET",
-        f"{_PREFIX}/{{wallet_id}}/balance",
+        ROUTE_NAMED["balance"],
         tags=["wallets"],
         summary="The wallet's balance (strongly consistent read)",
         response_class=Response,
@@ -388,38 +411,34 @@ def _add_metrics(app: FastAPI, telemetry: Telemetry, *, served: bool) -> None:
         return Response(orjson.dumps(telemetry.snapshot()), media_type=_JSON)
 
 
-def _other_spelling(path: str) -> str:
-    """The route's path with its trailing slash toggled (seed 000's code and design differ on it)."""
-    return path.removesuffix("/") if path.endswith("/") else f"{path}/"
-
-
-def _both_spellings(
-    app: FastAPI, method: str, path: str, **documentation: Any
+def _serve(
+    app: FastAPI, route: Route, **documentation: Any
 ) -> Callable[[Callable[..., Coroutine[Any, Any, Response]]], Callable[..., Coroutine[Any, Any, Response]]]:
-    """Register an endpoint under ``path`` and its other spelling, both answered directly.
+    """Register an endpoint as ``route`` of the table, under each of its spellings, answered directly.
 
     Seed 000's implementation routes ``/deposit`` and ``/transfer/{id}`` without a trailing slash
     while its design writes them with one; serving both (instead of redirecting) lets clients of
     either work. Both are in the OpenAPI document, so the fuzzer checks both; the alias's
-    operation id ends in ``_alt``.
+    operation id ends in ``_alt``. The endpoint's name must be the route's: the table names what runs.
     """
+    route_class = cast(type[LeanRoute], type(f"LeanRoute_{route.name}", (LeanRoute,), {"table_route": route}))
 
     def register(
         endpoint: Callable[..., Coroutine[Any, Any, Response]],
     ) -> Callable[..., Coroutine[Any, Any, Response]]:
-        name = endpoint.__name__
-        summary = documentation.pop("summary", name)
-        app.add_api_route(
-            path, endpoint, methods=[method], operation_id=name, summary=summary, **documentation
-        )
-        app.add_api_route(
-            _other_spelling(path),
-            endpoint,
-            methods=[method],
-            operation_id=f"{name}_alt",
-            summary=f"{summary} (the same, spelt {_other_spelling(path)!r})",
-            **documentation,
-        )
+        if endpoint.__name__ != route.name:
+            raise ValueError(f"endpoint {endpoint.__name__} would serve route {route.name}")
+        summary = documentation.pop("summary", route.name)
+        for index, path in enumerate(route.spellings):
+            app.router.add_api_route(
+                path,
+                endpoint,
+                methods=[route.method],
+                operation_id=route.name if index == 0 else f"{route.name}_alt",
+                summary=summary if index == 0 else f"{summary} (the same, spelt {path!r})",
+                route_class_override=route_class,
+                **documentation,
+            )
         return endpoint
 
     return register
@@ -571,12 +590,21 @@ def _errors(*errors: type[WalletError]) -> dict[int | str, dict[str, Any]]:
         "description": f"- `{TOO_LARGE}`: the body is above {MAX_BODY_BYTES} bytes; nothing was done.",
         "content": {_JSON: {"schema": _error_schema([TOO_LARGE])}},
     }
+    # Any request whose path holds a control character is refused before routing (wallet.routing).
+    responses[400] = {
+        "description": f"- `{INVALID_PATH}`: {INVALID_PATH_MEANING}",
+        "content": {_JSON: {"schema": _error_schema([INVALID_PATH])}},
+    }
     # Behind a trusted front any route refuses a caller it did not vouch for, or not for this
     # operation, before it runs (wallet.authorization): nothing is written.
     for status, codes in REFUSALS.items():
+        own = list(by_status.get(status, []))  # the route's own (owner_not_permitted)
         responses[status] = {
-            "description": "\n".join(f"- `{code}`: {meaning}" for code, meaning in codes.items()),
-            "content": {_JSON: {"schema": _error_schema(list(codes))}},
+            "description": "\n".join(
+                [f"- `{code}`: {meaning}" for code, meaning in codes.items()]
+                + [f"- `{error.code}`: {(error.__doc__ or '').splitlines()[0]}" for error in own]
+            ),
+            "content": {_JSON: {"schema": _error_schema([*codes, *(error.code for error in own)])}},
         }
     # Any route can fail unexpectedly; the answer has the same body (and is logged with a trace).
     responses[500] = {

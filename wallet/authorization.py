@@ -14,8 +14,13 @@ same things again and refuses, before it reads the body, with nothing written:
 - 403 ``session_not_a_person``: the role session's name does not match the deployment's rule
   (``WALLETLAKE_CALLER_SESSION_PATTERN``), so the movement would not name who acted;
 - 403 ``caller_not_permitted``: the principal's role is not named in ``WALLETLAKE_CALLER_PERMISSIONS``;
-- 403 ``operation_not_permitted``: it is, but not for this route's operation
+- 403 ``not_an_operation``: the method and path are no route of the table
+  (:data:`contracts.caller_permissions.ROUTES`): deny by default, whatever a router would make of it;
+- 403 ``operation_not_permitted``: the route is one, but not of the principal's role
   (:mod:`contracts.caller_permissions`: the same map Lattice's service policy is written from).
+
+The operation judged is the one the request's route declares, as :func:`wallet.routing.matched`
+found it: the same match the endpoint that runs is chosen by.
 
 ``/healthz`` answers anyone (Lattice's and the load balancer's health checks carry no identity)
 and reads nothing. Every refusal is counted (``RequestsUnauthenticated``, ``RequestsForbidden``:
@@ -29,22 +34,25 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, MutableMapping
 from typing import Any, Final
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from contracts import api_metrics
-from contracts.caller_permissions import operation_of, role_of
+from contracts.caller_permissions import Operation
 from contracts.settings import Settings
 from wallet.http_errors import error_response
 from wallet.principals import LATTICE_IDENTITY_HEADER, header_fields, principal_of
+from wallet.routing import matched
 from wallet.telemetry import Telemetry
 
 _logger = logging.getLogger(__name__)
 
 #: The header naming the Lattice service, service network and target group a request came through.
 LATTICE_TARGET_HEADER: Final = b"x-amzn-lattice-target"
+#: The operations that move a wallet's money.
+MONEY_MOVING_OPERATIONS: Final[tuple[Operation, ...]] = ("deposit", "transfer")
 #: What no check applies to.
 OPEN_PATHS: Final = frozenset({"/healthz"})
 #: Every refusal by status and code, with its meaning: the OpenAPI document lists them on every
@@ -55,7 +63,10 @@ REFUSALS: Final[dict[int, dict[str, str]]] = {
         "wrong_target": "the request came through another VPC Lattice service; nothing was done.",
         "session_not_a_person": "the caller's role session name names no person; nothing was done.",
         "caller_not_permitted": "the caller's role is not a caller of this API; nothing was done.",
+        "not_an_operation": "the method and path are no operation of this API; nothing was done.",
         "operation_not_permitted": "the caller's role may not do this operation; nothing was done.",
+        "not_wallet_owner": "the wallet is not the caller's, and its role may not do this on any wallet; "
+        "nothing was done.",
     },
 }
 
@@ -69,8 +80,10 @@ class Refusal:
     detail: str
 
 
-def judge(settings: Settings, scope: Mapping[str, Any]) -> Refusal | None:
-    """The refusal the request of an ASGI ``scope`` earns, or None to serve it. Pure.
+def judge(settings: Settings, scope: MutableMapping[str, Any]) -> Refusal | None:
+    """The refusal the request of an ASGI ``scope`` earns, or None to serve it.
+
+    Pure but for keeping the request's route match in ``scope`` (:func:`wallet.routing.matched`).
 
     The scope's ``headers`` carry Lattice's identity; behind API Gateway its ``aws.event`` (as
     Mangum passes the Lambda event) carries the IAM identity the gateway verified.
@@ -88,6 +101,8 @@ def judge(settings: Settings, scope: Mapping[str, Any]) -> Refusal | None:
     'operation_not_permitted'
     >>> judge(settings, {"method": "PUT", "path": "/api/v1/wallets/x/transfer/y", "headers": caller}) is None
     True
+    >>> judge(settings, {"method": "PUT", "path": "/api/v1/wallets/x/balance", "headers": caller}).code
+    'not_an_operation'
     """
     method, path = scope["method"], scope["path"]
     if settings.trust_front == "none" or path in OPEN_PATHS:
@@ -122,24 +137,57 @@ def judge(settings: Settings, scope: Mapping[str, Any]) -> Refusal | None:
     permissions = settings.caller_permissions
     if permissions is None:
         return None
-    caller = role_of(principal)
-    if caller is None or not any(role_of(arn) == caller for arn in permissions.role_arns):
+    if not permissions.names(principal):
         return Refusal(403, "caller_not_permitted", f"{principal} is not a caller of this API")
-    operation = operation_of(method, path)
-    if operation is not None and not permissions.permits(principal, operation):
+    route = matched(scope)
+    if route is None:
+        return Refusal(403, "not_an_operation", f"{method} {path!r} is no operation of this API")
+    operation = route.route.operation
+    if not permissions.permits(principal, operation):
         return Refusal(
             403, "operation_not_permitted", f"{principal} may not {operation.replace('_', ' ')} here"
         )
     return None
 
 
+def may_move_money(settings: Settings, principal: str | None) -> bool:
+    """Whether ``principal`` may move a wallet's money (deposit or transfer), so may have a movement.
+
+    An outcome lookup fences (writes a void record) only for such a caller: one that may not move
+    money can have no movement in flight, so "did not commit" is already true for it, and a
+    ``read`` role's lookup writes nothing. Without a trusted front or a caller map, anyone served
+    may move money.
+
+    Examples
+    --------
+    >>> from contracts.caller_permissions import CallerPermissions
+    >>> settings = Settings(trust_front="lattice", caller_permissions=CallerPermissions.parse(
+    ...     "arn:aws:iam::111122223333:role/support=read,arn:aws:iam::111122223333:role/cashier=deposit"))
+    >>> may_move_money(settings, "arn:aws:sts::111122223333:assumed-role/support/alice")
+    False
+    >>> may_move_money(settings, "arn:aws:sts::111122223333:assumed-role/cashier/bob")
+    True
+    """
+    permissions = settings.caller_permissions
+    if settings.trust_front == "none" or permissions is None:
+        return True
+    return principal is not None and any(
+        permissions.permits(principal, operation) for operation in MONEY_MOVING_OPERATIONS
+    )
+
+
 def session_name(settings: Settings, headers: Iterable[tuple[bytes, bytes]], principal: str) -> str | None:
-    """The caller's session name: Lattice's ``SessionName`` field, else the assumed-role ARN's tail."""
+    """Who the caller is as a person: Lattice's ``SessionName`` field, else the assumed-role ARN's
+    tail; behind API Gateway with a JWT (``<issuer>#<sub>``), the token's subject."""
     if settings.trust_front == "lattice":
         named = header_fields(_header(list(headers), LATTICE_IDENTITY_HEADER)).get("SessionName")
         if named:
             return named
-    return principal.rsplit("/", 1)[1] if ":assumed-role/" in principal else None
+    if ":assumed-role/" in principal:
+        return principal.rsplit("/", 1)[1]
+    if settings.trust_front == "apigateway" and "#" in principal:
+        return principal.rsplit("#", 1)[1]
+    return None
 
 
 class Gatekeeper:

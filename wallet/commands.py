@@ -14,9 +14,10 @@ from contracts.wallets_table import TXN_DEPOSIT, TXN_TRANSFER
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class CreateWallet:
-    """Open the one wallet of ``user_id``."""
+    """Open the one wallet of ``user_id``, owned by ``owner`` (None: the caller's own person)."""
 
     user_id: str
+    owner: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -59,8 +60,9 @@ def request_hash(command: Movement) -> str:
 
     The operation, the addressed wallet, the target wallet, the amount as an integer, the nonce
     and the verified principal that asked: ``"100"`` and ``100`` give one hash, a different target,
-    amount or caller another. So another caller's request with a nonce already used is refused
-    409 ``idempotency_key_reused`` and never answered with the first caller's movement. Without a
+    amount or caller another. The caller also keys the request's record (nonces are per caller), so
+    the hash's principal guards records written before that, never answering one caller with
+    another's movement. Without a
     principal (no trusted front) the hash is :func:`legacy_request_hash`, as records written
     before callers owned their nonces hold it. The hash is stored on the record, so a replay is
     recognised by comparing one attribute.

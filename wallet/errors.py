@@ -228,21 +228,34 @@ class OutcomeUnknownError(StoreUnavailableError):
 class TransactionNotFoundError(WalletError):
     """No movement of this caller committed with this nonce, and none will (its record says so).
 
-    The lookup answers it only once that is decided: no record (a void one is put first, so no
-    attempt still in flight can commit afterwards), a declined or voided record, or a record of
-    another caller (whose identity it never shows).
+    The lookup answers it only once that is decided: no record (a void one is put first under the
+    caller's own key, so no attempt still in flight can commit afterwards; nothing is put for a
+    caller that may not move the wallet's money), a declined or voided record. One wording for
+    every case, so the answer tells nobody whether a nonce was ever used.
     """
 
     code = "transaction_not_found"
 
-    def __init__(self, wallet_id: str, nonce: str, why: str | None = None) -> None:
+    def __init__(self, wallet_id: str, nonce: str) -> None:
         super().__init__(
-            f"wallet {wallet_id} has no committed request of yours with nonce {nonce!r}"
-            + (f": {why}" if why else "")
+            f"wallet {wallet_id} has no committed request of yours with nonce {nonce!r}, and none "
+            "will commit; use a new nonce"
         )
 
 
 class NotImplementedRouteError(WalletError):
-    """A route of seed 000 that needs authentication, which this system does not have."""
+    """A route of seed 000 not built yet (``me/``: a person's wallets are not indexed)."""
 
     code = "not_implemented"
+
+
+class OwnerNotPermittedError(WalletError):
+    """The caller named a wallet's owner, which only a caller granted ``create_wallet:any`` may."""
+
+    code = "owner_not_permitted"
+
+    def __init__(self, owner: str) -> None:
+        super().__init__(
+            f"only a caller granted create_wallet:any may create a wallet for another owner ({owner!r}); "
+            "nothing was created"
+        )

@@ -95,7 +95,7 @@ class Job:
             if isinstance(command, Deposit)
             else tuple(sorted((command.wallet_id, command.to_wallet_id)))
         )
-        return Request(wallets, idempotency_key(command.wallet_id, command.nonce), self)
+        return Request(wallets, idempotency_key(command.wallet_id, command.nonce, command.initiated_by), self)
 
     def unknown(self, retry_after: int = 1) -> OutcomeUnknownError:
         """The answer of a request an unanswered attempt may have committed, named as a repeat replays it."""

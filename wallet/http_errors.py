@@ -20,6 +20,7 @@ from wallet.errors import (
     NonceVoidedError,
     NotImplementedRouteError,
     OutcomePendingError,
+    OwnerNotPermittedError,
     StoreRejectedError,
     StoreUnavailableError,
     ThrottledError,
@@ -46,6 +47,7 @@ ERROR_STATUS: Final[dict[type[WalletError], int]] = {
     StoreUnavailableError: 503,
     StoreRejectedError: 500,
     NotImplementedRouteError: 501,
+    OwnerNotPermittedError: 403,
 }
 
 

@@ -4,11 +4,12 @@ Every other route, every refusal of malformed input and every document (``/opena
 stays with the FastAPI app, which still declares these two routes. Routing, the request object and
 the exception middleware cost about a third of the API's CPU per transfer (py-spy, ``bench/
 write_path.py --profile``); on a busy wallet that CPU is the throughput. This layer does only what a
-valid movement needs: match the path, read the body, validate, execute, answer 204 or the domain
+valid movement needs: take the request's route (:func:`wallet.routing.matched`: the one match the
+permission check judged), read the body, validate, execute, answer 204 or the domain
 error through :mod:`wallet.http_errors`. Anything else it hands to the app unchanged, with the body
 it already read, so every other answer is byte for byte the app's own:
 
-- a path or method that is not ``PUT`` of a deposit or a transfer (either spelling);
+- a request whose route is not the deposit's or the transfer's (:data:`MOVEMENTS`);
 - a body or path that :mod:`wallet.validation` refuses (the app then answers its 422).
 
 It runs outside the FastAPI app (:func:`wallet.service.create_service`), so it answers an unexpected
@@ -18,11 +19,11 @@ exception itself, the way the app's handler does: logged with its trace, 500 ``i
 from __future__ import annotations
 
 import logging
-import re
 from typing import Final
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from contracts.caller_permissions import ROUTE_NAMED, Route, RouteMatch
 from contracts.settings import Settings, TrustFront
 from wallet import validation
 from wallet.body_limit import replaying
@@ -30,14 +31,13 @@ from wallet.commands import Movement
 from wallet.errors import InvalidRequestError, WalletError
 from wallet.http_errors import error_response, status_of, wallet_error_response
 from wallet.principals import principal_of
+from wallet.routing import matched
 from wallet.store import WalletStore
 
 _logger = logging.getLogger(__name__)
 
-#: ``/api/v1/wallets/{id}/deposit`` and ``/api/v1/wallets/{id}/transfer/{id}``, slash or not.
-_MOVEMENT_PATH: Final = re.compile(
-    r"/api/v1/wallets/(?P<wallet>[^/]+)/(?:deposit|transfer/(?P<target>[^/]+))/?\Z"
-)
+#: The routes served here: a deposit and a transfer, either spelling.
+MOVEMENTS: Final[frozenset[Route]] = frozenset((ROUTE_NAMED["deposit"], ROUTE_NAMED["transfer"]))
 _NO_CONTENT_BODY: Final[Message] = {"type": "http.response.body", "body": b""}
 
 
@@ -53,12 +53,8 @@ class MovementRoutes:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve a valid movement; hand anything else to the app."""
-        match = (
-            _MOVEMENT_PATH.match(scope["path"])
-            if scope["type"] == "http" and scope["method"] == "PUT"
-            else None
-        )
-        if match is None:
+        match = matched(scope) if scope["type"] == "http" else None
+        if match is None or match.route not in MOVEMENTS:
             await self.app(scope, receive, send)
             return
         body = await _read_body(receive)
@@ -87,12 +83,12 @@ class MovementRoutes:
         await send(_NO_CONTENT_BODY)
 
 
-def _command(match: re.Match[str], body: bytes, initiated_by: str | None) -> Movement:
+def _command(match: RouteMatch, body: bytes, initiated_by: str | None) -> Movement:
     fields = validation.parse_json_body(body)
-    target = match["target"]
-    if target is None:
-        return validation.parse_deposit(match["wallet"], fields, initiated_by)
-    return validation.parse_transfer(match["wallet"], target, fields, initiated_by)
+    wallet = match.parameters["wallet_id"]
+    if match.route.name == "deposit":
+        return validation.parse_deposit(wallet, fields, initiated_by)
+    return validation.parse_transfer(wallet, match.parameters["target_wallet_id"], fields, initiated_by)
 
 
 async def _read_body(receive: Receive) -> bytes | None:

@@ -52,7 +52,7 @@ class Remembered:
 class NonceMemory:
     """Nonces in flight in this process, and the outcomes of the ones it wrote recently.
 
-    Keys are idempotency keys (``{wallet_id}_{nonce}``). Not thread-safe: one event loop uses it.
+    Keys are idempotency keys (``{wallet_id}_{nonce}_{caller}``). Not thread-safe: one event loop uses it.
     """
 
     def __init__(self, kept: int = RECENT_KEPT) -> None:

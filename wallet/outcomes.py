@@ -153,20 +153,12 @@ def lookup_answer(record: Mapping[str, Any], wallet_id: str, nonce: str, princip
     """What ``GET .../transactions/{nonce}`` answers from the nonce's record, for ``principal``.
 
     200 (the receipt) only for a committed movement of this caller; otherwise raises
-    :class:`~wallet.errors.TransactionNotFoundError` (404) saying what was decided, and nothing of
-    another caller's request (neither its movement nor who made it).
+    :class:`~wallet.errors.TransactionNotFoundError` (404), one wording whatever the record says
+    (void, declined, or not this caller's), so the answer tells no one whether a nonce was used.
     """
     outcome = outcome_of(record)
-    if outcome == OUTCOME_VOID:
-        raise TransactionNotFoundError(
-            wallet_id, nonce, "it did not commit and never will (the nonce is void); use a new nonce"
-        )
-    if _text(record, Attr.INITIATED_BY) != principal:
+    if outcome in (OUTCOME_VOID, OUTCOME_DECLINED) or _text(record, Attr.INITIATED_BY) != principal:
         raise TransactionNotFoundError(wallet_id, nonce)
-    if outcome == OUTCOME_DECLINED:
-        raise TransactionNotFoundError(
-            wallet_id, nonce, f"it was declined ({_text(record, REFUSAL)}): nothing moved, nothing will"
-        )
     return receipt_of(record, replayed=True)
 
 

@@ -4,9 +4,9 @@ Pure. A receipt is the outcome of one request (deposit or transfer) as its first
 decided it: the transaction id made then, what moved and when. The write path answers it in the
 ``Transaction-Id`` header of every 204 (``Idempotent-Replayed: true`` on a replay) and in full on
 ``GET /api/v1/wallets/{wallet_id}/transactions/{nonce}``; the idempotency record
-(``{wallet_id}_{nonce}`` in its own table, :data:`contracts.idempotency_table.IDEMPOTENCY_ATTRIBUTES`)
-keeps it for the idempotency window, so a replay answers the same whether or not the hot
-transaction item still exists.
+(``{wallet_id}_{nonce}_{caller}`` in its own table,
+:data:`contracts.idempotency_table.IDEMPOTENCY_ATTRIBUTES`) keeps it for the idempotency window,
+so a replay answers the same whether or not the hot transaction item still exists.
 """
 
 from __future__ import annotations

@@ -10,8 +10,9 @@ DynamoDB checks at commit:
   ``attribute_exists(pk)``, ``updated_at < :now``, and ``balance >= :amount`` on a payer or
   ``balance <= :ceiling`` on a payee. Atomic ``ADD`` cannot lose a race, so a busy wallet takes
   writes as fast as DynamoDB commits them, with no compare-and-swap retries;
-- the request's hot transaction item ``{wallet_id}_{nonce}#transaction`` and its idempotency
-  record ``{wallet_id}_{nonce}`` (:mod:`contracts.idempotency_table`), the record put only where
+- the request's hot transaction item ``{wallet_id}_{nonce}_{caller}#transaction`` and its idempotency
+  record ``{wallet_id}_{nonce}_{caller}`` (:mod:`contracts.idempotency_table`; nonces are each
+  caller's own), the record put only where
   none exists: a nonce is executed at most once while its record exists, whatever the servers'
   clocks say (its TTL outlives the idempotency window by a day).
 
@@ -29,9 +30,10 @@ Every answer is true whatever fails, by these rules (:mod:`wallet.outcomes` hold
   ``outcome_unknown`` naming the ``Transaction-Id`` a repeat replays (:mod:`wallet.dynamodb_calls`);
 - **a conflict on the request's own nonce is never a refusal**: another attempt of it may be
   committing, so the request pauses and writes again (:func:`wallet.cancellation.read_cancellation`);
-- **a nonce belongs to its caller**: the request's fingerprint includes the verified principal,
-  so another caller's request with the nonce is 409 ``idempotency_key_reused``, and the lookup
-  answers only the caller that made the request.
+- **a nonce belongs to its caller**: a request's keys name its verified principal
+  (:func:`contracts.idempotency_table.idempotency_key`), so another caller's request or lookup
+  with the same nonce is another request and can never decide this one; the lookup answers only
+  the caller that made the request.
 
 When DynamoDB cancels the transaction, ``ReturnValuesOnConditionCheckFailure=ALL_OLD`` hands back
 each item that failed, which tells the cases apart without a read (:mod:`wallet.cancellation`):
@@ -154,7 +156,9 @@ class WalletStore:
         has a wallet, whose id the claim holds: ``(existing_id, False)``.
         """
         wallet_id = str(uuid.uuid4())
-        payload = create_wallet_request(self.table, wallet_id, command.user_id, self._clock_ms())
+        payload = create_wallet_request(
+            self.table, wallet_id, command.user_id, self._clock_ms(), command.owner
+        )
         try:
             await self.calls.call("TransactWriteItems", payload)
         except OutcomeUnknownError as error:  # creating is idempotent per user: repeating tells
@@ -186,16 +190,34 @@ class WalletStore:
             raise WalletNotFoundError(wallet_id)
         return int(item[Attr.BALANCE]["N"])
 
+    async def owner(self, wallet_id: str) -> tuple[bool, str | None]:
+        """Whether the wallet exists, and its owner (None: a wallet of before owners), read consistently."""
+        item = await self.calls.get(
+            self.table,
+            _key(wallet_key(wallet_id)),
+            projection="#pk, #o",
+            names={"#pk": Attr.PK, "#o": Attr.OWNER},
+        )
+        if item is None:
+            return False, None
+        owner = item.get(Attr.OWNER)
+        return True, owner["S"] if isinstance(owner, dict) else None
+
     # ---------------------------------------------------------------- outcomes
 
-    async def outcome(self, wallet_id: str, nonce: str, principal: str | None) -> Receipt:
+    async def outcome(
+        self, wallet_id: str, nonce: str, principal: str | None, *, may_move: bool = True
+    ) -> Receipt:
         """The committed movement of ``principal``'s request with ``nonce``, decided for good.
 
-        Read from the nonce's record (strongly consistent: a transaction still committing is not
-        visible to it, so a missing record decides nothing yet). With no record, a void one is
-        put (:func:`wallet.write_requests.void_record_put`): once it exists no attempt can commit,
-        so "did not commit" is true from then on; if a transaction holding the record is in flight,
-        DynamoDB refuses the put and the answer is :class:`OutcomePendingError` (409, ask again).
+        Read from the caller's record of the nonce (strongly consistent: a transaction still
+        committing is not visible to it, so a missing record decides nothing yet). With no record,
+        a void one is put under the caller's own key (:func:`wallet.write_requests.void_record_put`):
+        once it exists no attempt can commit, so "did not commit" is true from then on; if a
+        transaction holding the record is in flight, DynamoDB refuses the put and the answer is
+        :class:`OutcomePendingError` (409, ask again). A caller that may not move the wallet's money
+        (``may_move`` False: :func:`wallet.authorization.may_move_money`) can have no movement to
+        fence, so its lookup writes nothing: no record is "did not commit" already.
 
         Raises
         ------
@@ -206,7 +228,7 @@ class WalletStore:
         StoreUnavailableError
             DynamoDB failed: nothing was decided, ask again.
         """
-        key = idempotency_key(wallet_id, nonce)
+        key = idempotency_key(wallet_id, nonce, principal)
         if (pending := self._nonces.in_flight(key)) is not None:
             await asyncio.shield(pending)  # this process is writing it: its own answer decides first
         known = self._nonces.recall(key, self._clock_ms() // 1000)
@@ -216,16 +238,14 @@ class WalletStore:
             and known.receipt.initiated_by == principal
         ):
             return dataclasses.replace(known.receipt, replayed=True)
-        record: Mapping[str, Any] | None = await self._record(wallet_id, nonce)
+        record: Mapping[str, Any] | None = await self._record(wallet_id, nonce, principal)
         if record is None:
+            if not may_move:
+                raise TransactionNotFoundError(wallet_id, nonce)
             record = await self._fence(wallet_id, nonce, principal)
             if record is None:
                 self.telemetry.count(metrics.OUTCOMES_VOIDED)
-                raise TransactionNotFoundError(
-                    wallet_id,
-                    nonce,
-                    "it did not commit and never will (the nonce is now void); use a new nonce",
-                )
+                raise TransactionNotFoundError(wallet_id, nonce)
         return lookup_answer(record, wallet_id, nonce, principal)
 
     async def _fence(self, wallet_id: str, nonce: str, principal: str | None) -> Mapping[str, Any] | None:
@@ -242,7 +262,7 @@ class WalletStore:
             await self.calls.call("PutItem", payload)
         except DynamoDBError as error:
             if error.type == CONDITION_FAILED_ERROR:
-                found = error.body.get("Item") or await self._record(wallet_id, nonce)
+                found = error.body.get("Item") or await self._record(wallet_id, nonce, principal)
                 if found is not None:
                     return found
             if error.type in (TRANSACTION_CONFLICT_ERROR, CONDITION_FAILED_ERROR):  # in flight, or gone
@@ -288,7 +308,7 @@ class WalletStore:
         OutcomeUnknownError
             An attempt went unanswered: the write may have committed (names its ``txn_id``).
         """
-        key = idempotency_key(command.wallet_id, command.nonce)
+        key = idempotency_key(command.wallet_id, command.nonce, command.initiated_by)
         fingerprint = Fingerprint.of(command)
         while True:  # a repeat of a nonce this process is writing or just wrote costs DynamoDB nothing
             known = self._nonces.recall(key, self._clock_ms() // 1000)
@@ -370,7 +390,9 @@ class WalletStore:
         command = job.command
         cause = cancellation.cause
         if cause is Cause.NONCE_USED:
-            existing = cancellation.transaction_item or await self._record(command.wallet_id, command.nonce)
+            existing = cancellation.transaction_item or await self._record(
+                command.wallet_id, command.nonce, command.initiated_by
+            )
             # None: the record was deleted (TTL) between the two calls, so the nonce is free: write again
             return None if existing is None else await self._answer_record(job, existing, fingerprint)
         if cause in (Cause.WALLET_NOT_FOUND, Cause.INSUFFICIENT_FUNDS, Cause.BALANCE_LIMIT):
@@ -425,7 +447,7 @@ class WalletStore:
                 self.telemetry.count(metrics.TRANSACTION_CONFLICTS)
                 return None
             existing = error.body.get("Item") if error.type == CONDITION_FAILED_ERROR else None
-            existing = existing or await self._record(command.wallet_id, command.nonce)
+            existing = existing or await self._record(command.wallet_id, command.nonce, command.initiated_by)
             if existing is None:
                 raise self.calls.unavailable("PutItem", error) from error
             if decline.code == WalletNotFoundError.code and not Fingerprint.of(command).matches(existing):
@@ -445,7 +467,7 @@ class WalletStore:
         """The answer the nonce's existing record gives this request (raised when it is a refusal)."""
         command = job.command
         if not record:  # a reason without its item: read it
-            record = await self._record(command.wallet_id, command.nonce) or {}
+            record = await self._record(command.wallet_id, command.nonce, command.initiated_by) or {}
         answer = answer_repeat(record, command, fingerprint, self._clock_ms() // 1000)
         if isinstance(answer, WalletError):
             if answer.replayed and (decline := decline_of(answer)) is not None:
@@ -456,18 +478,22 @@ class WalletStore:
         return answer
 
     def _remember(self, command: Movement, remembered: Remembered) -> None:
-        self._nonces.remember(idempotency_key(command.wallet_id, command.nonce), remembered)
+        self._nonces.remember(
+            idempotency_key(command.wallet_id, command.nonce, command.initiated_by), remembered
+        )
 
-    async def _record(self, wallet_id: str, nonce: str) -> dict[str, Any] | None:
-        """The nonce's record (or, for a request of before records, its live hot item), read consistently.
+    async def _record(self, wallet_id: str, nonce: str, principal: str | None) -> dict[str, Any] | None:
+        """The caller's record of the nonce (or, before records, its live hot item), read consistently.
 
         A consistent read sees what is committed: a transaction still committing the record is
         invisible to it, so None decides nothing by itself (a conditional put decides).
         """
-        record = await self.calls.get(self.idempotency_table, _key(idempotency_key(wallet_id, nonce)))
+        record = await self.calls.get(
+            self.idempotency_table, _key(idempotency_key(wallet_id, nonce, principal))
+        )
         if record is not None:
             return record
-        item = await self.calls.get(self.table, _key(transaction_key(wallet_id, nonce)))
+        item = await self.calls.get(self.table, _key(transaction_key(wallet_id, nonce, principal)))
         return item if item is not None and alive(item, self._clock_ms() // 1000) else None
 
     def _cancelled_otherwise(self, error: DynamoDBError, user_id: str) -> Exception:

@@ -15,7 +15,7 @@ The rules (issue 2, docs/architecture.md "Money"):
   canonical spelling per string keeps ``"100"`` and ``100`` the same request without guessing what
   ``"0100"`` meant;
 - a **nonce** is 1..64 characters of ``[0-9A-Za-z_-]`` (a JSON string). It becomes part of the
-  transaction item's key ``{wallet_id}_{nonce}#transaction``, so it may not contain the key's
+  transaction item's key ``{wallet_id}_{nonce}_{caller}#transaction``, so it may not contain the key's
   ``#`` nor anything that needs escaping in keys, logs or the lake;
 - a **UUID** is the canonical 8-4-4-4-12 hexadecimal form, in either case; it is stored lower-case
   so ``6F9619FF-...`` and ``6f9619ff-...`` name the same user or wallet.
@@ -85,6 +85,17 @@ def parse_uuid(value: object, field: str) -> str:
     raise InvalidRequestError(f"{field} must be a UUID like 6f9619ff-8b86-d011-b42d-00cf4fc964ff")
 
 
+def is_uuid(value: str) -> bool:
+    """Whether ``value`` is a UUID as :func:`parse_uuid` accepts it (without raising).
+
+    Examples
+    --------
+    >>> is_uuid("6F9619FF-8B86-D011-B42D-00CF4FC964FF"), is_uuid("me")
+    (True, False)
+    """
+    return _UUID_RE.match(value) is not None
+
+
 def parse_amount(value: object) -> int:
     """Micro-USD as an ``int`` in 1..10^15, from a JSON integer or a string of digits.
 
@@ -119,14 +130,26 @@ def parse_nonce(value: object) -> str:
 
 #: The fields each request body may carry; anything else is refused (the OpenAPI document says
 #: ``additionalProperties: false``), so a misspelt field (``"ammount"``) is an error, not ignored.
-CREATE_WALLET_FIELDS: Final = frozenset({"user_id"})
+CREATE_WALLET_FIELDS: Final = frozenset({"user_id", "owner"})
+#: Longest owner a body may name (a person's e-mail, an OIDC subject, a principal).
+MAX_OWNER_LENGTH: Final = 256
 MOVEMENT_FIELDS: Final = frozenset({"amount", "nonce"})
 
 
 def parse_create_wallet(body: object) -> CreateWallet:
-    """``{"user_id": "<uuid>"}`` → :class:`CreateWallet`."""
+    """``{"user_id": "<uuid>"[, "owner": "<person>"]}`` → :class:`CreateWallet`.
+
+    ``owner`` is who the wallet is for, when a service creates it for someone (only a caller
+    granted ``create_wallet:any`` may name one: :mod:`wallet.ownership`); printable, no control
+    character, at most :data:`MAX_OWNER_LENGTH` characters.
+    """
     fields = _object(body, CREATE_WALLET_FIELDS)
-    return CreateWallet(user_id=parse_uuid(_required(fields, "user_id"), "user_id"))
+    owner = fields.get("owner")
+    if owner is not None and not (
+        isinstance(owner, str) and 0 < len(owner) <= MAX_OWNER_LENGTH and owner.isprintable()
+    ):
+        raise InvalidRequestError(f"owner must be 1..{MAX_OWNER_LENGTH} printable characters")
+    return CreateWallet(user_id=parse_uuid(_required(fields, "user_id"), "user_id"), owner=owner)
 
 
 def parse_json_body(raw: bytes) -> Any:

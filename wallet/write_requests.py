@@ -109,7 +109,9 @@ def _idempotency_put(table: str, posting: Posting, now_s: int) -> dict[str, Any]
     """
     command = posting.command
     item = _request_item(
-        posting, idempotency_key(command.wallet_id, command.nonce), posting.record_expires_at
+        posting,
+        idempotency_key(command.wallet_id, command.nonce, command.initiated_by),
+        posting.record_expires_at,
     )
     item[WINDOW_ENDS_AT] = _n(posting.remembered_until)
     return record_put(table, item)
@@ -122,7 +124,9 @@ def _transaction_put(table: str, posting: Posting, now_s: int) -> dict[str, Any]
     hot item of an earlier use from being overwritten while TTL has not deleted it yet.
     """
     command = posting.command
-    item = _request_item(posting, transaction_key(command.wallet_id, command.nonce), posting.expires_at)
+    item = _request_item(
+        posting, transaction_key(command.wallet_id, command.nonce, command.initiated_by), posting.expires_at
+    )
     item[Attr.ENTITY] = _s(ENTITY_TRANSACTION)
     return {
         "TableName": table,
@@ -184,7 +188,7 @@ def declined_record_put(
     """
     window_ends_at = -(-now_ms // 1000) + window_seconds
     item: dict[str, Any] = {
-        Attr.PK: _s(idempotency_key(command.wallet_id, command.nonce)),
+        Attr.PK: _s(idempotency_key(command.wallet_id, command.nonce, command.initiated_by)),
         Attr.TYPE: _s(command.txn_type),
         Attr.WALLET_ID: _s(command.wallet_id),
         Attr.AMOUNT: _n(command.amount),
@@ -216,7 +220,7 @@ def void_record_put(
     """
     window_ends_at = -(-now_ms // 1000) + window_seconds
     item: dict[str, Any] = {
-        Attr.PK: _s(idempotency_key(wallet_id, nonce)),
+        Attr.PK: _s(idempotency_key(wallet_id, nonce, principal)),
         Attr.WALLET_ID: _s(wallet_id),
         Attr.NONCE: _s(nonce),
         Attr.CREATED_AT: _n(now_ms),
@@ -229,10 +233,14 @@ def void_record_put(
     return record_put(table, item)
 
 
-def create_wallet_request(table: str, wallet_id: str, user_id: str, now_ms: int) -> dict[str, Any]:
-    """The wallet (version 0, balance 0) and its user's claim, each only if new, in one transaction.
+def create_wallet_request(
+    table: str, wallet_id: str, user_id: str, now_ms: int, owner: str | None = None
+) -> dict[str, Any]:
+    """The wallet (version 0, balance 0, its ``owner``) and its user's claim, each only if new, in
+    one transaction.
 
-    The claim first: a cancellation's first reason then says whether the user has a wallet.
+    The claim first: a cancellation's first reason then says whether the user has a wallet. The
+    owner never changes afterwards, so a check of it is never stale.
     """
     wallet_item = {
         Attr.PK: _s(wallet_key(wallet_id)),
@@ -244,6 +252,8 @@ def create_wallet_request(table: str, wallet_id: str, user_id: str, now_ms: int)
         Attr.CREATED_AT: _n(now_ms),
         Attr.UPDATED_AT: _n(now_ms),
     }
+    if owner is not None:
+        wallet_item[Attr.OWNER] = _s(owner)
     claim_item = {
         Attr.PK: _s(user_key(user_id)),
         Attr.ENTITY: _s(ENTITY_USER),

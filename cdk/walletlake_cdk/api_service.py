@@ -436,10 +436,11 @@ def front_environment(config: DeploymentConfig) -> dict[str, str]:
     """
     trust = {"lattice": "lattice", "alb": "none", "lambda": "apigateway"}[config.api_front]
     values: dict[str, object] = {"trust_front": trust, "admin_routes": False}
-    if config.api_front == "lattice":
+    if config.api_front in ("lattice", "lambda"):
         # The role map and the session-name rule the server enforces (403, nothing written), and
-        # one JSON audit line per request on stdout (the tasks' encrypted log group). The service
-        # ARN is set from its token where the service is made (build_api_service).
+        # one JSON audit line per request on stdout (the tasks' or the function's encrypted log
+        # group): every front that names its callers has the server check them again. The
+        # Lattice service ARN is set from its token where the service is made (build_api_service).
         values["caller_permissions"] = config.caller_permissions
         values["caller_session_pattern"] = config.caller_session_pattern
         values["audit_log"] = "stdout"

@@ -35,21 +35,29 @@ STREAM_RETENTION_HOURS: Final = 24
 DEFAULT_DEPLOYED_LAKE_FORMAT: Final[LakeFormat] = "iceberg"
 
 
-#: The one line synthesis stops with when the Lattice front has no callers to admit.
+#: The one line synthesis stops with when a front that verifies callers has no caller map to enforce.
 CALLERS_REQUIRED: Final = (
-    "api_callers is required with api_front=lattice: pass -c api_callers=arn:aws:iam::<account>:role/<caller>"
-    "[=operation+operation][,...] (the roles allowed to invoke the API and what each may do)"
+    "api_callers is required with api_front=lattice or lambda: pass -c api_callers=arn:aws:iam::"
+    "<account>:role/<caller>[=operation+operation][,...] (the roles allowed to invoke the API and what "
+    "each may do; with api_auth=jwt, OIDC subjects https://<issuer>#<sub> too)"
+)
+#: The one line synthesis stops with when a caller map names an OIDC subject no front can verify.
+SUBJECTS_NEED_JWT: Final = (
+    "api_callers: an OIDC subject (https://<issuer>#<sub>) is a caller of api_front=lambda with "
+    "api_auth=jwt only; behind Lattice or IAM callers are IAM roles"
 )
 #: The one line synthesis stops with when the Lattice front has no caller VPC to admit requests from.
 CALLER_VPCS_REQUIRED: Final = (
     "caller_vpc_ids is required with api_front=lattice: pass -c caller_vpc_ids=vpc-...[,...] (the VPCs "
     "callers send from; the service's auth policy admits requests from these only)"
 )
-#: The one line synthesis stops with when the Lattice front has no managed prefix list to admit.
+#: The one line synthesis stops with when the Lattice front's managed prefix list can be neither
+#: looked up (an environment-agnostic stack: no account and region) nor was given.
 LATTICE_PREFIX_LIST_REQUIRED: Final = (
-    "lattice_prefix_list_id is required with api_front=lattice: pass -c lattice_prefix_list_id=pl-... "
-    "(aws ec2 describe-managed-prefix-lists --filters Name=prefix-list-name,"
-    "Values=com.amazonaws.<region>.vpc-lattice --query 'PrefixLists[0].PrefixListId')"
+    "lattice_prefix_list_id cannot be looked up without the stack's account and region (the CDK CLI "
+    "sets CDK_DEFAULT_ACCOUNT/CDK_DEFAULT_REGION from your credentials): synthesize with them, or pass "
+    "-c lattice_prefix_list_id=pl-... (aws ec2 describe-managed-prefix-lists --filters "
+    "Name=prefix-list-name,Values=com.amazonaws.<region>.vpc-lattice --query 'PrefixLists[0].PrefixListId')"
 )
 #: Who a caller's role session must name (``caller_session_pattern``): an e-mail address, the
 #: session name IAM Identity Center and SAML federations give a person's session (the user name or
@@ -101,9 +109,11 @@ class DeploymentConfig:
         The roles allowed to invoke the API through VPC Lattice and what each may do, in
         :class:`contracts.caller_permissions.CallerPermissions`' form
         (``-c api_callers=arn:...:role/treasury=deposit+read,arn:...:role/payments``; a role named
-        without operations may do everything but ``deposit``): required with ``api_front=lattice``.
-        The service's auth policy allows each role its operations' routes only, the network's
-        names the same roles; the tasks refuse any other (``WALLETLAKE_CALLER_PERMISSIONS``).
+        without operations may do everything but ``deposit``): required with ``api_front=lattice``
+        and ``api_front=lambda`` (with ``api_auth=jwt`` it may name OIDC subjects,
+        ``https://<issuer>#<sub>``). The service's auth policy allows each role its operations'
+        routes only, the network's names the same roles; the tasks and the function refuse any
+        other (``WALLETLAKE_CALLER_PERMISSIONS``).
     caller_session_pattern:
         The session names a caller's role session must have (a regular expression, whole name):
         the person behind ``initiated_by`` (:data:`DEFAULT_CALLER_SESSION_PATTERN`: an e-mail).
@@ -115,8 +125,9 @@ class DeploymentConfig:
         it calls the API, and Lattice's health checks need no association.
     lattice_prefix_list_id:
         The id of the region's AWS-managed prefix list ``com.amazonaws.<region>.vpc-lattice``: the
-        only source the tasks' security group admits. A CloudFormation template cannot look a
-        managed prefix list up by name, so it is given (README says how to find it).
+        only source the tasks' security group admits. Optional: without it the app looks the list
+        up by that name when it synthesizes for an account and region (a CDK context lookup the
+        CLI resolves and caches in ``cdk.context.json``); given, it overrides the lookup.
     dynamodb_prefix_list_id, s3_prefix_list_id:
         The region's gateway-endpoint prefix lists (``com.amazonaws.<region>.dynamodb``, ``.s3``),
         to limit the tasks' HTTPS egress to them; without them the egress is HTTPS to any address,
@@ -249,7 +260,7 @@ class DeploymentConfig:
             raise DeploymentConfigError(f"api_task_cpu must be a Fargate CPU size, not {self.api_task_cpu}")
         if not 10 <= self.api_target_cpu_percent <= 90:
             raise DeploymentConfigError("api_target_cpu_percent must be 10..90")
-        if self.api_front == "lattice":
+        if self.api_front in ("lattice", "lambda"):
             self._check_callers()
         if self.api_auth not in ("iam", "jwt"):
             raise DeploymentConfigError(f"api_auth must be iam or jwt, not {self.api_auth!r}")
@@ -290,24 +301,28 @@ class DeploymentConfig:
             raise DeploymentConfigError("provisioned capacity must not exceed its maximum")
 
     def _check_callers(self) -> None:
-        """The Lattice front's callers (roles and their operations), their VPCs, Lattice's prefix list."""
+        """A verifying front's callers (roles and their operations) and session rule; behind
+        Lattice, the callers' VPCs and Lattice's prefix list too. Every front that tells the API
+        who calls enforces the map: without one, any principal the front verified would be served."""
         if not self.api_callers:
             raise DeploymentConfigError(CALLERS_REQUIRED)
         try:
-            CallerPermissions.parse(",".join(self.api_callers))
+            permissions = CallerPermissions.parse(",".join(self.api_callers))
         except CallerPermissionsError as error:
             raise DeploymentConfigError(f"api_callers: {error}") from None
+        if permissions.subjects and not (self.api_front == "lambda" and self.api_auth == "jwt"):
+            raise DeploymentConfigError(SUBJECTS_NEED_JWT)
         try:
             re.compile(self.caller_session_pattern)
         except re.error as error:
             raise DeploymentConfigError(f"caller_session_pattern is no regular expression: {error}") from None
+        if self.api_front != "lattice":
+            return
         if not self.caller_vpc_ids:
             raise DeploymentConfigError(CALLER_VPCS_REQUIRED)
         for vpc in self.caller_vpc_ids:
             if not _VPC_ID.fullmatch(vpc):
                 raise DeploymentConfigError(f"caller_vpc_ids must be VPC ids (vpc-...), not {vpc!r}")
-        if self.lattice_prefix_list_id is None:
-            raise DeploymentConfigError(LATTICE_PREFIX_LIST_REQUIRED)
         for name in ("lattice_prefix_list_id", "dynamodb_prefix_list_id", "s3_prefix_list_id"):
             value = getattr(self, name)
             if value is not None and not _PREFIX_LIST_ID.fullmatch(value):
@@ -315,7 +330,7 @@ class DeploymentConfig:
 
     @property
     def caller_permissions(self) -> CallerPermissions:
-        """``api_callers`` read as the role → operations map (the Lattice front's; checked at init)."""
+        """``api_callers`` read as the caller → operations map (Lattice's and Lambda's; checked at init)."""
         return CallerPermissions.parse(",".join(self.api_callers))
 
     def _check_iceberg(self) -> None:

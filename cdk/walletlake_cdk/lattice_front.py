@@ -23,7 +23,8 @@ Only the callers' VPCs are associated with the network: the API's own VPC calls 
 it, and Lattice's health checks reach the targets from Lattice's own addresses without any VPC
 association (target groups, "Health checks", VPC Lattice User Guide). The tasks admit those
 addresses by Lattice's AWS-managed prefix list (``com.amazonaws.<region>.vpc-lattice``; security
-groups, VPC Lattice User Guide, security-groups.html), given as ``lattice_prefix_list_id``.
+groups, VPC Lattice User Guide, security-groups.html), looked up by that name for the stack's
+account and region (:func:`lattice_prefix_list_id`), or given as ``lattice_prefix_list_id``.
 
 **Lattice to the tasks is HTTP, not HTTPS**, for a documented reason: an HTTPS target group needs
 the server to terminate TLS, and ``walletlake serve`` has no TLS option (nor a certificate to
@@ -40,7 +41,7 @@ import json
 import re
 from typing import Final
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import CfnOutput, Stack, Token
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
@@ -51,7 +52,7 @@ from aws_cdk import aws_vpclattice as lattice
 from constructs import Construct
 
 from contracts.caller_permissions import OPERATIONS, ROUTES, CallerPermissions, Operation
-from walletlake_cdk.config import DeploymentConfig
+from walletlake_cdk.config import LATTICE_PREFIX_LIST_REQUIRED, DeploymentConfig, DeploymentConfigError
 
 #: The port ``walletlake serve`` listens on in the container.
 CONTAINER_PORT: Final = 8080
@@ -165,9 +166,8 @@ def build_lattice_front(
         lattice.CfnAccessLogSubscription(
             scope, f"ApiAccessLog{name}", resource_identifier=api.attr_id, destination_arn=destination
         )
-    assert config.lattice_prefix_list_id is not None  # checked by DeploymentConfig
     security_group.add_ingress_rule(
-        ec2.Peer.prefix_list(config.lattice_prefix_list_id),
+        ec2.Peer.prefix_list(lattice_prefix_list_id(scope, config)),
         ec2.Port.tcp(CONTAINER_PORT),
         "VPC Lattice (its managed prefix list) to the API tasks",
     )
@@ -216,6 +216,29 @@ def build_lattice_front(
         lattice_service=api,
         lattice_role=infrastructure,
     )
+
+
+def lattice_prefix_list_name(region: str) -> str:
+    """The name of the region's AWS-managed prefix list of VPC Lattice's addresses."""
+    return f"com.amazonaws.{region}.vpc-lattice"
+
+
+def lattice_prefix_list_id(scope: Construct, config: DeploymentConfig) -> str:
+    """The id of Lattice's managed prefix list: ``-c lattice_prefix_list_id``, else looked up by name.
+
+    The lookup is a CDK context query (the CLI resolves it with the deployer's credentials and
+    caches it in ``cdk.context.json``), so it needs the stack's account and region; an
+    environment-agnostic stack without the override stops synthesis in one line.
+    """
+    if config.lattice_prefix_list_id is not None:
+        return config.lattice_prefix_list_id
+    stack = Stack.of(scope)
+    if Token.is_unresolved(stack.account) or Token.is_unresolved(stack.region):
+        raise DeploymentConfigError(LATTICE_PREFIX_LIST_REQUIRED)
+    found = ec2.PrefixList.from_lookup(
+        scope, "LatticePrefixList", prefix_list_name=lattice_prefix_list_name(stack.region)
+    )
+    return found.prefix_list_id
 
 
 def operation_resources(service_arn: str, operation: Operation) -> list[str]:

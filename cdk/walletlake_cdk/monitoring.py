@@ -197,6 +197,15 @@ def fleet_api(
                 "Lattice service, or an operation the role may not do): a front bypassed or "
                 "misconfigured. Runbook: docs/operations.md, 'Refused requests'.",
             ),
+            # An answered request whose audit line was not written whole (wallet/audit.py): a
+            # request off the record (a full disk, a broken log pipe).
+            "ApiAuditLinesLost": (
+                app[api_metrics.AUDIT_LINES_LOST],
+                1,
+                1,
+                "API processes failed to write whole audit lines: requests are missing from the "
+                "server's record (a full disk or a broken pipe to the log driver).",
+            ),
             "ApiRequestsShed": (
                 app["requests_shed"],
                 100,

@@ -21,6 +21,7 @@ from cfnlint.api import lint_file
 
 from contracts import lambda_metrics
 from contracts.audit_log import AUDIT_TABLE
+from contracts.caller_permissions import CallerPermissions
 from contracts.lake_tables import STREAM_TABLES, TABLES
 from contracts.settings import Settings
 from contracts.stream_filters import filter_patterns
@@ -31,7 +32,11 @@ from queries import list_queries
 from wallet.api import create_app
 from walletlake_cdk.assembly import build_app, error_messages
 from walletlake_cdk.committer import COMMITTER_HANDLER
-from walletlake_cdk.config import CALLERS_REQUIRED
+from walletlake_cdk.config import (
+    CALLERS_REQUIRED,
+    DEFAULT_CALLER_SESSION_PATTERN,
+    LATTICE_PREFIX_LIST_REQUIRED,
+)
 from walletlake_cdk.monitoring import (
     COMMIT_LAG_MINUTES,
     COMMITTER_SILENT_ALARM,
@@ -318,6 +323,40 @@ def test_the_lambda_front_requires_iam_is_throttled_and_logs_every_request(lambd
     access = stage["Properties"]["AccessLogSettings"]
     assert access["DestinationArn"] == {"Fn::GetAtt": [log_group_id, "Arn"]}
     assert "$context.requestId" in access["Format"]
+
+
+def test_the_lambda_front_enforces_the_caller_map_the_session_rule_and_keeps_the_audit_log(
+    lambda_front: Synthesized,
+) -> None:
+    # GIVEN the API function of the low-load variant (issue 44, point 3: it once got no map, so any
+    # principal of the account allowed execute-api:Invoke could deposit)
+    variables = functions_by_handler(lambda_front)[API_HANDLER]["Environment"]["Variables"]
+    # THEN it trusts API Gateway's verified caller and checks it against the same map as Lattice's
+    assert variables["WALLETLAKE_TRUST_FRONT"] == "apigateway"
+    assert variables["WALLETLAKE_CALLER_PERMISSIONS"] == str(CallerPermissions.parse(CONTEXT["api_callers"]))
+    assert variables["WALLETLAKE_CALLER_SESSION_PATTERN"] == DEFAULT_CALLER_SESSION_PATTERN
+    # AND writes one audit line per request to its log group
+    assert variables["WALLETLAKE_AUDIT_LOG"] == "stdout"
+
+
+def test_synthesis_of_the_lambda_front_without_callers_refuses_in_one_line(tmp_path: Path) -> None:
+    for auth in ({}, {"api_auth": "jwt", "jwt_issuer": "https://id.example.com/", "jwt_audience": "api"}):
+        # GIVEN -c api_front=lambda (IAM or JWT) without api_callers
+        context = {key: value for key, value in CONTEXT.items() if key != "api_callers"}
+        context.update(api_front="lambda", **auth)
+        environment = {**os.environ, "CDK_OUTDIR": str(tmp_path), "CDK_CONTEXT_JSON": json.dumps(context)}
+        # WHEN the app runs as the CDK CLI runs it
+        completed = subprocess.run(
+            [sys.executable, str(ROOT / "cdk" / "app.py")],
+            env=environment,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        # THEN it refuses as the Lattice front does, and writes no template
+        assert completed.returncode == 2
+        assert completed.stderr.splitlines() == [f"error: {CALLERS_REQUIRED}"]
+        assert not list(tmp_path.glob("*.template.json"))
 
 
 @pytest.mark.parametrize("front", ["fleet", "lambda"])
@@ -733,8 +772,10 @@ def test_alarms_cover_lag_errors_failures_and_reconciliation_and_publish_to_the_
         "ApiDynamoDbThrottles",
         "ApiDynamoDbInternalErrors",
         "ApiRequestsShed",
+        "ApiAuditLinesLost",
         "NightlyReconciliationFailed",
     } <= set(by_name)
+    assert by_name["ApiAuditLinesLost"]["MetricName"] == "AuditLinesLost"
     # AND the fleet's own alarms read what every task publishes (EMF: namespace walletlake)
     assert by_name["ApiDynamoDbThrottles"]["Namespace"] == "walletlake"
     assert by_name["ApiDynamoDbThrottles"]["MetricName"] == "DynamoDBThrottles"
@@ -1316,6 +1357,58 @@ def test_synthesis_without_callers_refuses_in_one_line_saying_what_to_pass(tmp_p
     assert completed.stderr.splitlines() == [f"error: {CALLERS_REQUIRED}"]
     assert "-c api_callers=arn:" in completed.stderr
     assert not list(tmp_path.glob("*.template.json"))
+
+
+def test_without_a_prefix_list_id_the_app_looks_up_lattices_prefix_list_for_its_region(
+    tmp_path: Path,
+) -> None:
+    # GIVEN the context without lattice_prefix_list_id, synthesized for an account and region (as
+    # the CDK CLI does with the deployer's credentials; issue 44, point 8)
+    context = {key: value for key, value in CONTEXT.items() if key != "lattice_prefix_list_id"}
+    with mock.patch.dict(
+        os.environ, {"CDK_DEFAULT_ACCOUNT": "123456789012", "CDK_DEFAULT_REGION": "eu-west-1"}
+    ):
+        os.environ.pop("CDK_OUTDIR", None)
+        app, stack = build_app(context, outdir=str(tmp_path))
+        assembly = app.synth()
+    # THEN the assembly asks the CLI to look the region's Lattice prefix list up by its name
+    missing = json.loads((Path(assembly.directory) / "manifest.json").read_text()).get("missing", [])
+    lookups = [
+        entry["props"] for entry in missing if entry["props"].get("typeName") == "AWS::EC2::PrefixList"
+    ]
+    assert [(lookup["propertyMatch"]["PrefixListName"], lookup["region"]) for lookup in lookups] == [
+        ("com.amazonaws.eu-west-1.vpc-lattice", "eu-west-1")
+    ]
+    # AND the tasks admit that list's addresses (the lookup's value once resolved)
+    template = json.loads((tmp_path / f"{stack.artifact_id}.template.json").read_text())
+    ingress = [
+        resource["Properties"]
+        for resource in template["Resources"].values()
+        if resource["Type"] == "AWS::EC2::SecurityGroupIngress"
+        and "SourcePrefixListId" in resource["Properties"]
+    ]
+    assert [rule["SourcePrefixListId"] for rule in ingress] == [lookups[0]["dummyValue"][0]["PrefixListId"]]
+
+
+def test_an_environment_agnostic_synthesis_without_a_prefix_list_id_refuses_in_one_line(
+    tmp_path: Path,
+) -> None:
+    context = {key: value for key, value in CONTEXT.items() if key != "lattice_prefix_list_id"}
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION")
+    }
+    environment.update(CDK_OUTDIR=str(tmp_path), CDK_CONTEXT_JSON=json.dumps(context))
+    completed = subprocess.run(
+        [sys.executable, str(ROOT / "cdk" / "app.py")],
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert completed.returncode == 2
+    assert completed.stderr.splitlines() == [f"error: {LATTICE_PREFIX_LIST_REQUIRED}"]
 
 
 def test_caller_vpcs_are_associated_with_the_service_network(tmp_path: Path) -> None:

@@ -20,13 +20,16 @@ from aws_cdk.assertions import Match, Template
 
 from contracts.caller_permissions import DEFAULT_OPERATIONS
 from contracts.settings import ENVIRONMENT_VARIABLES, Settings
+from wallet.authorization import judge
 from walletlake_cdk import lambda_code
+from walletlake_cdk.api_service import front_environment
 from walletlake_cdk.assembly import validation_failures
 from walletlake_cdk.config import (
     CALLER_VPCS_REQUIRED,
     CALLERS_REQUIRED,
     DEFAULT_CALLER_SESSION_PATTERN,
     LATTICE_PREFIX_LIST_REQUIRED,
+    SUBJECTS_NEED_JWT,
     DeploymentConfig,
     DeploymentConfigError,
 )
@@ -534,9 +537,85 @@ def test_the_api_image_lock_holds_every_distribution_the_server_imports() -> Non
     )
 
 
+def test_oidc_subjects_are_callers_of_the_jwt_front_only_and_judged_by_the_same_map() -> None:
+    subject = "https://id.example.com/#alice"
+    jwt = {
+        "api_front": "lambda",
+        "api_auth": "jwt",
+        "jwt_issuer": "https://id.example.com/",
+        "jwt_audience": "a",
+    }
+    # GIVEN a map naming an OIDC subject: the JWT front takes it, the others refuse it in one line
+    config = DeploymentConfig.from_context({**jwt, "api_callers": f"{subject}=read"}.get)
+    for front in ({"api_front": "lambda"}, {}):
+        with pytest.raises(DeploymentConfigError) as refused:
+            config_with_callers({**front, "api_callers": f"{subject}=read"}.get)
+        assert str(refused.value) == SUBJECTS_NEED_JWT
+    # WHEN the function judges requests with the settings it is deployed with
+    settings = Settings.from_env(front_environment(config))
+
+    def event(sub: str) -> dict[str, Any]:
+        claims = {"iss": "https://id.example.com/", "sub": sub}
+        return {"requestContext": {"authorizer": {"jwt": {"claims": claims}}}}
+
+    path = "/api/v1/wallets/8a6e0804-2bd0-4672-b79d-d97027f9071a/balance"
+    verdicts = [
+        judge(settings.replace(caller_session_pattern=None), scope)
+        for scope in (
+            {"method": "GET", "path": path, "headers": [], "aws.event": event("alice")},
+            {"method": "GET", "path": path, "headers": [], "aws.event": event("mallory")},
+            {
+                "method": "PUT",
+                "path": path.replace("balance", "deposit"),
+                "headers": [],
+                "aws.event": event("alice"),
+            },
+        )
+    ]
+    # THEN the named subject reads, another subject is no caller, and the subject may not deposit
+    assert [verdict and verdict.code for verdict in verdicts] == [
+        None,
+        "caller_not_permitted",
+        "operation_not_permitted",
+    ]
+
+
+def test_behind_api_gateway_a_principal_of_the_account_not_named_may_not_deposit() -> None:
+    # GIVEN the function's settings as deployed with the lambda front and a treasury role
+    config = config_with_callers(
+        {
+            "api_front": "lambda",
+            "api_callers": f"{CALLER}=read,arn:aws:iam::123456789012:role/treasury=deposit",
+        }.get
+    )
+    settings = Settings.from_env(front_environment(config))
+
+    def deposit(user_arn: str) -> dict[str, Any]:
+        event = {"requestContext": {"authorizer": {"iam": {"userArn": user_arn}}}}
+        path = "/api/v1/wallets/8a6e0804-2bd0-4672-b79d-d97027f9071a/deposit"
+        return {"method": "PUT", "path": path, "headers": [], "aws.event": event}
+
+    verdicts = {
+        name: judge(settings, deposit(arn))
+        for name, arn in {
+            "any role of the account": "arn:aws:sts::123456789012:assumed-role/ops/alice@example.com",
+            "the reader": "arn:aws:sts::123456789012:assumed-role/payments-api-caller/alice@example.com",
+            "the treasury, no person": "arn:aws:sts::123456789012:assumed-role/treasury/i-0abc",
+            "the treasury": "arn:aws:sts::123456789012:assumed-role/treasury/alice@example.com",
+        }.items()
+    }
+    # THEN only the role named for deposits, in a person's session, may deposit
+    assert {name: verdict and verdict.code for name, verdict in verdicts.items()} == {
+        "any role of the account": "caller_not_permitted",
+        "the reader": "operation_not_permitted",
+        "the treasury, no person": "session_not_a_person",
+        "the treasury": None,
+    }
+
+
 def test_the_lattice_front_admits_only_named_roles() -> None:
     # GIVEN no callers, a wildcard, an account root, a bad VPC id
-    # THEN the Lattice front refuses each in one line; the other fronts need no callers
+    # THEN the Lattice front refuses each in one line; the ALB front (no verified caller) needs none
     with pytest.raises(DeploymentConfigError) as missing:
         DeploymentConfig.from_context({}.get)
     assert str(missing.value) == CALLERS_REQUIRED
@@ -547,7 +626,9 @@ def test_the_lattice_front_admits_only_named_roles() -> None:
     with pytest.raises(DeploymentConfigError, match="caller_vpc_ids"):
         config_with_callers({"caller_vpc_ids": "vpc-1"}.get)
     assert DeploymentConfig.from_context({"api_front": "alb"}.get).api_callers == ()
-    assert DeploymentConfig.from_context({"api_front": "lambda"}.get).api_callers == ()
+    with pytest.raises(DeploymentConfigError) as lambda_missing:
+        DeploymentConfig.from_context({"api_front": "lambda"}.get)
+    assert str(lambda_missing.value) == CALLERS_REQUIRED
     # AND two callers and two VPCs are read as lists
     config = config_with_callers(
         {"api_callers": f"{CALLER},{CALLER}-2", "caller_vpc_ids": "vpc-0123456789abcdef0, vpc-0a1b2c3d"}.get
@@ -576,9 +657,11 @@ def test_the_lattice_front_reads_each_callers_operations_and_needs_its_vpcs_and_
             {"api_callers": CALLER, "lattice_prefix_list_id": "pl-0123456789abcdef0"}.get
         )
     assert str(no_vpc.value) == CALLER_VPCS_REQUIRED
-    with pytest.raises(DeploymentConfigError) as no_list:
-        DeploymentConfig.from_context({"api_callers": CALLER, "caller_vpc_ids": "vpc-0123456789abcdef0"}.get)
-    assert str(no_list.value) == LATTICE_PREFIX_LIST_REQUIRED
+    # (without lattice_prefix_list_id the app looks the list up when it knows the account and region)
+    no_list = DeploymentConfig.from_context(
+        {"api_callers": CALLER, "caller_vpc_ids": "vpc-0123456789abcdef0"}.get
+    )
+    assert no_list.lattice_prefix_list_id is None
     assert "com.amazonaws.<region>.vpc-lattice" in LATTICE_PREFIX_LIST_REQUIRED
     with pytest.raises(DeploymentConfigError, match="s3_prefix_list_id must be a prefix list id"):
         config_with_callers({"s3_prefix_list_id": "0.0.0.0/0"}.get)

@@ -111,7 +111,7 @@ def check(settings: Settings, wallets: list[str], tolds: list[Told]) -> int:
     dynamodb = boto3.client("dynamodb", region_name=settings.region)
     records: dict[str, dict[str, Any]] = {}
     for told in tolds:
-        key = idempotency_key(told.wallet_id, told.nonce)
+        key = idempotency_key(told.wallet_id, told.nonce, settings.default_principal)
         if key not in records:
             item = dynamodb.get_item(
                 TableName=settings.idempotency_table, Key={Attr.PK: {"S": key}}, ConsistentRead=True
@@ -121,7 +121,7 @@ def check(settings: Settings, wallets: list[str], tolds: list[Told]) -> int:
     assert not wrong, [(t.nonce, t.verdict, t.answers) for t in wrong]
     applied: dict[str, dict[str, Any]] = {}
     for told in tolds:
-        record = records[idempotency_key(told.wallet_id, told.nonce)]
+        record = records[idempotency_key(told.wallet_id, told.nonce, settings.default_principal)]
         committed = bool(record) and record.get(OUTCOME, {"S": "applied"})["S"] == "applied"
         if committed:  # an answer that said "nothing was written" never names what was
             assert record[Attr.TXN_ID]["S"] not in told.not_written_txn_ids, (told, record)

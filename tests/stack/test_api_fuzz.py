@@ -51,7 +51,7 @@ _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 KEY_SHAPES = {
     ENTITY_WALLET: re.compile(rf"^{_UUID}#wallet$"),
     ENTITY_USER: re.compile(rf"^{_UUID}#user$"),
-    ENTITY_TRANSACTION: re.compile(rf"^{_UUID}_[0-9A-Za-z_-]{{1,64}}#transaction$"),
+    ENTITY_TRANSACTION: re.compile(rf"^{_UUID}_[0-9A-Za-z_-]{{1,64}}_[0-9a-f]{{32}}#transaction$"),
 }
 
 

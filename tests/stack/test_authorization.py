@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from support.lattice_callers import ACCOUNT, PERSON, SERVICE, caller
 from support.wallet_http import error_of, serve
 
 from contracts import api_metrics
@@ -27,26 +28,14 @@ from wallet.store import WalletStore
 
 pytestmark = pytest.mark.stack
 
-ACCOUNT = "111122223333"
-SERVICE = f"arn:aws:vpc-lattice:us-east-1:{ACCOUNT}:service/svc-0123456789abcdef0"
 OTHER_SERVICE = f"arn:aws:vpc-lattice:us-east-1:{ACCOUNT}:service/svc-0fedcba9876543210"
+# Services acting on customers' wallets, so granted their operations on any wallet (issue 44).
 PERMISSIONS = CallerPermissions.parse(
-    f"arn:aws:iam::{ACCOUNT}:role/treasury=deposit+read,"
-    f"arn:aws:iam::{ACCOUNT}:role/payments=create_wallet+transfer+read,"
-    f"arn:aws:iam::{ACCOUNT}:role/support=read"
+    f"arn:aws:iam::{ACCOUNT}:role/treasury=deposit:any+read,"
+    f"arn:aws:iam::{ACCOUNT}:role/payments=create_wallet+transfer:any+read:any,"
+    f"arn:aws:iam::{ACCOUNT}:role/support=read:any"
 )
-PERSON = r"[a-z]+\.[a-z]+@example\.com"
 ROLE_SESSION = f"arn:aws:sts::{ACCOUNT}:assumed-role/treasury/alice.smith@example.com"
-
-
-def caller(role: str, session: str = "alice.smith@example.com", *, target: str = SERVICE) -> dict[str, str]:
-    """The headers VPC Lattice adds for a SigV4-signed caller of ``role`` through ``target``."""
-    principal = f"arn:aws:sts::{ACCOUNT}:assumed-role/{role}/{session}"
-    return {
-        "x-amzn-lattice-identity": f"Principal={principal}; SessionName={session}; Type=AWSIAM",
-        "x-amzn-lattice-target": f"ServiceArn={target};ServiceNetworkArn=arn:sn;TargetGroupArn=arn:tg",
-        "x-amzn-lattice-network": f"SourceVpcArn=arn:aws:ec2:us-east-1:{ACCOUNT}:vpc/vpc-0caller",
-    }
 
 
 @pytest.fixture

@@ -110,12 +110,16 @@ def test_the_served_app_puts_the_movement_routes_in_front_of_the_fastapi_app(set
     from wallet.authorization import Gatekeeper
     from wallet.body_limit import BodyLimit
     from wallet.movement_routes import MovementRoutes
+    from wallet.ownership import OwnerGate
+    from wallet.routing import PathGuard
     from wallet.service import create_service
 
     service = create_service(settings.replace(audit_log="stdout"))
     assert isinstance(service, AuditTrail)  # every answer on record, refusals included
-    assert isinstance(service.app, Gatekeeper)  # a caller nobody vouched for is refused first
-    assert isinstance(service.app.app, BodyLimit)  # an oversized body is refused before anything runs
-    assert isinstance(service.app.app.app, MovementRoutes)
-    assert isinstance(service.app.app.app.app, FastAPI)
-    assert isinstance(create_service(settings.replace(audit_log=None)), Gatekeeper)  # no audit layer
+    assert isinstance(service.app, PathGuard)  # a path no route can be is refused before routing
+    assert isinstance(service.app.app, Gatekeeper)  # a caller nobody vouched for is refused first
+    assert isinstance(service.app.app.app, BodyLimit)  # an oversized body is refused before anything runs
+    assert isinstance(service.app.app.app.app, OwnerGate)  # a wallet not the caller's is refused
+    assert isinstance(service.app.app.app.app.app, MovementRoutes)
+    assert isinstance(service.app.app.app.app.app.app, FastAPI)
+    assert isinstance(create_service(settings.replace(audit_log=None)), PathGuard)  # no audit layer

@@ -76,7 +76,7 @@ def deposit_item(
     """
     created = CREATED_MS + version * 1000
     return {
-        "pk": {"S": transaction_key(wallet_id, nonce)},
+        "pk": {"S": transaction_key(wallet_id, nonce, None)},
         "entity": {"S": "transaction"},
         "txn_id": {"S": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{wallet_id}/{nonce}"))},
         "type": {"S": "deposit"},

@@ -310,14 +310,16 @@ def test_point_6_a_nonce_belongs_to_its_caller(settings: Settings) -> None:
 
     first, stolen, bobs_lookup, alices_lookup, balance = asyncio.run(scenario())
     assert first.status_code == 204
-    # THEN it is refused, never answered with the first caller's movement
-    assert _error(stolen) == (409, "idempotency_key_reused")
-    assert "Transaction-Id" not in stolen.headers
-    # AND the lookup answers only the caller that made the request, showing nobody else's identity
-    assert bobs_lookup.status_code == 404
+    # THEN it is the other caller's own request (nonces are per caller), never answered with the
+    # first caller's movement
+    assert stolen.status_code == 204
+    assert "Idempotent-Replayed" not in stolen.headers
+    assert stolen.headers["Transaction-Id"] != first.headers["Transaction-Id"]
+    # AND each lookup answers its own caller's request, showing nobody else's identity
+    assert bobs_lookup.json()["initiated_by"] == bob
     assert alice not in bobs_lookup.text
     assert alices_lookup.json()["initiated_by"] == alice
-    assert balance == 25
+    assert balance == 50
 
 
 def test_declines_cost_one_plain_put_not_a_transaction(settings: Settings) -> None:

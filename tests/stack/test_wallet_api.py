@@ -15,7 +15,7 @@ import pytest
 from support.wallet_http import UNKNOWN, Api, error_of, serve
 
 from contracts.idempotency_table import idempotency_key
-from contracts.settings import Settings
+from contracts.settings import DEFAULT_PRINCIPAL, Settings
 from contracts.wallets_table import Attr, transaction_key, user_key, wallet_key
 
 pytestmark = pytest.mark.stack
@@ -93,7 +93,7 @@ def test_deposit_credits_the_wallet_and_records_the_transaction(api: Api) -> Non
     wallet = table.wallets[wallet_id]
     (txn,) = table.transactions
     assert (wallet[Attr.BALANCE], wallet[Attr.VERSION]) == (1_000_000, 1)
-    assert txn[Attr.PK] == transaction_key(wallet_id, "n-1")
+    assert txn[Attr.PK] == transaction_key(wallet_id, "n-1", DEFAULT_PRINCIPAL)
     assert str(uuid.UUID(txn[Attr.TXN_ID])) == txn[Attr.TXN_ID]
     assert {k: txn[k] for k in (Attr.TYPE, Attr.WALLET_ID, Attr.AMOUNT, Attr.NONCE)} == {
         Attr.TYPE: "deposit",
@@ -205,7 +205,7 @@ def test_transfer_moves_money_and_numbers_both_wallets(api: Api) -> None:
     table = api.table()
     assert (table.wallets[payer][Attr.VERSION], table.wallets[payee][Attr.VERSION]) == (2, 1)
     txn = next(t for t in table.transactions if t[Attr.TYPE] == "transfer")
-    assert txn[Attr.PK] == transaction_key(payer, "t-1")
+    assert txn[Attr.PK] == transaction_key(payer, "t-1", DEFAULT_PRINCIPAL)
     assert (txn[Attr.WALLET_ID], txn[Attr.TO_WALLET_ID], txn[Attr.AMOUNT]) == (payer, payee, 400)
     # each wallet item records its own leg of the entry, pointing at the other wallet
     legs = {
@@ -257,8 +257,8 @@ def test_transfer_refusals_move_nothing_and_keep_only_their_refusal(api: Api) ->
         key: (r["outcome"], r["refusal"]) for key, r in after.records.items() if key not in before.records
     }
     assert kept == {
-        idempotency_key(payer, "x"): ("declined", "wallet_not_found"),
-        idempotency_key(payer, "y"): ("declined", "insufficient_funds"),
+        idempotency_key(payer, "x", DEFAULT_PRINCIPAL): ("declined", "wallet_not_found"),
+        idempotency_key(payer, "y", DEFAULT_PRINCIPAL): ("declined", "insufficient_funds"),
     }
 
 
@@ -342,8 +342,8 @@ def test_both_spellings_of_every_route_answer_directly_and_alike(api: Api) -> No
 def test_openapi_documents_every_route_with_its_statuses(api: Api) -> None:
     paths = api.openapi["paths"]
     statuses = {
-        ("post", "/api/v1/wallets/"): {"200", "201", "422", "429", "401", "403", "413", "500", "503"},
-        ("get", "/api/v1/wallets/me/"): {"401", "403", "413", "500", "501"},
+        ("post", "/api/v1/wallets/"): {"200", "201", "422", "429", "401", "403", "400", "413", "500", "503"},
+        ("get", "/api/v1/wallets/me/"): {"401", "403", "400", "413", "500", "501"},
         ("put", "/api/v1/wallets/{wallet_id}/deposit/"): {
             "204",
             "404",
@@ -352,6 +352,7 @@ def test_openapi_documents_every_route_with_its_statuses(api: Api) -> None:
             "429",
             "401",
             "403",
+            "400",
             "413",
             "500",
             "503",
@@ -364,6 +365,7 @@ def test_openapi_documents_every_route_with_its_statuses(api: Api) -> None:
             "429",
             "401",
             "403",
+            "400",
             "413",
             "500",
             "503",
@@ -375,6 +377,7 @@ def test_openapi_documents_every_route_with_its_statuses(api: Api) -> None:
             "429",
             "401",
             "403",
+            "400",
             "413",
             "500",
             "503",
@@ -387,6 +390,7 @@ def test_openapi_documents_every_route_with_its_statuses(api: Api) -> None:
             "429",
             "401",
             "403",
+            "400",
             "413",
             "500",
             "503",

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 import pytest
-from support.dynamodb_faults import DynamoDBProxy
+from support.dynamodb_faults import DynamoDBProxy, nonces_of
 from support.wallet_http import Api, error_of, serve
 from support.wallet_table import assert_chains
 
@@ -95,9 +95,7 @@ def on(operation: str, fault: Fault, times: int | None = None, nonce: str | None
     remaining = [times]
 
     def rule(called: str, payload: dict[str, Any]) -> Fault | None:
-        if called != operation or (
-            nonce is not None and f"_{nonce}#transaction" not in orjson.dumps(payload).decode()
-        ):
+        if called != operation or (nonce is not None and nonce not in nonces_of(payload)):
             return None
         if remaining[0] is not None:
             if remaining[0] == 0:

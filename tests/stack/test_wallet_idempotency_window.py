@@ -18,7 +18,7 @@ import pytest
 from support.wallet_http import Api, error_of, serve
 
 from contracts.idempotency_table import TTL_MARGIN_SECONDS, WINDOW_ENDS_AT, idempotency_key
-from contracts.settings import Settings
+from contracts.settings import DEFAULT_PRINCIPAL, Settings
 from contracts.wallets_table import Attr, transaction_key
 from wallet.store import WalletStore
 
@@ -67,13 +67,13 @@ def test_a_nonce_is_remembered_for_the_window_across_the_hot_items_deletion_and_
         assert first.status_code == 204
         assert "Idempotent-Replayed" not in first.headers
         txn_id = first.headers["Transaction-Id"]
-        record = api.table().records[idempotency_key(payer, "pay")]
+        record = api.table().records[idempotency_key(payer, "pay", DEFAULT_PRINCIPAL)]
         window_end = record[WINDOW_ENDS_AT]
         assert window_end * 1000 - record[Attr.CREATED_AT] in range(WINDOW * 1000, WINDOW * 1000 + 1000)
 
         # WHEN the hot window passes and TTL deletes the hot transaction item
         clock.to(window_end - WINDOW + HOT_TTL + 1)
-        _delete_as_ttl_would(settings, transaction_key(payer, "pay"), clock() // 1000)
+        _delete_as_ttl_would(settings, transaction_key(payer, "pay", DEFAULT_PRINCIPAL), clock() // 1000)
         assert all(txn[Attr.NONCE] != "pay" for txn in api.table().transactions)
 
         # THEN the same request replays its first outcome, with the header, and moves nothing
@@ -99,7 +99,7 @@ def test_a_nonce_is_remembered_for_the_window_across_the_hot_items_deletion_and_
 
         # WHEN the window ends (the record is still in the table: TTL has not got to it)
         clock.to(window_end)
-        assert idempotency_key(payer, "pay") in api.table().records
+        assert idempotency_key(payer, "pay", DEFAULT_PRINCIPAL) in api.table().records
         # THEN the request is not executed again: 409 nonce_expired, nothing moves
         assert error_of(api.transfer(payer, payee, 100, "pay")) == (409, "nonce_expired")
         assert api.balance(payer).json() == {"balance": "900"}
@@ -110,7 +110,10 @@ def test_a_nonce_is_remembered_for_the_window_across_the_hot_items_deletion_and_
         assert record[Attr.EXPIRES_AT] == window_end + TTL_MARGIN_SECONDS
         clock.to(record[Attr.EXPIRES_AT])
         _delete_as_ttl_would(
-            settings, idempotency_key(payer, "pay"), clock() // 1000, settings.idempotency_table
+            settings,
+            idempotency_key(payer, "pay", DEFAULT_PRINCIPAL),
+            clock() // 1000,
+            settings.idempotency_table,
         )
         # THEN the nonce is free: the same request is a new one
         again = api.transfer(payer, payee, 100, "pay")
@@ -135,7 +138,7 @@ def test_a_process_whose_clock_is_ahead_never_executes_a_nonce_the_others_replay
         payer, payee = first.create(), first.create()
         first.deposit(payer, 1_000, "fund")
         paid = first.transfer(payer, payee, 100, "pay")
-        window_end = first.table().records[idempotency_key(payer, "pay")][WINDOW_ENDS_AT]
+        window_end = first.table().records[idempotency_key(payer, "pay", DEFAULT_PRINCIPAL)][WINDOW_ENDS_AT]
         # WHEN a retry arrives 10 s before the window's end by the first's clock, 11 s after by the second's
         behind.to(window_end - 10)
         ahead.to(window_end + 11)

@@ -189,7 +189,7 @@ def put_wallet_items(settings: Settings, wallets: Iterable[WalletState], *, nois
             client.put_item(
                 TableName=settings.table,
                 Item={
-                    Attr.PK: {"S": transaction_key(state.wallet_id, "n0")},
+                    Attr.PK: {"S": transaction_key(state.wallet_id, "n0", None)},
                     Attr.ENTITY: {"S": ENTITY_TRANSACTION},
                     Attr.WALLET_ID: {"S": state.wallet_id},
                     Attr.VERSION: {"N": "999"},

@@ -81,7 +81,7 @@ def transaction_image(
     compare-and-swap write path, whose INSERT carried the ledger entries.
     """
     image: dict[str, Any] = {
-        Attr.PK: s(transaction_key(wallet_id, nonce)),
+        Attr.PK: s(transaction_key(wallet_id, nonce, None)),
         Attr.ENTITY: s(ENTITY_TRANSACTION),
         Attr.TXN_ID: s(txn_id),
         Attr.TYPE: s(txn_type),

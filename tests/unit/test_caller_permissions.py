@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 
 from contracts.caller_permissions import (
+    API_PREFIX,
     DEFAULT_OPERATIONS,
     ROUTES,
     CallerPermissions,
     CallerPermissionsError,
+    match_route,
     operation_of,
     role_of,
 )
@@ -47,6 +49,8 @@ CONCRETE = {
     ("GET", f"/api/v1/wallets/{WALLET}/balance"): "read",
     ("GET", f"/api/v1/wallets/{WALLET}/balance/"): "read",
     ("GET", f"/api/v1/wallets/{WALLET}/transactions/n-1"): "read",
+    ("GET", "/api/v1/wallets/me/"): "read",
+    ("GET", "/api/v1/wallets/me"): "read",
 }
 
 
@@ -72,14 +76,48 @@ def test_every_wallet_route_of_the_api_document_is_an_operation() -> None:
         concrete = concrete.replace("{nonce}", "n-1")
         for method in operations:
             found[(method.upper(), concrete)] = operation_of(method.upper(), concrete)
-    # THEN each is the operation its name says, and only the non-wallet routes are none
+    # THEN each is the operation its name says, and only the operators' routes are none
     assert {key: value for key, value in found.items() if value is None} == {
-        ("GET", "/api/v1/wallets/me/"): None,
-        ("GET", "/api/v1/wallets/me"): None,
         ("GET", "/healthz"): None,
         ("GET", "/metrics"): None,
     }
     assert {key: value for key, value in found.items() if value is not None} == CONCRETE
+
+
+def test_the_documents_routes_are_the_tables_rows_by_name_and_spelling() -> None:
+    # GIVEN the app's document
+    paths = create_app(Settings()).openapi()["paths"]
+    documented = {
+        (method.upper(), template, operation["operationId"])
+        for template, operations in paths.items()
+        for method, operation in operations.items()
+        if template.startswith(API_PREFIX)
+    }
+    # THEN its wallet routes are exactly the table's rows, each spelling under the row's name
+    assert documented == {
+        (route.method, path, route.name if index == 0 else f"{route.name}_alt")
+        for route in ROUTES
+        for index, path in enumerate(route.spellings)
+    }
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        f"/api/v1/wallets/{WALLET}/deposit\n",
+        f"/api/v1/wallets/{WALLET}/deposit/\n",
+        f"/api/v1/wallets/{WALLET}\n/deposit",
+        f"/api/v1/wallets/{WALLET}/deposit\r",
+        f"/api/v1/wallets/{WALLET}/deposit\x00",
+        f"/api/v1/wallets/{WALLET}/deposit\x85",
+        f"/api/v1/wallets/{WALLET}/deposit//",
+        f"/api/v1/wallets/{WALLET}/deposit/x",
+        f"/api/v1/wallets/{WALLET}/./deposit",
+        f"/api/v1/wallets/{WALLET}/DEPOSIT",
+    ],
+)
+def test_a_path_one_character_off_a_route_is_no_route(path: str) -> None:
+    assert match_route("PUT", path) is None
 
 
 def test_the_role_map_reads_defaults_and_refuses_in_one_line() -> None:

@@ -132,9 +132,19 @@ def test_wallet_insert_becomes_a_wallets_row_and_its_changes_are_ignored() -> No
 
     # THEN one wallets row; the claim and the MODIFY are counted as ignored; no ledger rows
     assert batch.wallets.to_pylist() == [
-        {"wallet_id": "w-9", "user_id": "u-9", "created_at": CREATED, "extra_attributes": None}
+        {"wallet_id": "w-9", "user_id": "u-9", "created_at": CREATED, "extra_attributes": None, "owner": None}
     ]
     assert (batch.ledger_rows, batch.ignored, batch.quarantined) == (0, 2, 0)
+
+
+def test_a_wallets_owner_is_its_wallets_rows_own_column_not_an_unknown_attribute() -> None:
+    # GIVEN a wallet opened with an owner (issue 44), then a deposit into it
+    records = RecordFactory()
+    opened = {**wallet_image("w-8", "u-8", created_at=CREATED_MS), Attr.OWNER: {"S": "ann@example.com"}}
+    batch = decode([records.insert(opened)])
+    # THEN the wallets row names the owner in its own column, not among the unknown attributes
+    (row,) = batch.wallets.to_pylist()
+    assert (row["owner"], row["extra_attributes"]) == ("ann@example.com", None)
 
 
 def test_ttl_remove_in_aws_shape_is_counted_never_reversed() -> None:

@@ -258,7 +258,8 @@ class DeployCheck:
         """
         handlers = {function.handler for function in self.functions}
         if API_HANDLER in handlers:
-            invocation = self.invoke(API_HANDLER, http_api_event(method, path, body))
+            # signed as the check's named caller, as the function's caller map requires
+            invocation = self.invoke(API_HANDLER, http_api_event(method, path, body, WRITER.principal))
             if not invocation.ok:
                 raise DeployCheckError(f"{method} {path}: the API function failed: {invocation.payload}")
             answer: dict[str, Any] = invocation.payload

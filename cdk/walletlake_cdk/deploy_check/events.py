@@ -8,7 +8,7 @@ import json
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 
 def stream_event(
@@ -40,8 +40,15 @@ def stream_event(
     return event
 
 
-def http_api_event(method: str, path: str, body: Mapping[str, Any] | None) -> dict[str, Any]:
-    """An API Gateway HTTP API event (payload format 2.0), IAM-authorized, as the integration sends it."""
+#: The IAM principal an event is authorized as unless told otherwise.
+DEFAULT_EVENT_PRINCIPAL: Final = "arn:aws:iam::123456789012:role/caller"
+
+
+def http_api_event(
+    method: str, path: str, body: Mapping[str, Any] | None, principal: str = DEFAULT_EVENT_PRINCIPAL
+) -> dict[str, Any]:
+    """An API Gateway HTTP API event (payload format 2.0), IAM-authorized for ``principal``, as the
+    integration sends it (the function checks that principal against its caller map)."""
     now = dt.datetime.now(dt.UTC)
     return {
         "version": "2.0",
@@ -56,9 +63,7 @@ def http_api_event(method: str, path: str, body: Mapping[str, Any] | None) -> di
         "requestContext": {
             "accountId": "123456789012",
             "apiId": "deploycheck",
-            "authorizer": {
-                "iam": {"accountId": "123456789012", "userArn": "arn:aws:iam::123456789012:role/caller"}
-            },
+            "authorizer": {"iam": {"accountId": "123456789012", "userArn": principal}},
             "domainName": "api.example.com",
             "http": {
                 "method": method,
