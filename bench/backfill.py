@@ -52,6 +52,7 @@ SEED_TPS = 20_000
 SEED_WALLETS = 10_000_000
 TRANSFER_SHARE = 0.7
 HOT_WINDOW_HOURS = 8
+CALLER = "arn:aws:sts::123456789012:assumed-role/bench/ops"
 
 
 def main() -> int:
@@ -138,7 +139,7 @@ def _window(count: int, wallets: int, start: dt.datetime, end: dt.datetime) -> t
         txn_id = f"{index:08d}-0000-4000-8000-{rng.getrandbits(48):012x}"
         nonce = f"n{index}"
         item: dict[str, Any] = {
-            "pk": {"S": transaction_key(_wallet(payer), nonce)},
+            "pk": {"S": transaction_key(_wallet(payer), nonce, CALLER)},
             "entity": {"S": "transaction"},
             "txn_id": {"S": txn_id},
             "type": {"S": "transfer" if transfer else "deposit"},
@@ -148,7 +149,7 @@ def _window(count: int, wallets: int, start: dt.datetime, end: dt.datetime) -> t
             "request_hash": {"S": "bench"},
             "created_at": {"N": str(at)},
             "expires_at": {"N": str(at // 1000 + 28_800)},
-            "initiated_by": {"S": "arn:aws:sts::123456789012:assumed-role/bench/ops"},
+            "initiated_by": {"S": CALLER},
         }
         legs = [(payer, -amount if transfer else amount, "debit" if transfer else "credit", payee)]
         if transfer and payee is not None:

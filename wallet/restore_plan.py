@@ -44,6 +44,7 @@ class LakeWallet:
     version: int
     balance: int
     last_entry_ms: int | None
+    owner: str | None = None  # who owns it (None: a wallet of before owners)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -151,6 +151,7 @@ def _lake_wallets(frame: pd.DataFrame) -> dict[str, LakeWallet]:
             int(row["version"]),
             int(row["balance"]),
             ms(row["last_entry_at"]),
+            None if row.get("owner") is None or pd.isna(row["owner"]) else str(row["owner"]),
         )
         for row in frame.to_dict("records")
     }
@@ -190,8 +191,9 @@ def _apply(
 
 
 def _recreate_request(table: str, step: WalletStep, known: LakeWallet) -> dict[str, Any]:
-    """The write path's own wallet creation, at the lake's version, balance and times."""
-    request = create_wallet_request(table, step.wallet_id, known.user_id, known.created_at_ms)
+    """The write path's own wallet creation (its owner too: who may move it), at the lake's
+    version, balance and times."""
+    request = create_wallet_request(table, step.wallet_id, known.user_id, known.created_at_ms, known.owner)
     wallet_put = request["TransactItems"][1]["Put"]["Item"]
     wallet_put[Attr.VERSION] = {"N": str(step.version)}
     wallet_put[Attr.BALANCE] = {"N": str(step.balance)}

@@ -15,6 +15,7 @@ WITH latest AS (
 SELECT
     w.wallet_id,
     w.user_id,
+    w.owner,
     w.created_at,
     coalesce(l.balance, 0) AS balance,
     CAST(CAST(coalesce(l.balance, 0) AS DECIMAL(38, 0)) * CAST('0.000001' AS DECIMAL(7, 6)) AS DECIMAL(38, 6))

@@ -45,3 +45,23 @@ def test_each_wallet_gets_the_step_the_lake_and_the_table_call_for() -> None:
 def test_a_continued_wallet_keeps_a_later_updated_at_of_its_own() -> None:
     (step,) = plan_restore({"w": TableWallet("w", 1, 5, 20_000)}, {"w": lake("w", 2, 9, last=10_000)})
     assert step.updated_at_ms == 20_000
+
+
+def test_a_wallet_created_again_keeps_its_owner_version_and_balance() -> None:
+    # GIVEN a wallet the lake knows, owned by a person, created after the restore point
+    from contracts.wallets_table import Attr
+    from walletlake.restore import _recreate_request
+
+    known = LakeWallet("w", "user-w", 1_000, 3, 70, 9_000, owner="arn:aws:sts::1:assumed-role/app/alice")
+    (step,) = plan_restore({}, {"w": known})
+    # WHEN its creation is written as the write path writes one
+    request = _recreate_request("wallets", step, known)
+    claim, wallet = (put["Put"]["Item"] for put in request["TransactItems"])
+    # THEN the wallet item names its owner (who may move it), at the lake's version and balance
+    assert wallet[Attr.OWNER] == {"S": "arn:aws:sts::1:assumed-role/app/alice"}
+    assert (wallet[Attr.VERSION], wallet[Attr.BALANCE], wallet[Attr.UPDATED_AT]) == (
+        {"N": "3"},
+        {"N": "70"},
+        {"N": "9000"},
+    )
+    assert claim[Attr.WALLET_ID] == {"S": "w"}
