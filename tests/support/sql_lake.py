@@ -43,45 +43,49 @@ def sql_catalog(folder: Path) -> SqlCatalog:
 
 
 def wallet_rows(wallet_ids: list[str]) -> pa.Table:
-    """Rows of the wallets table."""
+    """Rows of the wallets table (the schema's other columns null)."""
     created = dt.datetime(2026, 3, 1, 12, tzinfo=dt.UTC)
-    return pa.table(
+    return _of_schema(
+        "wallets",
         {
             "wallet_id": wallet_ids,
             "user_id": [f"user-{w}" for w in wallet_ids],
-            "created_at": pa.array(
-                [created] * len(wallet_ids), STREAM_TABLES["wallets"].schema.field("created_at").type
-            ),
-            "extra_attributes": pa.nulls(len(wallet_ids), pa.string()),
+            "created_at": [created] * len(wallet_ids),
         },
-        schema=STREAM_TABLES["wallets"].schema,
+        len(wallet_ids),
+    )
+
+
+def _of_schema(table: str, values: dict[str, list[object]], rows: int) -> pa.Table:
+    """``values`` as rows of the table's contract, every column not given null: a nullable column
+    added to the contract breaks no test that does not use it."""
+    schema = STREAM_TABLES[table].schema
+    return pa.table(
+        {field.name: values.get(field.name, [None] * rows) for field in schema},
+        schema=schema,
     )
 
 
 def ledger_rows(entry_ids: list[str]) -> pa.Table:
-    """Rows of the ledger table (one deposit credit per entry id)."""
-    schema = STREAM_TABLES["ledger"].schema
+    """Rows of the ledger table (one deposit credit per entry id; the schema's other columns null)."""
     created = dt.datetime(2026, 3, 1, 12, tzinfo=dt.UTC)
     n = len(entry_ids)
-    values = {
-        "entry_id": entry_ids,
+    values: dict[str, list[object]] = {
+        "entry_id": list(entry_ids),
         "txn_id": [e.split(":")[0] for e in entry_ids],
         "txn_type": ["deposit"] * n,
         "wallet_id": ["w"] * n,
-        "counterparty_wallet_id": [None] * n,
         "direction": ["credit"] * n,
         "amount": [1] * n,
         "delta": [1] * n,
         "wallet_version": list(range(1, n + 1)),
         "balance_after": list(range(1, n + 1)),
-        "nonce": entry_ids,
+        "nonce": list(entry_ids),
         "created_at": [created] * n,
         "stream_sequence": ["1"] * n,
         "ingested_at": [created] * n,
-        "extra_attributes": [None] * n,
-        "initiated_by": [None] * n,
     }
-    return pa.table({name: values[name] for name in schema.names}, schema=schema)
+    return _of_schema("ledger", values, n)
 
 
 def write_file(folder: Path, table: str, rows: pa.Table) -> LandedFile:
