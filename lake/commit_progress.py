@@ -139,6 +139,17 @@ def decide(
     )
 
 
+def progress_moved(table: Table, progress: Mapping[str, list[float]]) -> bool:
+    """True when the table's progress is no longer the one a refused commit was decided from."""
+    return progress_text(read_progress(table)) != progress_text(progress)
+
+
+def already_held(listed: Iterable[LandingRecord], progress: Mapping[str, list[float]]) -> int:
+    """Listed batches this table's position is already past (redeliveries, or taken by another
+    committer): what a commit's ``skipped_batches`` counts."""
+    return sum(1 for r in listed if r.source in progress and r.last <= int(progress[r.source][0]))
+
+
 def prune(progress: Mapping[str, list[float]], live_sources: Collection[str], now: float) -> Progress:
     """Progress without the sources that can never send a record again.
 

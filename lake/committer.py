@@ -52,7 +52,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final
 
@@ -66,15 +66,18 @@ from lake.commit_progress import (
     PROGRESS_RETENTION_SECONDS,
     Decision,
     Progress,
+    already_held,
     choose,
     commit_identity,
     decide,
+    progress_moved,
     progress_text,
     prune,
     read_progress,
 )
-from lake.entry_identity import REPLAY_HORIZON_PROPERTY, is_replay, moved_horizon, needs_check, read_horizon
+from lake.entry_identity import REPLAY_HORIZON_PROPERTY, is_replay
 from lake.file_presence import FilePresence
+from lake.identity_guard import check_identities
 from lake.landing_log import LandedFile, LandingRecord, list_sources, records_after
 from lake.landing_tidy import (
     RECORD_RETENTION_SECONDS,
@@ -404,7 +407,7 @@ def commit_table(
             now=clock(),
             empty_after_seconds=empty_after_seconds,
         )
-        skipped = _already_held(listed, progress) + decision.skipped
+        skipped = already_held(listed, progress) + decision.skipped
         files = [file for record in decision.chosen for file in record.files_of(name)]
         if not decision.commit:
             return TableCommit(
@@ -445,7 +448,7 @@ def commit_table(
             continue
         except CommitFailedException:
             refusals += 1
-            if _progress_moved(catalog.load_table(table_id), progress):
+            if progress_moved(catalog.load_table(table_id), progress):
                 conflicts += 1
             if conflicts >= _ATTEMPTS or refusals >= _MAX_REFUSALS:
                 raise
@@ -466,17 +469,6 @@ def commit_table(
             missing_files=sum(1 for _, _, missing in aside if missing),
             quarantined_batches=quarantined,
         )
-
-
-def _already_held(listed: Iterable[LandingRecord], progress: Mapping[str, list[float]]) -> int:
-    """Listed batches this table's position is already past (redeliveries, or taken by another
-    committer): what ``skipped_batches`` counts."""
-    return sum(1 for r in listed if r.source in progress and r.last <= int(progress[r.source][0]))
-
-
-def _progress_moved(table: Table, progress: Mapping[str, list[float]]) -> bool:
-    """True when the table's progress is no longer the one a refused commit was decided from."""
-    return progress_text(read_progress(table)) != progress_text(progress)
 
 
 def committed_snapshot(table: Table, commit_id: str) -> int | None:
@@ -526,7 +518,7 @@ def commit_decision(
     presence = presence or FilePresence()
     stored = presence.of(table.io, [f.path for f in every])
     # a file of another size or checksum than its landing record says is torn: as good as gone
-    torn = {f.path: why for f in every if stored[f.path] and (why := _torn(f, presence))}
+    torn = {f.path: why for f in every if stored[f.path] and (why := presence.torn(f.path, f.size, f.crc32))}
     present = {path: here and path not in torn for path, here in stored.items()}
     broken = [record for record in decision.chosen if not all(present[f.path] for f in record.files)]
     left_out = {file.path for record in broken for file in record.files}
@@ -575,70 +567,6 @@ def commit_decision(
     committed = transaction.commit_transaction()
     snapshot = committed.current_snapshot()
     return (snapshot.snapshot_id if snapshot is not None else None), aside, len(broken), held
-
-
-def _torn(file: LandedFile, presence: FilePresence) -> str:
-    """How the stored file is not the bytes its landing record describes (another size, or another
-    CRC32 where both the record and storage have one), or ``""``."""
-    size, checksum = presence.size(file.path), presence.checksum(file.path)
-    if size is not None and file.size and size != file.size:
-        return f"is {size} bytes, its landing record says {file.size}"
-    if file.crc32 is not None and checksum is not None and checksum != file.crc32:
-        return f"has CRC32 {checksum}, its landing record says {file.crc32}"
-    return ""
-
-
-def check_identities(
-    table: Table, data_files: Sequence[DataFile], replayed: Collection[str]
-) -> tuple[list[DataFile], int, int | None]:
-    """The files to append, less every row the table already holds (:mod:`lake.entry_identity`):
-    replayed files always checked, stream files only at or below the replay horizon (moved first by
-    this commit's replayed files). Stream files are checked before replayed ones, so of a row both
-    bring the stream's copy is kept. Returns the files, the rows held back and the new horizon
-    (None: unchanged)."""
-    from lake.identity_guard import check_file, read_rows, time_bounds_ms
-
-    horizon = read_horizon(table.metadata.properties)
-    replays = [data_file for data_file in data_files if data_file.file_path in replayed]
-    if not replays and horizon is None:
-        return list(data_files), 0, None
-    latest = [upper for f in replays if (upper := time_bounds_ms(table, f)[1]) is not None]
-    latest += [
-        value
-        for f in replays
-        if time_bounds_ms(table, f)[1] is None
-        and (value := _latest_of(read_rows(table, f.file_path), table)) is not None
-    ]
-    moved = moved_horizon(horizon, latest)
-    streams = [f for f in data_files if f.file_path not in replayed]
-    checked_streams = [
-        f
-        for f in streams
-        if needs_check(replay=False, earliest_ms=time_bounds_ms(table, f)[0], horizon_ms=moved)
-    ]
-    checked_paths = {f.file_path for f in checked_streams}
-    kept = [f for f in streams if f.file_path not in checked_paths]
-    taken: set[str] = set()
-    held = 0
-    for data_file in [*checked_streams, *replays]:
-        result = check_file(table, data_file, taken)
-        held += result.held
-        if result.data_file is not None:
-            kept.append(result.data_file)
-    return kept, held, moved if moved != horizon else None
-
-
-def _latest_of(rows: Any, table: Table) -> int | None:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from contracts.lake_tables import STREAM_TABLES
-
-    if rows.num_rows == 0:
-        return None
-    column = rows.column(STREAM_TABLES[table.name()[-1]].day_column)
-    value = pc.max(column.cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64())).as_py()
-    return int(value) if value is not None else None
 
 
 def _describe(table: Table, file: LandedFile, present: bool) -> tuple[DataFile | None, str, bool]:

@@ -62,6 +62,16 @@ class FilePresence:
         """The CRC32 storage answered for ``path`` (None: none kept, not asked with a client)."""
         return self._checksums.get(path)
 
+    def torn(self, path: str, size: int, crc32: str | None) -> str:
+        """How the stored file is not the bytes its landing record describes (``size``, ``crc32``):
+        another size, or another CRC32 where both the record and storage have one; ``""`` if whole."""
+        stored, checksum = self.size(path), self.checksum(path)
+        if stored is not None and size and stored != size:
+            return f"is {stored} bytes, its landing record says {size}"
+        if crc32 is not None and checksum is not None and checksum != crc32:
+            return f"has CRC32 {checksum}, its landing record says {crc32}"
+        return ""
+
     def _head(self, io: FileIO, path: str) -> tuple[int | None, str | None]:
         if self._s3 is None or not path.startswith("s3://"):
             return _size(io, path), None

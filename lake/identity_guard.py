@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -23,7 +23,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from contracts.lake_tables import PARTITION_COLUMN, STREAM_TABLES
-from lake.entry_identity import identity_columns, identity_keys, keep_new
+from lake.entry_identity import (
+    identity_columns,
+    identity_keys,
+    keep_new,
+    moved_horizon,
+    needs_check,
+    read_horizon,
+)
 from lake.iceberg_data_files import data_file_of, describe_written
 from lake.parquet import encode
 
@@ -146,6 +153,45 @@ def check_file(table: Table, data_file: DataFile, taken: set[str]) -> Checked:
     return Checked(
         data_file_of(table.metadata, path, len(body), description), rows.num_rows, kept.held, latest
     )
+
+
+def check_identities(
+    table: Table, data_files: Sequence[DataFile], replayed: Collection[str]
+) -> tuple[list[DataFile], int, int | None]:
+    """The files to append, less every row the table already holds (:mod:`lake.entry_identity`):
+    replayed files always checked, stream files only at or below the replay horizon (moved first by
+    this commit's replayed files). Stream files are checked before replayed ones, so of a row both
+    bring the stream's copy is kept. Returns the files, the rows held back and the new horizon
+    (None: unchanged)."""
+    horizon = read_horizon(table.metadata.properties)
+    replays = [data_file for data_file in data_files if data_file.file_path in replayed]
+    if not replays and horizon is None:
+        return list(data_files), 0, None
+    column = STREAM_TABLES[table.name()[-1]].day_column
+    latest: list[int] = []
+    for f in replays:  # a file without bounds (an older walletlake's) is read for its latest row
+        upper = time_bounds_ms(table, f)[1]
+        if upper is None:
+            upper = _latest_ms(read_rows(table, f.file_path), column)
+        if upper is not None:
+            latest.append(upper)
+    moved = moved_horizon(horizon, latest)
+    streams = [f for f in data_files if f.file_path not in replayed]
+    checked_streams = [
+        f
+        for f in streams
+        if needs_check(replay=False, earliest_ms=time_bounds_ms(table, f)[0], horizon_ms=moved)
+    ]
+    checked_paths = {f.file_path for f in checked_streams}
+    kept = [f for f in streams if f.file_path not in checked_paths]
+    taken: set[str] = set()
+    held = 0
+    for data_file in [*checked_streams, *replays]:
+        result = check_file(table, data_file, taken)
+        held += result.held
+        if result.data_file is not None:
+            kept.append(result.data_file)
+    return kept, held, moved if moved != horizon else None
 
 
 def _latest_ms(rows: pa.Table, column: str) -> int | None:

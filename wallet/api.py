@@ -66,8 +66,20 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from contracts.caller_permissions import ROUTE_NAMED, Route
 from contracts.settings import Settings
 from wallet import validation
-from wallet.authorization import REFUSALS, may_move_money
-from wallet.body_limit import MAX_BODY_BYTES, TOO_LARGE
+from wallet.api_documents import (
+    BALANCE_SCHEMA,
+    HEALTH_SCHEMA,
+    METRICS_SCHEMA,
+    MOVEMENT_BODY,
+    RECEIPT_HEADERS,
+    RECEIPT_SCHEMA,
+    WALLET_ID_SCHEMA,
+    WALLET_LINKS,
+    body_schema,
+    errors,
+    json_response,
+)
+from wallet.authorization import may_move_money
 from wallet.errors import (
     BalanceLimitExceededError,
     IdempotencyKeyReusedError,
@@ -80,7 +92,6 @@ from wallet.errors import (
     OutcomeUnknownError,
     OwnerNotPermittedError,
     SameWalletTransferError,
-    StoreRejectedError,
     StoreUnavailableError,
     ThrottledError,
     TransactionNotFoundError,
@@ -88,7 +99,6 @@ from wallet.errors import (
     WalletNotFoundError,
 )
 from wallet.http_errors import (
-    ERROR_STATUS,
     JSON_MEDIA_TYPE,
     error_response,
     status_of,
@@ -96,8 +106,8 @@ from wallet.http_errors import (
 )
 from wallet.ownership import owner_of_new_wallet
 from wallet.principals import principal_of
-from wallet.receipts import REPLAYED_HEADER, TRANSACTION_ID_HEADER, Receipt
-from wallet.routing import INVALID_PATH, INVALID_PATH_MEANING, matched
+from wallet.receipts import TRANSACTION_ID_HEADER, Receipt
+from wallet.routing import matched
 from wallet.store import WalletStore
 from wallet.telemetry import Telemetry
 
@@ -215,16 +225,14 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         summary="Create the user's wallet (one per user)",
         status_code=201,
         response_class=Response,
-        openapi_extra={"requestBody": _body_schema("CreateWallet", {"user_id": validation.UUID_SCHEMA})},
+        openapi_extra={"requestBody": body_schema("CreateWallet", {"user_id": validation.UUID_SCHEMA})},
         responses={
-            201: {**_json_response("The wallet was created.", _WALLET_ID_SCHEMA), "links": _WALLET_LINKS},
+            201: {**json_response("The wallet was created.", WALLET_ID_SCHEMA), "links": WALLET_LINKS},
             200: {
-                **_json_response(
-                    "The user already had a wallet: its id, nothing created.", _WALLET_ID_SCHEMA
-                ),
-                "links": _WALLET_LINKS,
+                **json_response("The user already had a wallet: its id, nothing created.", WALLET_ID_SCHEMA),
+                "links": WALLET_LINKS,
             },
-            **_errors(InvalidRequestError, OwnerNotPermittedError, ThrottledError, StoreUnavailableError),
+            **errors(InvalidRequestError, OwnerNotPermittedError, ThrottledError, StoreUnavailableError),
         },
     )
     async def create_wallet(request: Request) -> Response:
@@ -242,7 +250,7 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         summary="The caller's wallets (not implemented yet: a person's wallets are not indexed)",
         status_code=501,
         response_class=Response,
-        responses=_errors(NotImplementedRouteError),
+        responses=errors(NotImplementedRouteError),
     )
     async def my_wallet(request: Request) -> Response:
         raise NotImplementedRouteError(
@@ -256,13 +264,13 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         summary="Deposit micro-USD into a wallet, once per nonce",
         status_code=204,
         response_class=Response,
-        openapi_extra={"requestBody": _MOVEMENT_BODY},
+        openapi_extra={"requestBody": MOVEMENT_BODY},
         responses={
             204: {
                 "description": "Deposited, or a replay of the same request (nothing changed).",
-                "headers": _RECEIPT_HEADERS,
+                "headers": RECEIPT_HEADERS,
             },
-            **_errors(
+            **errors(
                 InvalidRequestError,
                 WalletNotFoundError,
                 IdempotencyKeyReusedError,
@@ -288,13 +296,13 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         summary="Transfer micro-USD to another wallet, once per nonce",
         status_code=204,
         response_class=Response,
-        openapi_extra={"requestBody": _MOVEMENT_BODY},
+        openapi_extra={"requestBody": MOVEMENT_BODY},
         responses={
             204: {
                 "description": "Transferred, or a replay of the same request (nothing changed).",
-                "headers": _RECEIPT_HEADERS,
+                "headers": RECEIPT_HEADERS,
             },
-            **_errors(
+            **errors(
                 InvalidRequestError,
                 SameWalletTransferError,
                 WalletNotFoundError,
@@ -322,11 +330,11 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         summary="The outcome of the wallet's request with this nonce, within the idempotency window",
         response_class=Response,
         responses={
-            200: _json_response(
+            200: json_response(
                 "The request executed: its transaction, as its first execution decided it.",
-                _RECEIPT_SCHEMA,
+                RECEIPT_SCHEMA,
             ),
-            **_errors(
+            **errors(
                 InvalidRequestError,
                 TransactionNotFoundError,
                 OutcomePendingError,
@@ -356,8 +364,8 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         summary="The wallet's balance (strongly consistent read)",
         response_class=Response,
         responses={
-            200: _json_response("The balance in micro-USD.", _BALANCE_SCHEMA),
-            **_errors(InvalidRequestError, WalletNotFoundError, ThrottledError, StoreUnavailableError),
+            200: json_response("The balance in micro-USD.", BALANCE_SCHEMA),
+            **errors(InvalidRequestError, WalletNotFoundError, ThrottledError, StoreUnavailableError),
         },
     )
     async def balance(request: Request, wallet_id: _WalletId) -> Response:
@@ -371,7 +379,7 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         tags=["operations"],
         summary="Liveness: the process answers (DynamoDB is not called)",
         response_class=Response,
-        responses={200: _json_response("Alive.", _HEALTH_SCHEMA)},
+        responses={200: json_response("Alive.", HEALTH_SCHEMA)},
     )
     async def healthz(request: Request) -> Response:
         return Response(b'{"status":"ok"}', media_type=_JSON)
@@ -405,7 +413,7 @@ def _add_metrics(app: FastAPI, telemetry: Telemetry, *, served: bool) -> None:
         tags=["operations"],
         summary="This process's counters: requests, replays, DynamoDB conflicts, throttles, errors",
         response_class=Response,
-        responses={200: _json_response("Counters since the process started.", _METRICS_SCHEMA)},
+        responses={200: json_response("Counters since the process started.", METRICS_SCHEMA)},
     )
     async def metrics(request: Request) -> Response:
         return Response(orjson.dumps(telemetry.snapshot()), media_type=_JSON)
@@ -457,167 +465,4 @@ def _no_content(telemetry: Telemetry, receipt: Receipt) -> Response:
     return Response(status_code=204, headers=dict(receipt.headers()))
 
 
-# ----------------------------------------------------------------------------- OpenAPI description
-
 _DESCRIPTION: Final = (__doc__ or "").split("Speed:")[0]
-
-_WALLET_ID_SCHEMA: Final = {
-    "type": "object",
-    "required": ["id"],
-    "properties": {"id": {**validation.UUID_SCHEMA, "description": "the wallet id"}},
-}
-_BALANCE_SCHEMA: Final = {
-    "type": "object",
-    "required": ["balance"],
-    "properties": {
-        "balance": {
-            "type": "string",
-            "pattern": r"^(0|[1-9][0-9]*)$",
-            "description": "micro-USD (1 USD = 1,000,000) as a string of digits",
-            "example": "123000000",
-        }
-    },
-}
-#: OpenAPI links from a created wallet to what can be done with it: clients (and the API fuzzer's
-#: stateful phase) learn that the returned id is the ``wallet_id`` of the other routes.
-_WALLET_LINKS: Final = {
-    name: {"operationId": operation, "parameters": {"wallet_id": "$response.body#/id"}}
-    for name, operation in (
-        ("DepositIntoWallet", "deposit"),
-        ("TransferFromWallet", "transfer"),
-        ("BalanceOfWallet", "balance"),
-    )
-}
-_RECEIPT_HEADERS: Final = {
-    TRANSACTION_ID_HEADER: {
-        "description": "the transaction id made when the request first executed",
-        "schema": {"type": "string", "format": "uuid"},
-    },
-    REPLAYED_HEADER: {
-        "description": "present (true) when the answer replays an earlier execution; nothing moved",
-        "schema": {"type": "string", "enum": ["true"]},
-    },
-}
-_RECEIPT_SCHEMA: Final = {
-    "type": "object",
-    "required": [
-        "transaction_id",
-        "type",
-        "wallet_id",
-        "nonce",
-        "amount",
-        "counterparty_wallet_id",
-        "created_at",
-    ],
-    "properties": {
-        "transaction_id": {"type": "string", "format": "uuid"},
-        "type": {"type": "string", "enum": ["deposit", "transfer"]},
-        "wallet_id": validation.UUID_SCHEMA,
-        "nonce": {"type": "string"},
-        "amount": {
-            "type": "string",
-            "pattern": r"^[1-9][0-9]*$",
-            "description": "micro-USD moved, as a string of digits",
-        },
-        "counterparty_wallet_id": {
-            "anyOf": [validation.UUID_SCHEMA, {"type": "null"}],
-            "description": "a transfer's payee; null for a deposit",
-        },
-        "created_at": {"type": "string", "format": "date-time", "description": "UTC, to the millisecond"},
-        "initiated_by": {
-            "anyOf": [{"type": "string"}, {"type": "null"}],
-            "description": "the principal that asked for it, as the front verified it (an IAM role "
-            "ARN behind VPC Lattice or API Gateway; WALLETLAKE_DEFAULT_PRINCIPAL, `local`, without a "
-            "trusted front); null when no front vouched for the caller, or for a request recorded "
-            "before attribution existed. The ledger's `initiated_by` column holds the same.",
-        },
-    },
-}
-_HEALTH_SCHEMA: Final = {"type": "object", "properties": {"status": {"type": "string", "enum": ["ok"]}}}
-_METRICS_SCHEMA: Final = {"type": "object", "additionalProperties": True}
-
-
-def _body_schema(title: str, properties: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "required": True,
-        "content": {
-            _JSON: {
-                "schema": {
-                    "title": title,
-                    "type": "object",
-                    "required": list(properties),
-                    "properties": properties,
-                    # wallet.validation refuses unknown fields (a misspelt field is an error).
-                    "additionalProperties": False,
-                }
-            }
-        },
-    }
-
-
-_MOVEMENT_BODY: Final = _body_schema(
-    "Movement", {"amount": validation.AMOUNT_SCHEMA, "nonce": validation.NONCE_SCHEMA}
-)
-
-
-def _json_response(description: str, schema: dict[str, Any]) -> dict[str, Any]:
-    return {"description": description, "content": {_JSON: {"schema": schema}}}
-
-
-_RETRY_AFTER: Final = {
-    "Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer"}}
-}
-
-
-def _errors(*errors: type[WalletError]) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI responses for ``errors``, grouped by status with the exact codes each may carry."""
-    by_status: dict[int, list[type[WalletError]]] = {}
-    for error in errors:
-        status = next(ERROR_STATUS[cls] for cls in error.__mro__ if cls in ERROR_STATUS)
-        by_status.setdefault(status, []).append(error)
-    responses: dict[int | str, dict[str, Any]] = {}
-    for status, group in sorted(by_status.items()):
-        schema = _error_schema([error.code for error in group])
-        description = "\n".join(
-            f"- `{error.code}`: {(error.__doc__ or '').splitlines()[0]}" for error in group
-        )
-        response: dict[str, Any] = {"description": description, "content": {_JSON: {"schema": schema}}}
-        if status in (429, 503) or OutcomePendingError in group:
-            response["headers"] = _RETRY_AFTER
-        responses[status] = response
-    # Any route refuses an oversized body before it runs (wallet.body_limit): nothing is written.
-    responses[413] = {
-        "description": f"- `{TOO_LARGE}`: the body is above {MAX_BODY_BYTES} bytes; nothing was done.",
-        "content": {_JSON: {"schema": _error_schema([TOO_LARGE])}},
-    }
-    # Any request whose path holds a control character is refused before routing (wallet.routing).
-    responses[400] = {
-        "description": f"- `{INVALID_PATH}`: {INVALID_PATH_MEANING}",
-        "content": {_JSON: {"schema": _error_schema([INVALID_PATH])}},
-    }
-    # Behind a trusted front any route refuses a caller it did not vouch for, or not for this
-    # operation, before it runs (wallet.authorization): nothing is written.
-    for status, codes in REFUSALS.items():
-        own = list(by_status.get(status, []))  # the route's own (owner_not_permitted)
-        responses[status] = {
-            "description": "\n".join(
-                [f"- `{code}`: {meaning}" for code, meaning in codes.items()]
-                + [f"- `{error.code}`: {(error.__doc__ or '').splitlines()[0]}" for error in own]
-            ),
-            "content": {_JSON: {"schema": _error_schema([*codes, *(error.code for error in own)])}},
-        }
-    # Any route can fail unexpectedly; the answer has the same body (and is logged with a trace).
-    responses[500] = {
-        "description": "- `internal_error`: an unexpected server error (logged); retry with the same nonce.\n"
-        f"- `{StoreRejectedError.code}`: {(StoreRejectedError.__doc__ or '').splitlines()[0]}",
-        "content": {_JSON: {"schema": _error_schema(["internal_error", StoreRejectedError.code])}},
-    }
-    return responses
-
-
-def _error_schema(codes: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "required": ["error", "detail"],
-        "properties": {"error": {"type": "string", "enum": codes}, "detail": {"type": "string"}},
-    }

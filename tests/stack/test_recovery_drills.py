@@ -25,6 +25,14 @@ from walletlake import cli
 pytestmark = pytest.mark.stack
 
 
+def operator_settings(make_settings: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """A fresh Iceberg lake, and the operator's shell pointed at it (the commands read the environment)."""
+    settings = make_settings(lake_format="iceberg")
+    for name, value in operator_env(settings).items():
+        monkeypatch.setenv(name, value)
+    return settings
+
+
 def commit(settings: Settings) -> None:
     commit_landed(settings, boto3.client("s3", region_name=settings.region), open_catalog(settings))
 
@@ -59,9 +67,7 @@ def test_a_backfill_from_overlapping_exports_after_an_outage_past_the_stream_is_
     # GIVEN a lake that holds the first hours, then a consumer down past the stream's 24 hours:
     # the stream lost the first records written meanwhile (trimmed); two exports (§4, step 2)
     # were taken during the outage, the second overlapping the first
-    settings = make_settings(lake_format="iceberg")
-    for name, value in operator_env(settings).items():
-        monkeypatch.setenv(name, value)
+    settings = operator_settings(make_settings, monkeypatch)
     writer = TableWriter(settings.table)
     writer.workload(wallets=4, deposits=8, transfers=10, seed=1)
     drain(settings, batch_size=20)
@@ -108,9 +114,7 @@ def test_a_batch_left_out_for_a_missing_file_comes_back_whole_and_once_with_repl
     from lake.iceberg_landing import split_bucket_key
     from lake.landing_log import log_prefix, read_records
 
-    settings = make_settings(lake_format="iceberg")
-    for name, value in operator_env(settings).items():
-        monkeypatch.setenv(name, value)
+    settings = operator_settings(make_settings, monkeypatch)
     writer = TableWriter(settings.table)
     writer.workload(wallets=4, deposits=8, transfers=6, seed=5)
     drain(settings, batch_size=5)
@@ -145,9 +149,7 @@ def test_a_stream_range_replayed_on_purpose_adds_only_what_is_missing(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # GIVEN a lake exact to the last entry
-    settings = make_settings(lake_format="iceberg")
-    for name, value in operator_env(settings).items():
-        monkeypatch.setenv(name, value)
+    settings = operator_settings(make_settings, monkeypatch)
     writer = TableWriter(settings.table)
     writer.workload(wallets=3, deposits=6, transfers=6, seed=6)
     drain(settings, batch_size=7)
@@ -186,9 +188,7 @@ def test_a_day_with_copies_is_repaired_by_the_command_the_runbook_names(
     from lake.iceberg_tables import identifier
     from lake.landing_log import log_prefix, read_records
 
-    settings = make_settings(lake_format="iceberg")
-    for name, value in operator_env(settings).items():
-        monkeypatch.setenv(name, value)
+    settings = operator_settings(make_settings, monkeypatch)
     writer = TableWriter(settings.table)
     writer.workload(wallets=3, deposits=6, transfers=8, seed=8)
     drain(settings, batch_size=6)
@@ -240,9 +240,7 @@ def test_a_landed_file_torn_before_its_commit_is_left_out_counted_and_replayed_w
     from lake.iceberg_landing import split_bucket_key
     from lake.landing_log import log_prefix, read_records
 
-    settings = make_settings(lake_format="iceberg")
-    for name, value in operator_env(settings).items():
-        monkeypatch.setenv(name, value)
+    settings = operator_settings(make_settings, monkeypatch)
     writer = TableWriter(settings.table)
     writer.workload(wallets=3, deposits=6, transfers=6, seed=9)
     drain(settings, batch_size=5)
@@ -285,9 +283,7 @@ def test_a_committed_file_deleted_is_named_with_its_remedy_and_restoring_it_make
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # GIVEN a committed ledger file that a lifecycle rule (or a hand) deleted
-    settings = make_settings(lake_format="iceberg")
-    for name, value in operator_env(settings).items():
-        monkeypatch.setenv(name, value)
+    settings = operator_settings(make_settings, monkeypatch)
     writer = TableWriter(settings.table)
     writer.workload(wallets=3, deposits=6, transfers=4, seed=10)
     drain(settings, batch_size=10)
@@ -332,9 +328,7 @@ def test_a_restored_table_continues_the_lakes_versions_and_reconciles_clean(
 
     # GIVEN a backup taken mid-day, then writes acknowledged after it (a new wallet among them),
     # all in the lake
-    settings = make_settings(lake_format="iceberg")
-    for name, value in operator_env(settings).items():
-        monkeypatch.setenv(name, value)
+    settings = operator_settings(make_settings, monkeypatch)
     writer = TableWriter(settings.table)
     writer.workload(wallets=3, deposits=6, transfers=4, seed=11)
     drain(settings, batch_size=10)
@@ -378,9 +372,7 @@ def test_a_backfill_from_incremental_exports_of_the_outage_is_exact(
     # GIVEN a lake that holds the first hours, then an outage past the stream's 24 hours covered
     # by two incremental exports, one per window (§4: INCREMENTAL_EXPORT), the first also carrying
     # a TTL deletion of a transaction written before its window
-    settings = make_settings(lake_format="iceberg")
-    for name, value in operator_env(settings).items():
-        monkeypatch.setenv(name, value)
+    settings = operator_settings(make_settings, monkeypatch)
     writer = TableWriter(settings.table)
     writer.workload(wallets=3, deposits=6, transfers=6, seed=12)
     drain(settings, batch_size=20)
@@ -419,9 +411,7 @@ def test_an_export_replayed_in_parts_each_bounded_to_its_wallets_is_exact(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # GIVEN an outage past the stream's 24 hours and one export of the table
-    settings = make_settings(lake_format="iceberg")
-    for name, value in operator_env(settings).items():
-        monkeypatch.setenv(name, value)
+    settings = operator_settings(make_settings, monkeypatch)
     writer = TableWriter(settings.table)
     writer.workload(wallets=6, deposits=10, transfers=14, seed=15)
     export = write_export(settings, "01772000000000-part0001")
@@ -450,9 +440,7 @@ def test_an_altered_row_and_a_stranger_at_ones_version_are_repaired_from_the_sou
     from pyiceberg.expressions import In, Reference
     from pyiceberg.expressions.literals import literal
 
-    settings = make_settings(lake_format="iceberg")
-    for name, value in operator_env(settings).items():
-        monkeypatch.setenv(name, value)
+    settings = operator_settings(make_settings, monkeypatch)
     writer = TableWriter(settings.table)
     writer.workload(wallets=3, deposits=6, transfers=6, seed=16)
     drain(settings, batch_size=50)
