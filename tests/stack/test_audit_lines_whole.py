@@ -81,18 +81,30 @@ def test_two_workers_on_one_pipe_tear_no_line_however_long_the_requests(
     draining.start()
     env = {**write_path_env(settings), AUDIT_LOG_VARIABLE: str(fifo)}
     long_requests, short_requests = 300, 900
-    with ApiServer(env=env, workers=2) as api, httpx.Client(base_url=api.url, timeout=60) as http:
+    clients: list[httpx.Client] = []
+    own = threading.local()
+    with ApiServer(env=env, workers=2) as api:
+
+        def http() -> httpx.Client:
+            # one client per thread: a pool shared by 16 threads once read a socket another closed
+            if not hasattr(own, "client"):
+                own.client = httpx.Client(base_url=api.url, timeout=60)
+                clients.append(own.client)
+            client: httpx.Client = own.client
+            return client
 
         def long_one(_: int) -> int:
-            return http.get(ESCAPE_HEAVY_PATH, headers={"user-agent": ESCAPE_HEAVY_AGENT}).status_code
+            return http().get(ESCAPE_HEAVY_PATH, headers={"user-agent": ESCAPE_HEAVY_AGENT}).status_code
 
         def short_one(_: int) -> int:
-            return http.get(f"/api/v1/wallets/{uuid.uuid4()}/balance").status_code
+            return http().get(f"/api/v1/wallets/{uuid.uuid4()}/balance").status_code
 
         # WHEN long, escape-heavy requests and ordinary ones arrive together
         with concurrent.futures.ThreadPoolExecutor(16) as pool:
             statuses = list(pool.map(long_one, range(long_requests)))
             statuses += list(pool.map(short_one, range(short_requests)))
+        for client in clients:
+            client.close()
     os.close(holder)
     draining.join(timeout=60)  # every worker has exited and the holder closed: the pipe ends
     assert not draining.is_alive()

@@ -10,11 +10,13 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.lattice_callers import PERSON, SERVICE, caller, role_arn
+from support.stream_records import poll_until
 from support.wallet_http import Api, error_of, serve
 
 from contracts import api_metrics
@@ -128,9 +130,17 @@ def _fund(api: Api, wallet: str, amount: int, nonce: str) -> None:
     assert funded.status_code == 204, funded.text
 
 
-def _audit(api: Api) -> list[dict[str, object]]:
+def _audit(api: Api, until: Callable[[list[dict[str, Any]]], bool]) -> list[dict[str, Any]]:
+    """The audit lines once ``until`` holds: a line is written after its answer is sent."""
     assert api.settings.audit_log is not None
-    return [json.loads(line) for line in Path(api.settings.audit_log).read_text().splitlines()]
+    log = Path(api.settings.audit_log)
+
+    def lines() -> list[dict[str, Any]] | None:
+        found = [json.loads(line) for line in log.read_text().splitlines()]
+        return found if until(found) else None
+
+    found: list[dict[str, Any]] = poll_until(lines, timeout=10, interval=0.05, what="the audit lines")
+    return found
 
 
 def test_a_person_in_a_transfer_role_can_neither_read_nor_empty_another_customers_wallet(
@@ -156,7 +166,8 @@ def test_a_person_in_a_transfer_role_can_neither_read_nor_empty_another_customer
     assert api.table() == before
     assert store.telemetry.totals()[api_metrics.NOT_OWNER] == 2
     # AND the audit lines say whose wallet it was
-    refused = [line for line in _audit(api) if line["refusal"] == "not_wallet_owner"]
+    lines = _audit(api, until=lambda found: sum(line["refusal"] == "not_wallet_owner" for line in found) == 2)
+    refused = [line for line in lines if line["refusal"] == "not_wallet_owner"]
     assert [(line["operation"], line["walletOwner"]) for line in refused] == [
         ("read", BOB),
         ("transfer", BOB),
@@ -201,7 +212,7 @@ def test_a_role_granted_any_wallet_acts_for_its_owner_and_the_audit_line_names_t
     )
     assert (paid.status_code, read.json()) == (204, {"balance": "400"})
     # THEN its lines name the owner it acted for
-    lines = _audit(api)[-2:]
+    lines = _audit(api, until=lambda found: bool(found) and found[-1]["operation"] == "read")[-2:]
     assert [(line["operation"], line["walletOwner"], line["responseCode"]) for line in lines] == [
         ("transfer", ANN, 204),
         ("read", ANN, 200),
