@@ -60,6 +60,7 @@ from contracts.setting_names import (
     MAX_SNAPSHOT_SEGMENTS,
     METRICS_INTERVAL_SECONDS_VARIABLE,
     MIN_DRAIN_SECONDS,
+    OWNERS_TABLE_VARIABLE,
     QUERY_ENGINE_VARIABLE,
     SNAPSHOT_READ_UNITS_VARIABLE,
     SNAPSHOT_SEGMENTS_VARIABLE,
@@ -250,6 +251,13 @@ VARIABLES: Final[tuple[Variable, ...]] = (
         "a table name",
         "DynamoDB table of idempotency records, one per request for the idempotency window "
         "(default walletlake-idempotency)",
+    ),
+    Variable(
+        OWNERS_TABLE_VARIABLE,
+        "owners_table",
+        "a table name",
+        "DynamoDB table of which wallets each person owns, written with each wallet "
+        "(default walletlake-owners)",
     ),
     Variable(
         CHECKPOINT_TABLE_VARIABLE,

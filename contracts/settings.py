@@ -72,6 +72,7 @@ from contracts.setting_names import (
     MAX_SNAPSHOT_SEGMENTS,
     METRICS_INTERVAL_SECONDS_VARIABLE,
     MIN_DRAIN_SECONDS,
+    OWNERS_TABLE_VARIABLE,
     QUERY_ENGINE_VARIABLE,
     S3_ENDPOINT_VARIABLES,
     SERVER_VARIABLES,
@@ -144,6 +145,7 @@ __all__ = [
     "MAX_SNAPSHOT_SEGMENTS",
     "METRICS_INTERVAL_SECONDS_VARIABLE",
     "MIN_DRAIN_SECONDS",
+    "OWNERS_TABLE_VARIABLE",
     "QUERY_ENGINE_VARIABLE",
     "S3_ENDPOINT_VARIABLES",
     "SERVER_VARIABLES",
@@ -191,6 +193,9 @@ class Settings:
     idempotency_table:
         The DynamoDB table of idempotency records (:mod:`contracts.idempotency_table`): one per
         request, written in the movement's transaction, kept ``idempotency_window_seconds``.
+    owners_table:
+        The DynamoDB table of which wallets each person owns (:mod:`contracts.owners_table`),
+        written in each wallet's creation transaction; ``GET …/wallets/me/`` reads it.
     checkpoint_table:
         DynamoDB table of the local stream consumer's per-shard checkpoints.
     lease_table:
@@ -263,6 +268,7 @@ class Settings:
     lease_table: str = "walletlake-leases"
     idempotency_window_seconds: int = DEFAULT_IDEMPOTENCY_WINDOW_SECONDS
     idempotency_table: str = "walletlake-idempotency"
+    owners_table: str = "walletlake-owners"
     writes_in_flight: int = DEFAULT_WRITES_IN_FLIGHT
     compaction_unit_minutes: int = DEFAULT_COMPACTION_UNIT_MINUTES
     snapshot_segments: int = DEFAULT_SNAPSHOT_SEGMENTS

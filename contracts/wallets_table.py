@@ -123,12 +123,41 @@ def transaction_key(wallet_id: str, nonce: str, principal: str | None) -> str:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class KeyAttribute:
+    """One key attribute of a table or an index: its name and its DynamoDB type (``S`` or ``N``)."""
+
+    name: str
+    type: str = "S"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class IndexSpec:
+    """A global secondary index: its keys and the attributes it projects beside them (INCLUDE)."""
+
+    name: str
+    partition_key: KeyAttribute
+    sort_key: KeyAttribute
+    projected: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class TableSpec:
-    """What it takes to create a DynamoDB table with a single string hash key."""
+    """What it takes to create a DynamoDB table: its string hash key, and optionally a sort key,
+    a stream, a TTL and global secondary indexes. The local stack and the CDK app read only this."""
 
     partition_key: str
     stream_view_type: str | None = None
     ttl_attribute: str | None = None
+    sort_key: KeyAttribute | None = None
+    indexes: tuple[IndexSpec, ...] = ()
+
+    @property
+    def key_attributes(self) -> tuple[KeyAttribute, ...]:
+        """Every attribute a key of the table or of an index holds, each once (its definitions)."""
+        keys = [KeyAttribute(self.partition_key), *([self.sort_key] if self.sort_key else [])]
+        for index in self.indexes:
+            keys += [index.partition_key, index.sort_key]
+        return tuple(dict.fromkeys(keys))
 
 
 #: The ledger's hot store. Streams carry both images so TTL expiries arrive with the expired item.

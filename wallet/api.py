@@ -11,11 +11,13 @@ Routes
   (with no record the lookup voids your nonce first, if you may move money at all); 409
   ``outcome_pending``: still committing, ask again.
 - ``GET /api/v1/wallets/{wallet_id}/balance`` → 200 ``{"balance": "<int micro-USD>"}`` (consistent).
-- ``GET /api/v1/wallets/me/`` → 501 (not built yet: a person's wallets are not indexed).
+- ``GET /api/v1/wallets/me/`` → 200 ``{"wallet": "<uuid>" | null, "wallets": ["<uuid>", ...]}``:
+  the caller's wallets, oldest first (``wallet``, seed 000's field, is the oldest); the caller is
+  the verified person (``local`` without a trusted front).
 - ``GET /healthz`` → 200; ``GET /metrics`` → the process's counters (:mod:`wallet.telemetry`).
 
-Every wallet route is a row of ``contracts.caller_permissions.ROUTES`` (registered here by
-:func:`_serve`); a path with a control character is 400 ``invalid_path`` before any route.
+Every wallet route is a row of ``contracts.caller_permissions.ROUTES`` (registered by
+:func:`wallet.table_routes.serve`); a path with a control character is 400 ``invalid_path`` before any route.
 
 The client's contract
 ---------------------
@@ -44,26 +46,24 @@ authorization); a client-sent identity header is otherwise ignored.
 
 Speed: bodies are parsed with orjson and checked by :mod:`wallet.validation` instead of per-request
 pydantic models (the schemas below only describe the API in ``/openapi.json``), routes skip
-FastAPI's per-request dependency solving (:class:`LeanRoute`), valid deposits and transfers are
-answered ahead of the router (:mod:`wallet.movement_routes`), and DynamoDB is called from the event
-loop itself (:mod:`wallet.dynamodb`), with no thread-pool hop.
+FastAPI's per-request dependency solving (:class:`wallet.table_routes.LeanRoute`), valid deposits
+and transfers are answered ahead of the router (:mod:`wallet.movement_routes`), and DynamoDB is
+called from the event loop itself (:mod:`wallet.dynamodb`), with no thread-pool hop.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Coroutine
-from typing import Annotated, Any, Final, cast
+from typing import Annotated, Any, Final
 
 import orjson
 from fastapi import FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
-from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from contracts.caller_permissions import ROUTE_NAMED, Route
+from contracts.caller_permissions import ROUTE_NAMED
 from contracts.settings import Settings
 from wallet import validation
 from wallet.api_documents import (
@@ -71,6 +71,7 @@ from wallet.api_documents import (
     HEALTH_SCHEMA,
     METRICS_SCHEMA,
     MOVEMENT_BODY,
+    MY_WALLETS_SCHEMA,
     RECEIPT_HEADERS,
     RECEIPT_SCHEMA,
     WALLET_ID_SCHEMA,
@@ -87,7 +88,6 @@ from wallet.errors import (
     InvalidRequestError,
     NonceExpiredError,
     NonceVoidedError,
-    NotImplementedRouteError,
     OutcomePendingError,
     OutcomeUnknownError,
     OwnerNotPermittedError,
@@ -104,11 +104,11 @@ from wallet.http_errors import (
     status_of,
     wallet_error_response,
 )
-from wallet.ownership import owner_of_new_wallet
+from wallet.ownership import owner_of_new_wallet, person_of
 from wallet.principals import principal_of
 from wallet.receipts import TRANSACTION_ID_HEADER, Receipt
-from wallet.routing import matched
 from wallet.store import WalletStore
+from wallet.table_routes import LeanRoute, serve
 from wallet.telemetry import Telemetry
 
 _logger = logging.getLogger(__name__)
@@ -134,39 +134,6 @@ _Nonce = Annotated[
 ]
 
 
-class LeanRoute(APIRoute):
-    """An APIRoute that calls its endpoint with the raw ``Request`` and path parameters.
-
-    FastAPI's default handler solves dependencies and validates parameters with pydantic on every
-    request (~100 us here); these endpoints take only strings from the path and validate them
-    themselves with :mod:`wallet.validation`. The route is still a regular APIRoute, so the OpenAPI
-    document is generated from the same endpoint signature and ``responses`` as always.
-
-    A route of the table (:attr:`table_route`, set by :func:`_serve`) runs only when the request's
-    one match (:func:`wallet.routing.matched`, what the permission check judged) is that route, and
-    takes its parameters from that match: where Starlette's own reading of a path differs from the
-    table's, nothing runs and the answer is 404.
-    """
-
-    table_route: Route | None = None
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        endpoint = self.endpoint
-
-        async def handle(request: Request) -> Response:
-            response: Response = await endpoint(request, **request.path_params)
-            return response
-
-        async def handle_table_route(request: Request) -> Response:
-            match = matched(request.scope)
-            if match is None or match.route is not self.table_route:
-                raise StarletteHTTPException(404, "Not Found")
-            response: Response = await endpoint(request, **match.parameters)
-            return response
-
-        return handle if self.table_route is None else handle_table_route
-
-
 def create_app(settings: Settings | None = None, *, store: WalletStore | None = None) -> FastAPI:
     """Build the API around one :class:`~wallet.store.WalletStore` (one DynamoDB connection pool).
 
@@ -186,39 +153,13 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
     )
     app.state.store = store
     app.router.route_class = LeanRoute
-    # Both spellings of every wallet route are routes of their own (_serve): a 307 to the
+    # Both spellings of every wallet route are routes of their own (table_routes.serve): a 307 to the
     # other spelling would break clients that do not follow redirects for a PUT (httpx's default).
     app.router.redirect_slashes = False
 
-    async def on_wallet_error(request: Request, error: Exception) -> Response:
-        assert isinstance(error, WalletError)
-        telemetry.response(status_of(error), error.code)
-        return wallet_error_response(error)
+    _add_error_handlers(app, telemetry)
 
-    async def on_http_error(request: Request, error: Exception) -> Response:
-        assert isinstance(error, StarletteHTTPException)
-        code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
-        telemetry.response(error.status_code, code)
-        response = error_response(error.status_code, code, str(error.detail))
-        # RFC 9110 §15.5.6: a 405 names the methods the resource has (Starlette sets ``Allow``).
-        response.headers.update(error.headers or {})
-        return response
-
-    async def on_validation_error(request: Request, error: Exception) -> Response:
-        telemetry.response(422, InvalidRequestError.code)
-        return error_response(422, InvalidRequestError.code, str(error))
-
-    async def on_unexpected(request: Request, error: Exception) -> Response:
-        _logger.exception("event=internal_error path=%s", request.url.path)
-        telemetry.response(500, "internal_error")
-        return error_response(500, "internal_error", "unexpected server error")
-
-    app.add_exception_handler(WalletError, on_wallet_error)
-    app.add_exception_handler(StarletteHTTPException, on_http_error)
-    app.add_exception_handler(RequestValidationError, on_validation_error)
-    app.add_exception_handler(Exception, on_unexpected)
-
-    @_serve(
+    @serve(
         app,
         ROUTE_NAMED["create_wallet"],
         tags=["wallets"],
@@ -243,21 +184,25 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         telemetry.response(status)
         return Response(orjson.dumps({"id": wallet_id}), status_code=status, media_type=_JSON)
 
-    @_serve(
+    @serve(
         app,
         ROUTE_NAMED["my_wallet"],
         tags=["wallets"],
-        summary="The caller's wallets (not implemented yet: a person's wallets are not indexed)",
-        status_code=501,
+        summary="The caller's wallets (the verified caller's person owns them)",
         response_class=Response,
-        responses=errors(NotImplementedRouteError),
+        responses={
+            200: json_response("The caller's wallets, oldest first.", MY_WALLETS_SCHEMA),
+            **errors(ThrottledError, StoreUnavailableError),
+        },
     )
     async def my_wallet(request: Request) -> Response:
-        raise NotImplementedRouteError(
-            "listing a person's wallets is not built yet (wallets have owners, but no index of them)"
-        )
+        person = person_of(settings, request.scope)
+        wallets = await store.wallets_of(person) if person is not None else []
+        telemetry.response(200)
+        body = {"wallet": wallets[0] if wallets else None, "wallets": wallets}
+        return Response(orjson.dumps(body), media_type=_JSON)
 
-    @_serve(
+    @serve(
         app,
         ROUTE_NAMED["deposit"],
         tags=["wallets"],
@@ -289,7 +234,7 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         )
         return _no_content(telemetry, await store.execute(command))
 
-    @_serve(
+    @serve(
         app,
         ROUTE_NAMED["transfer"],
         tags=["wallets"],
@@ -323,7 +268,7 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
         )
         return _no_content(telemetry, await store.execute(command))
 
-    @_serve(
+    @serve(
         app,
         ROUTE_NAMED["transaction"],
         tags=["wallets"],
@@ -357,7 +302,7 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
             headers={TRANSACTION_ID_HEADER: receipt.txn_id},
         )
 
-    @_serve(
+    @serve(
         app,
         ROUTE_NAMED["balance"],
         tags=["wallets"],
@@ -389,6 +334,38 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
     return app
 
 
+def _add_error_handlers(app: FastAPI, telemetry: Telemetry) -> None:
+    """Every failure as the API's JSON error body, counted by status and code (wallet.http_errors)."""
+
+    async def on_wallet_error(request: Request, error: Exception) -> Response:
+        assert isinstance(error, WalletError)
+        telemetry.response(status_of(error), error.code)
+        return wallet_error_response(error)
+
+    async def on_http_error(request: Request, error: Exception) -> Response:
+        assert isinstance(error, StarletteHTTPException)
+        code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "http_error")
+        telemetry.response(error.status_code, code)
+        response = error_response(error.status_code, code, str(error.detail))
+        # RFC 9110 §15.5.6: a 405 names the methods the resource has (Starlette sets ``Allow``).
+        response.headers.update(error.headers or {})
+        return response
+
+    async def on_validation_error(request: Request, error: Exception) -> Response:
+        telemetry.response(422, InvalidRequestError.code)
+        return error_response(422, InvalidRequestError.code, str(error))
+
+    async def on_unexpected(request: Request, error: Exception) -> Response:
+        _logger.exception("event=internal_error path=%s", request.url.path)
+        telemetry.response(500, "internal_error")
+        return error_response(500, "internal_error", "unexpected server error")
+
+    app.add_exception_handler(WalletError, on_wallet_error)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.add_exception_handler(Exception, on_unexpected)
+
+
 def _document_urls(admin_routes: bool) -> dict[str, Any]:
     """Where FastAPI serves its documents: off on the deployed tasks (``WALLETLAKE_ADMIN_ROUTES=off``).
 
@@ -417,39 +394,6 @@ def _add_metrics(app: FastAPI, telemetry: Telemetry, *, served: bool) -> None:
     )
     async def metrics(request: Request) -> Response:
         return Response(orjson.dumps(telemetry.snapshot()), media_type=_JSON)
-
-
-def _serve(
-    app: FastAPI, route: Route, **documentation: Any
-) -> Callable[[Callable[..., Coroutine[Any, Any, Response]]], Callable[..., Coroutine[Any, Any, Response]]]:
-    """Register an endpoint as ``route`` of the table, under each of its spellings, answered directly.
-
-    Seed 000's implementation routes ``/deposit`` and ``/transfer/{id}`` without a trailing slash
-    while its design writes them with one; serving both (instead of redirecting) lets clients of
-    either work. Both are in the OpenAPI document, so the fuzzer checks both; the alias's
-    operation id ends in ``_alt``. The endpoint's name must be the route's: the table names what runs.
-    """
-    route_class = cast(type[LeanRoute], type(f"LeanRoute_{route.name}", (LeanRoute,), {"table_route": route}))
-
-    def register(
-        endpoint: Callable[..., Coroutine[Any, Any, Response]],
-    ) -> Callable[..., Coroutine[Any, Any, Response]]:
-        if endpoint.__name__ != route.name:
-            raise ValueError(f"endpoint {endpoint.__name__} would serve route {route.name}")
-        summary = documentation.pop("summary", route.name)
-        for index, path in enumerate(route.spellings):
-            app.router.add_api_route(
-                path,
-                endpoint,
-                methods=[route.method],
-                operation_id=route.name if index == 0 else f"{route.name}_alt",
-                summary=summary if index == 0 else f"{summary} (the same, spelt {path!r})",
-                route_class_override=route_class,
-                **documentation,
-            )
-        return endpoint
-
-    return register
 
 
 def _principal(settings: Settings, request: Request) -> str | None:

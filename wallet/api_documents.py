@@ -25,6 +25,17 @@ WALLET_ID_SCHEMA: Final = {
     "required": ["id"],
     "properties": {"id": {**validation.UUID_SCHEMA, "description": "the wallet id"}},
 }
+MY_WALLETS_SCHEMA: Final = {
+    "type": "object",
+    "required": ["wallet", "wallets"],
+    "properties": {
+        "wallet": {
+            "anyOf": [validation.UUID_SCHEMA, {"type": "null"}],
+            "description": "the caller's oldest wallet (seed 000's answer); null when it has none",
+        },
+        "wallets": {"type": "array", "items": validation.UUID_SCHEMA, "description": "oldest first"},
+    },
+}
 BALANCE_SCHEMA: Final = {
     "type": "object",
     "required": ["balance"],

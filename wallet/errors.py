@@ -243,12 +243,6 @@ class TransactionNotFoundError(WalletError):
         )
 
 
-class NotImplementedRouteError(WalletError):
-    """A route of seed 000 not built yet (``me/``: a person's wallets are not indexed)."""
-
-    code = "not_implemented"
-
-
 class OwnerNotPermittedError(WalletError):
     """The caller named a wallet's owner, which only a caller granted ``create_wallet:any`` may."""
 

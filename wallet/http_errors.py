@@ -18,7 +18,6 @@ from wallet.errors import (
     InvalidRequestError,
     NonceExpiredError,
     NonceVoidedError,
-    NotImplementedRouteError,
     OutcomePendingError,
     OwnerNotPermittedError,
     StoreRejectedError,
@@ -46,7 +45,6 @@ ERROR_STATUS: Final[dict[type[WalletError], int]] = {
     ThrottledError: 429,
     StoreUnavailableError: 503,
     StoreRejectedError: 500,
-    NotImplementedRouteError: 501,
     OwnerNotPermittedError: 403,
 }
 

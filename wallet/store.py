@@ -56,6 +56,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from contracts import api_metrics as metrics
+from contracts import owners_table
 from contracts.idempotency_table import idempotency_key
 from contracts.settings import Settings
 from contracts.wallets_table import Attr, transaction_key, user_key, wallet_key
@@ -157,7 +158,12 @@ class WalletStore:
         """
         wallet_id = str(uuid.uuid4())
         payload = create_wallet_request(
-            self.table, wallet_id, command.user_id, self._clock_ms(), command.owner
+            self.table,
+            wallet_id,
+            command.user_id,
+            self._clock_ms(),
+            command.owner,
+            owners_table=self.settings.owners_table,
         )
         try:
             await self.calls.call("TransactWriteItems", payload)
@@ -202,6 +208,26 @@ class WalletStore:
             return False, None
         owner = item.get(Attr.OWNER)
         return True, owner["S"] if isinstance(owner, dict) else None
+
+    async def wallets_of(self, owner: str) -> list[str]:
+        """The ids of ``owner``'s wallets, oldest first: a consistent Query of the owners table."""
+        found: list[tuple[int, str]] = []
+        payload: dict[str, Any] = {
+            "TableName": self.settings.owners_table,
+            "KeyConditionExpression": "#o = :o",
+            "ExpressionAttributeNames": {"#o": owners_table.OWNER},
+            "ExpressionAttributeValues": {":o": {"S": owner}},
+            "ConsistentRead": True,
+        }
+        while True:
+            page = await self.calls.call("Query", payload)
+            found += [
+                (int(item[owners_table.CREATED_AT]["N"]), item[owners_table.WALLET_ID]["S"])
+                for item in page.get("Items", [])
+            ]
+            if "LastEvaluatedKey" not in page:
+                return [wallet for _, wallet in sorted(found)]
+            payload["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     # ---------------------------------------------------------------- outcomes
 

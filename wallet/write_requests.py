@@ -25,6 +25,7 @@ from contracts.idempotency_table import (
     WINDOW_ENDS_AT,
     idempotency_key,
 )
+from contracts.owners_table import owner_item
 from contracts.wallets_table import (
     ENTITY_TRANSACTION,
     ENTITY_USER,
@@ -234,13 +235,19 @@ def void_record_put(
 
 
 def create_wallet_request(
-    table: str, wallet_id: str, user_id: str, now_ms: int, owner: str | None = None
+    table: str,
+    wallet_id: str,
+    user_id: str,
+    now_ms: int,
+    owner: str | None = None,
+    owners_table: str | None = None,
 ) -> dict[str, Any]:
     """The wallet (version 0, balance 0, its ``owner``) and its user's claim, each only if new, in
-    one transaction.
+    one transaction, with the owner's index entry (in ``owners_table``) when it has an owner.
 
     The claim first: a cancellation's first reason then says whether the user has a wallet. The
-    owner never changes afterwards, so a check of it is never stale.
+    owner never changes afterwards, so a check of it is never stale, and its index entry
+    (:mod:`contracts.owners_table`) commits with the wallet or not at all.
     """
     wallet_item = {
         Attr.PK: _s(wallet_key(wallet_id)),
@@ -259,9 +266,10 @@ def create_wallet_request(
         Attr.ENTITY: _s(ENTITY_USER),
         Attr.WALLET_ID: _s(wallet_id),
     }
-    return {
-        "TransactItems": [{"Put": record_put(table, claim_item)}, {"Put": record_put(table, wallet_item)}]
-    }
+    items = [{"Put": record_put(table, claim_item)}, {"Put": record_put(table, wallet_item)}]
+    if owner is not None and owners_table is not None:
+        items.append({"Put": {"TableName": owners_table, "Item": owner_item(owner, wallet_id, now_ms)}})
+    return {"TransactItems": items}
 
 
 def _wallet_update(table: str, write: WalletWrite) -> dict[str, Any]:

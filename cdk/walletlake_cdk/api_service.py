@@ -70,6 +70,7 @@ from walletlake_cdk.lattice_front import (
     Front,
     build_lattice_front,
 )
+from walletlake_cdk.owners_table import OWNERS_ACTIONS
 from walletlake_cdk.storage import TABLE_KEY_ACTIONS, grant_key_via
 from walletlake_cdk.write_api import TABLE_ACTIONS
 
@@ -208,15 +209,16 @@ def _limit_endpoints(
 
     An endpoint policy is a filter on top of the callers' own policies ("Control access to VPC
     endpoints using endpoint policies", AWS PrivateLink Guide): DynamoDB, the task role's item
-    actions on the two tables; ECR, the execution role's pull of the image's repository (and the
-    authorization token, which has no resource); CloudWatch Logs, the execution role's writes to
-    the tasks' log group; S3, the reads of ECR's layer bucket the pull makes (presigned by ECR, so
-    no principal of this account signs them: the statement is bounded by its resource instead).
+    actions on its tables (and the records' history indexes); ECR, the execution role's pull of
+    the image's repository (and the authorization token, which has no resource); CloudWatch Logs,
+    the execution role's writes to the tasks' log group; S3, the reads of ECR's layer bucket the
+    pull makes (presigned by ECR, so no principal of this account signs them: the statement is
+    bounded by its resource instead).
     """
     network.gateways["DynamoDbEndpoint"].add_to_policy(
         iam.PolicyStatement(
             principals=[iam.ArnPrincipal(task_role.role_arn)],
-            actions=sorted({*TABLE_ACTIONS, *IDEMPOTENCY_ACTIONS}),
+            actions=sorted({*TABLE_ACTIONS, *IDEMPOTENCY_ACTIONS, *OWNERS_ACTIONS}),
             resources=table_arns,
         )
     )
@@ -282,6 +284,7 @@ def build_api_service(
     environment: dict[str, str],
     *,
     idempotency_table: dynamodb.Table,
+    owners_table: dynamodb.Table,
     access_logs: AccessLogDestinations | None,
 ) -> ApiService:
     """The ECS service of ``walletlake serve`` tasks behind VPC Lattice (or an internal ALB)."""
@@ -351,7 +354,12 @@ def build_api_service(
     execution_role = task.obtain_execution_role()
     _limit_endpoints(
         network,
-        table_arns=[table.table_arn, idempotency_table.table_arn],
+        table_arns=[
+            table.table_arn,
+            idempotency_table.table_arn,
+            owners_table.table_arn,
+            f"{idempotency_table.table_arn}/index/*",
+        ],
         task_role=task_role,
         execution_role=execution_role,
         repository_arn=image.repository.repository_arn,

@@ -388,6 +388,7 @@ class DeploymentConfig:
         names = {
             "table": get("table_name") or settings.table,
             "idempotency_table": get("idempotency_table_name") or settings.idempotency_table,
+            "owners_table": get("owners_table_name") or settings.owners_table,
             "lake_prefix": (get("lake_prefix") or settings.lake_prefix).strip("/"),
             "glue_database": get("glue_database") or settings.glue_database,
             "athena_workgroup": get("athena_workgroup") or settings.athena_workgroup,

@@ -17,12 +17,12 @@ from constructs import Construct, IConstruct
 from contracts.settings import ATHENA_WORKGROUP_VARIABLE
 from walletlake_cdk.analyst_access import build_analyst_policy
 from walletlake_cdk.api_service import build_api_service, front_environment
+from walletlake_cdk.api_tables import build_api_tables, grant_api_tables
 from walletlake_cdk.audit_trail import build_audit_trail
 from walletlake_cdk.catalog import analyst_workgroup, build_catalog
 from walletlake_cdk.committer import build_committer
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import build_function_assets, settings_environment
-from walletlake_cdk.idempotency_table import build_idempotency_table, grant_write_path
 from walletlake_cdk.ledger_table import build_ledger_table
 from walletlake_cdk.monitoring import (
     Monitored,
@@ -78,7 +78,7 @@ class WalletLakeStack(Stack):
         storage = build_storage(self, config)
         Aspects.of(self).add(EncryptLogGroups(storage.logs_key))
         table = build_ledger_table(self, config, storage.table_key)
-        idempotency_table = build_idempotency_table(self, config, storage.table_key)
+        api_tables = build_api_tables(self, config, storage.table_key)
         environment = settings_environment(config.settings, storage.bucket_name)
         assets = build_function_assets(self, config)
         api_role: iam.IRole
@@ -95,7 +95,8 @@ class WalletLakeStack(Stack):
                 config,
                 table,
                 api_environment,
-                idempotency_table=idempotency_table,
+                idempotency_table=api_tables.idempotency,
+                owners_table=api_tables.owners,
                 access_logs=audit.destinations if audit is not None else None,
             )
             watched_api = fleet_api(fleet.requests, fleet.server_errors, fleet.latency, fleet.service)
@@ -108,7 +109,7 @@ class WalletLakeStack(Stack):
             CfnOutput(self, "ApiLogGroupName", value=fleet.log_group.log_group_name)
             if audit is not None:
                 CfnOutput(self, "ApiAccessLogGroupName", value=audit.log_group.log_group_name)
-        grant_write_path(idempotency_table, api_role)
+        grant_api_tables(api_tables, api_role)
         consumer = build_stream_consumer(self, config, assets, table, storage, environment)
         catalog = build_catalog(self, config, storage)
         if config.iceberg:
@@ -157,7 +158,7 @@ class WalletLakeStack(Stack):
         )
 
         self.table = table
-        self.idempotency_table = idempotency_table
+        self.idempotency_table = api_tables.idempotency
         self.storage = storage
         self.consumer = consumer
         self.catalog = catalog

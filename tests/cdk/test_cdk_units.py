@@ -472,7 +472,13 @@ def test_the_alb_front_is_internal_and_scales_on_requests_per_target() -> None:
     )
     # WHEN the fleet is built
     built = build_api_service(
-        stack, config, table, {"WALLETLAKE_TABLE": "wallets"}, idempotency_table=table, access_logs=None
+        stack,
+        config,
+        table,
+        {"WALLETLAKE_TABLE": "wallets"},
+        idempotency_table=table,
+        owners_table=table,
+        access_logs=None,
     )
     template = Template.from_stack(stack)
     # THEN an internal load balancer fronts it, with no Lattice service

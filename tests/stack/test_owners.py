@@ -240,3 +240,39 @@ def test_a_wallet_with_no_owner_is_only_for_roles_granted_any_wallet(bank: tuple
     )
     assert error_of(mine) == (403, "not_wallet_owner")
     assert service.json() == {"balance": "0"}
+
+
+def test_me_lists_only_the_callers_own_wallets_both_spellings_at_once(bank: tuple[Api, WalletStore]) -> None:
+    # GIVEN Ann's two wallets and Bob's one; seed 000's `me/` (issue 44, point 6)
+    api, _ = bank
+    anns = [api.create(headers=caller("customers", ANN)) for _ in range(2)]
+    bobs = api.create(headers=caller("customers", BOB))
+    for path in ("/api/v1/wallets/me/", "/api/v1/wallets/me"):
+        # THEN each person's `me` lists their wallets only, oldest first, at once (a consistent
+        # Query of the owners table), the oldest as seed 000's `wallet`
+        ann = api.call("GET", path, headers=caller("customers", ANN)).json()
+        bob = api.call("GET", path, headers=caller("customers", BOB)).json()
+        assert ann == {"wallet": anns[0], "wallets": anns}
+        assert bob == {"wallet": bobs, "wallets": [bobs]}
+    # AND a person with no wallet gets an empty list, not another's
+    nobody = api.call("GET", "/api/v1/wallets/me/", headers=caller("customers", "cy.new@example.com"))
+    assert nobody.json() == {"wallet": None, "wallets": []}
+
+
+def test_a_service_opening_a_wallet_for_a_customer_lists_it_in_the_customers_me_not_its_own(
+    api: Api,
+) -> None:
+    # GIVEN the onboarding service (create_wallet:any) opens a wallet naming Ann as its owner
+    opened = api.call(
+        "POST",
+        "/api/v1/wallets/",
+        {"user_id": str(uuid.uuid4()), "owner": ANN},
+        headers=caller("onboarding", "on.board@example.com"),
+    )
+    assert opened.status_code == 201
+    wallet = opened.json()["id"]
+    # THEN Ann's `me` lists it and the service's own does not
+    mine = api.call("GET", "/api/v1/wallets/me/", headers=caller("payments", ANN))
+    assert mine.json() == {"wallet": wallet, "wallets": [wallet]}
+    service = api.call("GET", "/api/v1/wallets/me/", headers=caller("onboarding", "on.board@example.com"))
+    assert service.json() == {"wallet": None, "wallets": []}

@@ -40,7 +40,9 @@ def test_create_wallet_puts_the_wallet_and_the_user_claim(api: Api) -> None:
     wallet_id = response.json()["id"]
     assert str(uuid.UUID(wallet_id)) == wallet_id
     table = api.table()
-    assert table.item_count == 2
+    # the wallet, its user's claim, and its owner's entry (the default principal's, locally)
+    assert table.item_count == 3
+    assert table.owned == {("local", wallet_id)}
     wallet = table.wallets[wallet_id]
     assert wallet[Attr.PK] == wallet_key(wallet_id)
     assert (wallet[Attr.USER_ID], wallet[Attr.BALANCE], wallet[Attr.VERSION]) == (user_id, 0, 0)
@@ -57,7 +59,7 @@ def test_the_same_user_again_gets_200_and_the_same_wallet(api: Api) -> None:
     # THEN 200 with the same id and nothing new stored
     assert (first.status_code, again.status_code) == (201, 200)
     assert again.json() == first.json()
-    assert api.table().item_count == 2
+    assert api.table().item_count == 3
 
 
 MALFORMED_CREATIONS: list[tuple[Any, bytes | None]] = [
@@ -276,8 +278,12 @@ def test_balance_errors(api: Api) -> None:
     assert error_of(api.balance("nope")) == (422, "validation_error")
 
 
-def test_me_is_not_implemented(api: Api) -> None:
-    assert error_of(api.call("GET", "/api/v1/wallets/me/")) == (501, "not_implemented")
+def test_me_lists_the_local_callers_wallets_oldest_first_in_seed_000s_field_too(api: Api) -> None:
+    # GIVEN two wallets made without a trusted front (owned by the default principal, `local`)
+    first, second = api.create(), api.create()
+    # THEN both spellings of `me` list them, oldest first; `wallet` is seed 000's answer
+    for path in ("/api/v1/wallets/me/", "/api/v1/wallets/me"):
+        assert api.call("GET", path).json() == {"wallet": first, "wallets": [first, second]}
 
 
 def test_health_and_metrics(api: Api) -> None:
@@ -335,7 +341,6 @@ def test_both_spellings_of_every_route_answer_directly_and_alike(api: Api) -> No
     assert replay.status_code == 204
     assert api.call("GET", f"/api/v1/wallets/{payer}/balance").json() == {"balance": "14"}
     assert api.call("GET", f"/api/v1/wallets/{payer}/balance/").json() == {"balance": "14"}
-    assert error_of(api.call("GET", "/api/v1/wallets/me")) == (501, "not_implemented")
     assert error_of(api.call("GET", f"/api/v1/wallets/{UNKNOWN}/balance/")) == (404, "wallet_not_found")
 
 
@@ -343,7 +348,7 @@ def test_openapi_documents_every_route_with_its_statuses(api: Api) -> None:
     paths = api.openapi["paths"]
     statuses = {
         ("post", "/api/v1/wallets/"): {"200", "201", "422", "429", "401", "403", "400", "413", "500", "503"},
-        ("get", "/api/v1/wallets/me/"): {"401", "403", "400", "413", "500", "501"},
+        ("get", "/api/v1/wallets/me/"): {"200", "400", "401", "403", "413", "429", "500", "503"},
         ("put", "/api/v1/wallets/{wallet_id}/deposit/"): {
             "204",
             "404",

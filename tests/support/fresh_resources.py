@@ -16,10 +16,10 @@ import uuid
 
 import boto3
 
-from contracts.settings import IDEMPOTENCY_TABLE_VARIABLE, TABLE_VARIABLE, Settings
+from contracts.settings import IDEMPOTENCY_TABLE_VARIABLE, OWNERS_TABLE_VARIABLE, TABLE_VARIABLE, Settings
 
 #: What a ``walletlake serve`` started by hand needs to write only into the test's own tables.
-WRITE_PATH_VARIABLES = (TABLE_VARIABLE, IDEMPOTENCY_TABLE_VARIABLE)
+WRITE_PATH_VARIABLES = (TABLE_VARIABLE, IDEMPOTENCY_TABLE_VARIABLE, OWNERS_TABLE_VARIABLE)
 
 
 def fresh_settings(**overrides: object) -> Settings:
@@ -28,6 +28,7 @@ def fresh_settings(**overrides: object) -> Settings:
     return Settings.from_env().replace(
         table=f"wallets-{suffix}",
         idempotency_table=f"idempotency-{suffix}",
+        owners_table=f"owners-{suffix}",
         checkpoint_table=f"checkpoints-{suffix}",
         lease_table=f"leases-{suffix}",
         bucket=f"lake-{suffix}",
@@ -45,7 +46,13 @@ def write_path_env(settings: Settings) -> dict[str, str]:
 def remove_resources(settings: Settings) -> None:
     """Delete the tables and the bucket ``fresh_settings`` named (what is already gone is skipped)."""
     dynamodb = boto3.client("dynamodb", region_name=settings.region)
-    tables = (settings.table, settings.idempotency_table, settings.checkpoint_table, settings.lease_table)
+    tables = (
+        settings.table,
+        settings.idempotency_table,
+        settings.owners_table,
+        settings.checkpoint_table,
+        settings.lease_table,
+    )
     for table in tables:
         with contextlib.suppress(dynamodb.exceptions.ResourceNotFoundException):
             dynamodb.delete_table(TableName=table)

@@ -556,6 +556,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
     return {
         "WALLETLAKE_TABLE": settings.table,
         "WALLETLAKE_IDEMPOTENCY_TABLE": settings.idempotency_table,
+        "WALLETLAKE_OWNERS_TABLE": settings.owners_table,
         "WALLETLAKE_BUCKET": settings.bucket,
         "WALLETLAKE_LAKE_PREFIX": settings.lake_prefix,
         "WALLETLAKE_CHECKPOINT_TABLE": settings.checkpoint_table,

@@ -42,10 +42,13 @@ class TableContents:
     claims: dict[str, dict[str, Any]]
     transactions: list[dict[str, Any]]
     records: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    #: the owners table's entries, as (owner, wallet id) pairs
+    owned: set[tuple[str, str]] = dataclasses.field(default_factory=set)
 
     @property
     def item_count(self) -> int:
-        return len(self.wallets) + len(self.claims) + len(self.transactions) + len(self.records)
+        items = (self.wallets, self.claims, self.transactions, self.records, self.owned)
+        return sum(len(part) for part in items)
 
 
 def contents(settings: Settings) -> TableContents:
@@ -68,6 +71,7 @@ def contents(settings: Settings) -> TableContents:
             (i for i in items if i[Attr.ENTITY] == ENTITY_TRANSACTION), key=lambda i: i[Attr.CREATED_AT]
         ),
         records={i[Attr.PK]: i for i in records if i[Attr.WALLET_ID] in wallets},
+        owned={(i[Attr.OWNER], i[Attr.WALLET_ID]) for i in scan(settings, settings.owners_table)},
     )
 
 

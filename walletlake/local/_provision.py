@@ -16,6 +16,7 @@ from botocore.exceptions import ClientError
 from contracts.checkpoint_table import CHECKPOINT_TABLE
 from contracts.idempotency_table import IDEMPOTENCY_TABLE
 from contracts.lease_table import LEASE_TABLE
+from contracts.owners_table import OWNERS_TABLE
 from contracts.settings import Settings
 from contracts.wallets_table import WALLETS_TABLE, TableSpec
 from lake.glue import all_table_inputs
@@ -39,6 +40,7 @@ def provision(settings: Settings, session: boto3.Session | None = None) -> list[
     return [
         ensure_table(dynamodb, settings.table, WALLETS_TABLE),
         ensure_table(dynamodb, settings.idempotency_table, IDEMPOTENCY_TABLE),
+        ensure_table(dynamodb, settings.owners_table, OWNERS_TABLE),
         ensure_table(dynamodb, settings.checkpoint_table, CHECKPOINT_TABLE),
         ensure_table(dynamodb, settings.lease_table, LEASE_TABLE),
         ensure_bucket(s3, settings.bucket, settings.region),
@@ -48,17 +50,34 @@ def provision(settings: Settings, session: boto3.Session | None = None) -> list[
 
 
 def ensure_table(dynamodb: DynamoDBClient, name: str, spec: TableSpec) -> str:
-    """Create an on-demand table with ``spec``'s key, stream and TTL unless it exists."""
+    """Create an on-demand table with ``spec``'s keys, indexes, stream and TTL unless it exists."""
     try:
         dynamodb.describe_table(TableName=name)
         created = False
     except dynamodb.exceptions.ResourceNotFoundException:
         kwargs: dict[str, object] = {
             "TableName": name,
-            "AttributeDefinitions": [{"AttributeName": spec.partition_key, "AttributeType": "S"}],
-            "KeySchema": [{"AttributeName": spec.partition_key, "KeyType": "HASH"}],
+            "AttributeDefinitions": [
+                {"AttributeName": key.name, "AttributeType": key.type} for key in spec.key_attributes
+            ],
+            "KeySchema": [
+                {"AttributeName": spec.partition_key, "KeyType": "HASH"},
+                *([{"AttributeName": spec.sort_key.name, "KeyType": "RANGE"}] if spec.sort_key else []),
+            ],
             "BillingMode": "PAY_PER_REQUEST",
         }
+        if spec.indexes:
+            kwargs["GlobalSecondaryIndexes"] = [
+                {
+                    "IndexName": index.name,
+                    "KeySchema": [
+                        {"AttributeName": index.partition_key.name, "KeyType": "HASH"},
+                        {"AttributeName": index.sort_key.name, "KeyType": "RANGE"},
+                    ],
+                    "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(index.projected)},
+                }
+                for index in spec.indexes
+            ]
         if spec.stream_view_type:
             kwargs["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": spec.stream_view_type}
         dynamodb.create_table(**kwargs)  # type: ignore[arg-type]
