@@ -32,6 +32,8 @@ DEFAULT_OPERATIONS: Final[tuple[Operation, ...]] = ("create_wallet", "transfer",
 #: A wallet id as the server accepts it (a UUID, 36 characters), spelled for Lattice's resource
 #: paths: ``?`` matches one character, so a wallet's path cannot also match a longer route's.
 _WALLET_GLOB: Final = "????????-????-????-????-????????????"
+#: A transaction id (a UUID too), spelled the same way.
+_TXN_GLOB: Final = _WALLET_GLOB
 API_PREFIX: Final = "/api/v1/wallets"
 #: Each path parameter a route template may hold: (its pattern for the server, its Lattice glob).
 #: A parameter is one path segment; a nonce's glob is ``*`` (its characters are the server's to check).
@@ -39,6 +41,7 @@ _PARAMETERS: Final[dict[str, tuple[str, str]]] = {
     "wallet_id": (r"[^/]+", _WALLET_GLOB),
     "target_wallet_id": (r"[^/]+", _WALLET_GLOB),
     "nonce": (r"[^/]+", "*"),
+    "txn_id": (r"[^/]+", _TXN_GLOB),
 }
 _PARAMETER: Final = re.compile(r"\{(\w+)\}")
 #: A control character (Unicode category Cc: C0, DEL, C1). A path holding one is no route: ``$`` in
@@ -127,6 +130,14 @@ ROUTES: Final[tuple[Route, ...]] = (
     _route("my_wallet", "read", "GET", f"{API_PREFIX}/me/"),
     _route("deposit", "deposit", "PUT", f"{API_PREFIX}/{{wallet_id}}/deposit/"),
     _route("transfer", "transfer", "PUT", f"{API_PREFIX}/{{wallet_id}}/transfer/{{target_wallet_id}}/"),
+    _route("history", "read", "GET", f"{API_PREFIX}/{{wallet_id}}/transactions/"),
+    _route(
+        "history_entry",
+        "read",
+        "GET",
+        f"{API_PREFIX}/{{wallet_id}}/transactions/by-id/{{txn_id}}",
+        both_spellings=False,
+    ),
     _route(
         "transaction",
         "read",

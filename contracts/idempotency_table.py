@@ -18,7 +18,15 @@ from __future__ import annotations
 
 from typing import Final
 
-from contracts.wallets_table import PARTITION_KEY, TTL_ATTRIBUTE, Attr, TableSpec, caller_tag
+from contracts.wallets_table import (
+    PARTITION_KEY,
+    TTL_ATTRIBUTE,
+    Attr,
+    IndexSpec,
+    KeyAttribute,
+    TableSpec,
+    caller_tag,
+)
 
 #: A record's TTL attribute, epoch seconds: the end of its window plus :data:`TTL_MARGIN_SECONDS`.
 #: A record is put only where none exists (``attribute_not_exists(pk)``), whatever any clock says,
@@ -48,8 +56,36 @@ OUTCOME_VOID: Final = "void"
 REFUSAL: Final = "refusal"
 REFUSED_WALLET: Final = "refused_wallet_id"
 
-#: No stream (nothing reads the records' changes), TTL on ``expires_at``.
-IDEMPOTENCY_TABLE: Final = TableSpec(partition_key=PARTITION_KEY, ttl_attribute=EXPIRES_AT)
+#: What a wallet's history needs of a record beside the index's keys (:mod:`wallet.history_hot`).
+_HISTORY_PROJECTION: Final = (
+    Attr.TXN_ID,
+    Attr.TYPE,
+    Attr.AMOUNT,
+    Attr.NONCE,
+    Attr.WALLET_ID,
+    Attr.TO_WALLET_ID,
+    Attr.INITIATED_BY,
+    OUTCOME,
+)
+#: A wallet's requests by time: its deposits and the transfers it paid (the addressed wallet).
+BY_WALLET: Final = IndexSpec(
+    "by_wallet", KeyAttribute(Attr.WALLET_ID), KeyAttribute(Attr.CREATED_AT, "N"), _HISTORY_PROJECTION
+)
+#: A wallet's received transfers by time (sparse: only transfers have ``to_wallet_id``).
+BY_PAYEE: Final = IndexSpec(
+    "by_payee", KeyAttribute(Attr.TO_WALLET_ID), KeyAttribute(Attr.CREATED_AT, "N"), _HISTORY_PROJECTION
+)
+
+#: No stream (nothing reads the records' changes), TTL on ``expires_at``. The two indexes are a
+#: wallet's recent movements by time, the hot side of ``GET …/transactions`` (the lake has the
+#: rest): a record lives the idempotency window and a day (3 days by default), far longer than the
+#: lake lags behind, and indexing it costs no action in the movement's transaction (an index is
+#: written by DynamoDB, 1 write unit per projected record under 1 KB, not 2 as a transaction's
+#: item). Each index partition takes at most 1,000 write units a second: a wallet's item already
+#: caps it at 500 transactions a second (2 units each), so no index key is hotter than its wallet.
+IDEMPOTENCY_TABLE: Final = TableSpec(
+    partition_key=PARTITION_KEY, ttl_attribute=EXPIRES_AT, indexes=(BY_WALLET, BY_PAYEE)
+)
 
 #: What a record holds: the request's fingerprint and its outcome, all a replay and
 #: ``GET .../transactions/{nonce}`` answer with (``to_wallet_id`` only for transfers). The names are

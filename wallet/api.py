@@ -98,6 +98,8 @@ from wallet.errors import (
     WalletError,
     WalletNotFoundError,
 )
+from wallet.history import LakeEntries, WalletHistory
+from wallet.history_api import add_history_routes
 from wallet.http_errors import (
     JSON_MEDIA_TYPE,
     error_response,
@@ -134,7 +136,9 @@ _Nonce = Annotated[
 ]
 
 
-def create_app(settings: Settings | None = None, *, store: WalletStore | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None, *, store: WalletStore | None = None, lake: LakeEntries | None = None
+) -> FastAPI:
     """Build the API around one :class:`~wallet.store.WalletStore` (one DynamoDB connection pool).
 
     ``settings`` default to :meth:`Settings.from_env`; the DynamoDB endpoint and credentials come
@@ -329,6 +333,7 @@ def create_app(settings: Settings | None = None, *, store: WalletStore | None = 
     async def healthz(request: Request) -> Response:
         return Response(b'{"status":"ok"}', media_type=_JSON)
 
+    add_history_routes(app, WalletHistory(store, lake), telemetry)
     _add_metrics(app, telemetry, served=settings.admin_routes)
 
     return app

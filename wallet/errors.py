@@ -253,3 +253,35 @@ class OwnerNotPermittedError(WalletError):
             f"only a caller granted create_wallet:any may create a wallet for another owner ({owner!r}); "
             "nothing was created"
         )
+
+
+class HistoryUnavailableError(WalletError):
+    """A page of history cannot be answered whole yet: DynamoDB does not account for every entry
+    newer than the lake (an index a moment behind its table, or the lake days behind); ask again."""
+
+    code = "history_catching_up"
+
+    def __init__(self, detail: str, retry_after: int = 1) -> None:
+        super().__init__(f"{detail}; nothing is answered rather than a page with a hole, ask again")
+        self.retry_after = retry_after
+
+
+class LakeNeededError(WalletError):
+    """The wallet's history reaches past DynamoDB and this server reads no lake (a plain Parquet lake)."""
+
+    code = "history_needs_lake"
+
+    def __init__(self, wallet_id: str) -> None:
+        super().__init__(
+            f"wallet {wallet_id}'s older entries are only in the lake, which this server does not read "
+            "(the history reads the Iceberg lake: WALLETLAKE_LAKE_FORMAT=iceberg)"
+        )
+
+
+class EntryNotFoundError(WalletError):
+    """The wallet has no entry of this transaction."""
+
+    code = "entry_not_found"
+
+    def __init__(self, wallet_id: str, txn_id: str) -> None:
+        super().__init__(f"wallet {wallet_id} has no entry of transaction {txn_id}")

@@ -13,9 +13,12 @@ from starlette.responses import Response
 
 from wallet.errors import (
     BalanceLimitExceededError,
+    EntryNotFoundError,
+    HistoryUnavailableError,
     IdempotencyKeyReusedError,
     InsufficientFundsError,
     InvalidRequestError,
+    LakeNeededError,
     NonceExpiredError,
     NonceVoidedError,
     OutcomePendingError,
@@ -46,6 +49,9 @@ ERROR_STATUS: Final[dict[type[WalletError], int]] = {
     StoreUnavailableError: 503,
     StoreRejectedError: 500,
     OwnerNotPermittedError: 403,
+    EntryNotFoundError: 404,
+    HistoryUnavailableError: 503,
+    LakeNeededError: 501,
 }
 
 

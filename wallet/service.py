@@ -24,6 +24,7 @@ from wallet.api import create_app
 from wallet.audit import AuditTrail, open_sink
 from wallet.authorization import Gatekeeper
 from wallet.body_limit import BodyLimit
+from wallet.history import LakeEntries
 from wallet.movement_routes import MovementRoutes
 from wallet.ownership import OwnerGate
 from wallet.routing import PathGuard
@@ -39,14 +40,18 @@ LOCAL_MODE_BANNER: Final = (
 )
 
 
-def create_service(settings: Settings | None = None, *, store: WalletStore | None = None) -> ASGIApp:
+def create_service(
+    settings: Settings | None = None, *, store: WalletStore | None = None, lake: LakeEntries | None = None
+) -> ASGIApp:
     """What ``walletlake serve`` and the Lambda run: one store, the app and its layers (module doc)."""
     settings = settings or Settings.from_env()
     if settings.trust_front == "none":
         _logger.warning(LOCAL_MODE_BANNER, settings.default_principal, settings.default_principal)
     store = store or WalletStore(settings)
     served: ASGIApp = BodyLimit(
-        OwnerGate(MovementRoutes(create_app(settings, store=store), store, settings), settings, store),
+        OwnerGate(
+            MovementRoutes(create_app(settings, store=store, lake=lake), store, settings), settings, store
+        ),
         store.telemetry,
     )
     served = PathGuard(Gatekeeper(served, settings, store.telemetry), store.telemetry)

@@ -30,6 +30,7 @@ from typing import Final
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from contracts.settings import Settings
+from lake.ledger_history import LakeLedger
 from wallet.admission import AdmissionControl
 from wallet.emf import EmfPublisher
 from wallet.service import create_service
@@ -66,6 +67,11 @@ def freeze_startup_heap() -> int:
     return gc.get_freeze_count()
 
 
+def history_lake(settings: Settings) -> LakeLedger | None:
+    """The lake a wallet's history reads beyond DynamoDB: the Iceberg ledger (none for a plain lake)."""
+    return LakeLedger(settings) if settings.lake_format == "iceberg" else None
+
+
 def create_server(settings: Settings | None = None, *, store: WalletStore | None = None) -> ASGIApp:
     """What every ``walletlake serve`` worker runs: the service behind admission control, with a lifespan.
 
@@ -75,7 +81,7 @@ def create_server(settings: Settings | None = None, *, store: WalletStore | None
     settings = settings or Settings.from_env()
     store = store or WalletStore(settings)
     admitted = AdmissionControl(
-        create_service(settings, store=store),
+        create_service(settings, store=store, lake=history_lake(settings)),
         limit=settings.max_requests_in_flight,
         telemetry=store.telemetry,
     )

@@ -60,7 +60,7 @@ from constructs import Construct
 from contracts.settings import LATTICE_SERVICE_ARN_VARIABLE, environment_for
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import log_retention
-from walletlake_cdk.idempotency_table import IDEMPOTENCY_ACTIONS
+from walletlake_cdk.idempotency_table import HISTORY_ACTIONS, IDEMPOTENCY_ACTIONS
 from walletlake_cdk.lambda_code import PROJECT_ROOT
 from walletlake_cdk.lattice_front import (
     CONTAINER_PORT,
@@ -218,7 +218,7 @@ def _limit_endpoints(
     network.gateways["DynamoDbEndpoint"].add_to_policy(
         iam.PolicyStatement(
             principals=[iam.ArnPrincipal(task_role.role_arn)],
-            actions=sorted({*TABLE_ACTIONS, *IDEMPOTENCY_ACTIONS, *OWNERS_ACTIONS}),
+            actions=sorted({*TABLE_ACTIONS, *IDEMPOTENCY_ACTIONS, *HISTORY_ACTIONS, *OWNERS_ACTIONS}),
             resources=table_arns,
         )
     )

@@ -30,12 +30,16 @@ from constructs import Construct
 from contracts.idempotency_table import IDEMPOTENCY_TABLE
 from contracts.wallets_table import TableSpec
 from walletlake_cdk.config import DeploymentConfig
+from walletlake_cdk.owners_table import key_attribute
 from walletlake_cdk.storage import TABLE_KEY_ACTIONS, grant_key_via
 
 #: What the write path does on the records, and nothing else: PutItem (the record's Put inside
 #: TransactWriteItems, which IAM authorizes per contained operation) and GetItem (a replay whose
 #: refusal did not return the record; ``GET .../transactions/{nonce}``).
 IDEMPOTENCY_ACTIONS: Final = ("dynamodb:GetItem", "dynamodb:PutItem")
+#: What a wallet's history does on the records' indexes (:data:`contracts.idempotency_table.BY_WALLET`
+#: and ``BY_PAYEE``), and nothing else.
+HISTORY_ACTIONS: Final = ("dynamodb:Query",)
 
 
 def build_idempotency_table(
@@ -45,7 +49,7 @@ def build_idempotency_table(
     if spec.stream_view_type is not None:
         raise ValueError("the idempotency table has no stream: nothing reads the records' changes")
     warm = config.warm_write_units_per_second
-    return dynamodb.Table(
+    table = dynamodb.Table(
         scope,
         "IdempotencyTable",
         table_name=config.settings.idempotency_table,
@@ -61,12 +65,24 @@ def build_idempotency_table(
         removal_policy=RemovalPolicy.RETAIN,
         warm_throughput=dynamodb.WarmThroughput(write_units_per_second=warm) if warm else None,
     )
+    for index in spec.indexes:
+        table.add_global_secondary_index(
+            index_name=index.name,
+            partition_key=key_attribute(index.partition_key),
+            sort_key=key_attribute(index.sort_key),
+            projection_type=dynamodb.ProjectionType.INCLUDE,
+            non_key_attributes=list(index.projected),
+        )
+    return table
 
 
 def grant_write_path(table: dynamodb.Table, role: iam.IRole) -> None:
     """Let the write path's role (API tasks or API function) put and read records, nothing else."""
     role.add_to_principal_policy(
         iam.PolicyStatement(actions=list(IDEMPOTENCY_ACTIONS), resources=[table.table_arn])
+    )
+    role.add_to_principal_policy(
+        iam.PolicyStatement(actions=list(HISTORY_ACTIONS), resources=[f"{table.table_arn}/index/*"])
     )
     if table.encryption_key is not None:
         grant_key_via(role, table.encryption_key, "dynamodb", *TABLE_KEY_ACTIONS)

@@ -14,6 +14,7 @@ import httpx
 from contracts.settings import Settings
 from support.wallet_table import TableContents, contents
 from wallet.api import create_app
+from wallet.history import LakeEntries
 from wallet.service import create_service
 from wallet.store import WalletStore
 from walletlake.api_server import ThreadedApiServer
@@ -99,10 +100,14 @@ def error_of(response: httpx.Response) -> tuple[int, str]:
 
 @contextlib.contextmanager
 def serve(
-    settings: Settings, store: WalletStore | None = None, *, movement_routes: bool = True
+    settings: Settings,
+    store: WalletStore | None = None,
+    *,
+    movement_routes: bool = True,
+    lake: LakeEntries | None = None,
 ) -> Iterator[Api]:
-    """The app (optionally around a prepared store) on a free loopback port, with a client."""
-    app = (create_service if movement_routes else create_app)(settings, store=store)
+    """The app (optionally around a prepared store, reading ``lake``) on a free loopback port, with a client."""
+    app = (create_service if movement_routes else create_app)(settings, store=store, lake=lake)
     # The document from the app itself: behind a trusted front /openapi.json asks for a caller too.
     openapi = create_app(settings.replace(trust_front="none"), store=store).openapi()
     with ThreadedApiServer(app) as server, httpx.Client(base_url=server.url, timeout=30) as http:

@@ -1,0 +1,176 @@
+"""A wallet's entries from the lake's Iceberg ledger, read directly by the API: never an Athena query.
+
+The ledger is partitioned by day (``identity(dt)``) and each day's compacted files are sorted by
+wallet, so a wallet's rows of a day sit in a few row groups of one file: a scan filtered on the
+day range and the wallet opens only those (partition pruning in the manifests, the files' column
+bounds, then the row groups' statistics). A page walks back from its newest day in windows that
+double (1, 2, 4 … days) until it has its entries or reaches the wallet's creation, so a busy
+wallet costs one window and a quiet one a handful, never a scan of its whole life.
+
+The table's metadata is kept per process and reloaded every :data:`METADATA_SECONDS` (with a new
+catalog client, so the task role's rotated credentials are used): a page reads one snapshot, whose
+newest version of the wallet is the seam with DynamoDB (:mod:`wallet.history_seam`). A snapshot
+outlives this reuse many times over (expiry keeps 2 hours), and a data file found gone (a
+compaction's input, deleted after expiry) makes one reload and one retry.
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+from contracts.history_entry import Boundary, HistoryEntry
+from contracts.lake_tables import INITIATED_BY, PARTITION_COLUMN
+from contracts.settings import Settings
+from lake.iceberg_catalog import open_catalog
+from lake.iceberg_tables import identifier
+
+if TYPE_CHECKING:
+    from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.table import Table
+
+#: Seconds a process reuses the ledger's metadata before loading it again.
+METADATA_SECONDS: Final = 30.0
+#: The ledger's columns a history entry is made of.
+COLUMNS: Final = (
+    "wallet_version",
+    "created_at",
+    "txn_id",
+    "nonce",
+    "txn_type",
+    "direction",
+    "amount",
+    "delta",
+    "counterparty_wallet_id",
+    "balance_after",
+    INITIATED_BY,
+)
+_DAY: Final = datetime.timedelta(days=1)
+_EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+class LakeLedger:
+    """The ledger table of one lake, its metadata reused for :data:`METADATA_SECONDS`."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        metadata_seconds: float = METADATA_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.metadata_seconds = metadata_seconds
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._table: Table | None = None
+        self._loaded_at = 0.0
+
+    def table(self, *, fresh: bool = False) -> Table:
+        """The ledger at a snapshot at most ``metadata_seconds`` old (``fresh``: loaded now)."""
+        with self._lock:
+            now = self._clock()
+            if fresh or self._table is None or now - self._loaded_at >= self.metadata_seconds:
+                catalog = open_catalog(self.settings)
+                self._table = catalog.load_table(identifier(self.settings.glue_database, "ledger"))
+                self._loaded_at = now
+            return self._table
+
+    def newest(
+        self,
+        wallet_id: str,
+        *,
+        limit: int,
+        below: int | None,
+        newest_day: datetime.date,
+        oldest_day: datetime.date,
+        admits: Callable[[HistoryEntry], bool] = lambda entry: True,
+        table: Table | None = None,
+    ) -> list[HistoryEntry]:
+        """Up to ``limit`` of the wallet's newest admitted entries below version ``below``, newest first,
+        from days ``oldest_day`` … ``newest_day``."""
+        table = table or self.table()
+        found: list[HistoryEntry] = []
+        high, width = newest_day, 1
+        while high >= oldest_day and len(found) < limit:
+            low = max(oldest_day, high - (width - 1) * _DAY)
+            found += [entry for entry in self._scan(table, wallet_id, low, high, below) if admits(entry)]
+            high, width = low - _DAY, width * 2
+        found.sort(key=lambda entry: entry.version, reverse=True)
+        return found[:limit]
+
+    def boundary(
+        self, wallet_id: str, *, newest_day: datetime.date, oldest_day: datetime.date, table: Table
+    ) -> Boundary:
+        """The lake's newest entry of the wallet at ``table``'s snapshot (version 0: none yet)."""
+        found = self.newest(
+            wallet_id, limit=1, below=None, newest_day=newest_day, oldest_day=oldest_day, table=table
+        )
+        if not found:
+            return Boundary()
+        newest = found[0]
+        return Boundary(newest.version, newest.created_at_ms, newest.balance_after)
+
+    def entry(self, wallet_id: str, txn_id: str) -> HistoryEntry | None:
+        """The wallet's entry of a transaction, from every day (a lookup, not a page)."""
+        from pyiceberg.expressions import And
+
+        rows = self._read(self.table(), And(_equal("wallet_id", wallet_id), _equal("txn_id", txn_id)))
+        return rows[0] if rows else None
+
+    def _scan(
+        self, table: Table, wallet_id: str, low: datetime.date, high: datetime.date, below: int | None
+    ) -> list[HistoryEntry]:
+        from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan, LessThanOrEqual, Reference
+        from pyiceberg.expressions.literals import literal
+
+        condition: BooleanExpression = And(
+            _equal("wallet_id", wallet_id),
+            And(
+                GreaterThanOrEqual(term=Reference(PARTITION_COLUMN), value=literal(low.isoformat())),
+                LessThanOrEqual(term=Reference(PARTITION_COLUMN), value=literal(high.isoformat())),
+            ),
+        )
+        if below is not None:
+            condition = And(condition, LessThan(term=Reference("wallet_version"), value=literal(below)))
+        return self._read(table, condition)
+
+    def _read(self, table: Table, condition: BooleanExpression) -> list[HistoryEntry]:
+        try:
+            arrow = table.scan(row_filter=condition, selected_fields=COLUMNS).to_arrow()
+        except FileNotFoundError:
+            # a file of this snapshot is gone (compacted away and deleted): read a newer snapshot
+            arrow = self.table(fresh=True).scan(row_filter=condition, selected_fields=COLUMNS).to_arrow()
+        return [_entry(row) for row in arrow.to_pylist()]
+
+
+def _equal(column: str, value: str) -> BooleanExpression:
+    from pyiceberg.expressions import EqualTo, Reference
+    from pyiceberg.expressions.literals import literal
+
+    return EqualTo(term=Reference(column), value=literal(value))
+
+
+def _entry(row: dict[str, Any]) -> HistoryEntry:
+    created: datetime.datetime = row["created_at"]
+    return HistoryEntry(
+        version=row["wallet_version"],
+        created_at_ms=(created - _EPOCH) // datetime.timedelta(milliseconds=1),
+        txn_id=row["txn_id"],
+        nonce=row["nonce"],
+        txn_type=row["txn_type"],
+        direction=row["direction"],
+        amount=row["amount"],
+        delta=row["delta"],
+        counterparty=row["counterparty_wallet_id"],
+        balance_after=row["balance_after"],
+        initiated_by=row[INITIATED_BY],
+    )
+
+
+def day_of(ms: int) -> datetime.date:
+    """The UTC day of an epoch-milliseconds time (the ledger's ``dt`` of an entry made then)."""
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).date()
