@@ -17,10 +17,10 @@ owner rule applies as to a balance: an owner reads their own wallets' history on
 from __future__ import annotations
 
 import datetime
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
 import orjson
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Path, Request
 from fastapi.responses import Response
 
 from contracts.caller_permissions import ROUTE_NAMED
@@ -41,6 +41,9 @@ from wallet.http_errors import JSON_MEDIA_TYPE
 from wallet.table_routes import serve
 from wallet.telemetry import Telemetry
 
+# Path parameters as documented (the handler checks them itself, with the API's own 422)
+_WalletId = Annotated[str, Path(description="the wallet", pattern=validation.UUID_PATTERN)]
+_TxnId = Annotated[str, Path(description="the transaction's id", pattern=validation.UUID_PATTERN)]
 _QUERY_FIELDS: Final = frozenset({"from", "to", "limit", "cursor"})
 _EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
@@ -69,6 +72,36 @@ ENTRY_SCHEMA: Final[dict[str, Any]] = {
         "initiated_by": {"type": ["string", "null"]},
     },
 }
+#: The page's query parameters, as the OpenAPI document describes them.
+QUERY_PARAMETERS: Final[list[dict[str, Any]]] = [
+    {
+        "name": "from",
+        "in": "query",
+        "required": False,
+        "description": "entries at or after this instant (RFC 3339 with its offset)",
+        "schema": {"type": "string", "format": "date-time"},
+    },
+    {
+        "name": "to",
+        "in": "query",
+        "required": False,
+        "description": "entries before this instant (RFC 3339 with its offset), after `from`",
+        "schema": {"type": "string", "format": "date-time"},
+    },
+    {
+        "name": "limit",
+        "in": "query",
+        "required": False,
+        "schema": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": DEFAULT_PAGE},
+    },
+    {
+        "name": "cursor",
+        "in": "query",
+        "required": False,
+        "description": "the previous page's `next_cursor` (only a cursor this API made is accepted)",
+        "schema": {"type": "string"},
+    },
+]
 PAGE_SCHEMA: Final[dict[str, Any]] = {
     "type": "object",
     "required": ["wallet_id", "entries", "next_cursor"],
@@ -90,6 +123,7 @@ def add_history_routes(app: FastAPI, pages: WalletHistory, telemetry: Telemetry)
         tags=["wallets"],
         summary="Every entry of the wallet ever, newest first, a page at a time",
         response_class=Response,
+        openapi_extra={"parameters": QUERY_PARAMETERS},
         responses={
             200: json_response("A page of the wallet's entries.", PAGE_SCHEMA),
             **errors(
@@ -102,7 +136,7 @@ def add_history_routes(app: FastAPI, pages: WalletHistory, telemetry: Telemetry)
             ),
         },
     )
-    async def history(request: Request, wallet_id: str) -> Response:
+    async def history(request: Request, wallet_id: _WalletId) -> Response:
         wallet = validation.parse_uuid(wallet_id, "wallet_id").lower()
         page = await pages.page(page_request(wallet, dict(request.query_params)))
         telemetry.response(200)
@@ -126,7 +160,7 @@ def add_history_routes(app: FastAPI, pages: WalletHistory, telemetry: Telemetry)
             ),
         },
     )
-    async def history_entry(request: Request, wallet_id: str, txn_id: str) -> Response:
+    async def history_entry(request: Request, wallet_id: _WalletId, txn_id: _TxnId) -> Response:
         wallet = validation.parse_uuid(wallet_id, "wallet_id").lower()
         transaction = validation.parse_uuid(txn_id, "txn_id").lower()
         entry = await pages.entry(wallet, transaction)

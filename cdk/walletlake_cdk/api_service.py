@@ -60,7 +60,7 @@ from constructs import Construct
 from contracts.settings import LATTICE_SERVICE_ARN_VARIABLE, environment_for
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import log_retention
-from walletlake_cdk.idempotency_table import HISTORY_ACTIONS, IDEMPOTENCY_ACTIONS
+from walletlake_cdk.idempotency_table import HISTORY_ACTIONS, IDEMPOTENCY_ACTIONS, index_arns
 from walletlake_cdk.lambda_code import PROJECT_ROOT
 from walletlake_cdk.lattice_front import (
     CONTAINER_PORT,
@@ -358,7 +358,7 @@ def build_api_service(
             table.table_arn,
             idempotency_table.table_arn,
             owners_table.table_arn,
-            f"{idempotency_table.table_arn}/index/*",
+            *index_arns(idempotency_table),
         ],
         task_role=task_role,
         execution_role=execution_role,

@@ -76,13 +76,18 @@ def build_idempotency_table(
     return table
 
 
+def index_arns(table: dynamodb.ITable, spec: TableSpec = IDEMPOTENCY_TABLE) -> list[str]:
+    """The ARNs of the records' indexes, each by name (a wildcard would grant indexes added later)."""
+    return [f"{table.table_arn}/index/{index.name}" for index in spec.indexes]
+
+
 def grant_write_path(table: dynamodb.Table, role: iam.IRole) -> None:
     """Let the write path's role (API tasks or API function) put and read records, nothing else."""
     role.add_to_principal_policy(
         iam.PolicyStatement(actions=list(IDEMPOTENCY_ACTIONS), resources=[table.table_arn])
     )
     role.add_to_principal_policy(
-        iam.PolicyStatement(actions=list(HISTORY_ACTIONS), resources=[f"{table.table_arn}/index/*"])
+        iam.PolicyStatement(actions=list(HISTORY_ACTIONS), resources=index_arns(table))
     )
     if table.encryption_key is not None:
         grant_key_via(role, table.encryption_key, "dynamodb", *TABLE_KEY_ACTIONS)

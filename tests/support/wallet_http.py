@@ -106,7 +106,7 @@ def serve(
     movement_routes: bool = True,
     lake: LakeEntries | None = None,
 ) -> Iterator[Api]:
-    """The app (optionally around a prepared store, reading ``lake``) on a free loopback port, with a client."""
+    """The app (around ``store``, reading ``lake``, when given) on a free loopback port, with a client."""
     app = (create_service if movement_routes else create_app)(settings, store=store, lake=lake)
     # The document from the app itself: behind a trusted front /openapi.json asks for a caller too.
     openapi = create_app(settings.replace(trust_front="none"), store=store).openapi()

@@ -49,6 +49,9 @@ CONCRETE = {
     ("GET", f"/api/v1/wallets/{WALLET}/balance"): "read",
     ("GET", f"/api/v1/wallets/{WALLET}/balance/"): "read",
     ("GET", f"/api/v1/wallets/{WALLET}/transactions/n-1"): "read",
+    ("GET", f"/api/v1/wallets/{WALLET}/transactions"): "read",
+    ("GET", f"/api/v1/wallets/{WALLET}/transactions/"): "read",
+    ("GET", f"/api/v1/wallets/{WALLET}/transactions/by-id/{PAYEE}"): "read",
     ("GET", "/api/v1/wallets/me/"): "read",
     ("GET", "/api/v1/wallets/me"): "read",
 }
@@ -73,7 +76,7 @@ def test_every_wallet_route_of_the_api_document_is_an_operation() -> None:
     found = {}
     for template, operations in paths.items():
         concrete = template.replace("{wallet_id}", WALLET).replace("{target_wallet_id}", PAYEE)
-        concrete = concrete.replace("{nonce}", "n-1")
+        concrete = concrete.replace("{nonce}", "n-1").replace("{txn_id}", PAYEE)
         for method in operations:
             found[(method.upper(), concrete)] = operation_of(method.upper(), concrete)
     # THEN each is the operation its name says, and only the operators' routes are none
