@@ -373,12 +373,14 @@ def test_api_role_holds_exactly_the_write_path_actions_on_the_table(
     table_id, _ = wallets_table(built)
     statements = policy_statements(built, role_id)
     # WHEN the DynamoDB statements are collected
-    # (its grant on the idempotency table is tests/cdk/test_idempotency_table.py's)
-    records = {"Fn::GetAtt": [built.logical_id("AWS::DynamoDB::Table", "IdempotencyTable"), "Arn"]}
+    # (its grants on the idempotency and owners tables are tests/cdk/test_idempotency_table.py's
+    # and tests/cdk/test_owners_table.py's)
+    table_arn = {"Fn::GetAtt": [table_id, "Arn"]}
     dynamodb = [
         s
         for s in statements
-        if any(a.startswith("dynamodb:") for a in as_list(s["Action"])) and s["Resource"] != records
+        if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))
+        and table_arn in as_list(s["Resource"])
     ]
     # THEN there is one, with the write path's actions, on the table only
     assert len(dynamodb) == 1

@@ -19,6 +19,7 @@ from test_cdk import BUCKET, CONTEXT, Synthesized, as_list, policy_statements, r
 from contracts import api_metrics
 from contracts.audit_log import ACCESS_LOG_PREFIX, ACCESS_LOG_RETENTION_DAYS, AUDIT_COLUMNS, AUDIT_TABLE
 from contracts.caller_permissions import OPERATIONS, ROUTES, CallerPermissions
+from contracts.idempotency_table import IDEMPOTENCY_TABLE
 from contracts.settings import Settings
 from walletlake_cdk.monitoring import REFUSED_REQUESTS_ALARM
 from walletlake_cdk.nightly import RECONCILE_CLASSIFY_HANDLER, SNAPSHOT_SEGMENT_HANDLER
@@ -409,9 +410,15 @@ def test_every_endpoint_has_a_policy_naming_the_stacks_resources(template: Synth
     execution_role = f"<{template.logical_id('AWS::IAM::Role', 'ApiTaskExecutionRole')}.Arn>"
     (dynamodb,) = by_name["DynamoDb"]
     assert dynamodb["Principal"] == {"AWS": task_role}
+    records = f"<{template.logical_id('AWS::DynamoDB::Table', 'IdempotencyTable')}.Arn>"
     assert sorted(dynamodb["Resource"]) == sorted(
-        f"<{template.logical_id('AWS::DynamoDB::Table', name)}.Arn>"
-        for name in ("WalletsTable", "IdempotencyTable")
+        [
+            *(
+                f"<{template.logical_id('AWS::DynamoDB::Table', name)}.Arn>"
+                for name in ("WalletsTable", "IdempotencyTable", "OwnersTable")
+            ),
+            *(f"{records}/index/{index.name}" for index in IDEMPOTENCY_TABLE.indexes),
+        ]
     )
     assert not [a for a in dynamodb["Action"] if a in ("dynamodb:Scan", "dynamodb:DeleteItem", "dynamodb:*")]
     (s3,) = by_name["S3"]

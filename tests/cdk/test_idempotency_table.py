@@ -20,11 +20,13 @@ from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Template
 
 from contracts.idempotency_table import IDEMPOTENCY_TABLE
-from contracts.settings import DEPLOYED_VARIABLES, IDEMPOTENCY_TABLE_VARIABLE, Settings
+from contracts.owners_table import OWNERS_TABLE
+from contracts.settings import DEPLOYED_VARIABLES, IDEMPOTENCY_TABLE_VARIABLE, OWNERS_TABLE_VARIABLE, Settings
 from contracts.wallets_table import TableSpec
 from walletlake_cdk.assembly import build_app, error_messages
 from walletlake_cdk.config import DeploymentConfig
-from walletlake_cdk.idempotency_table import IDEMPOTENCY_ACTIONS, build_idempotency_table
+from walletlake_cdk.idempotency_table import HISTORY_ACTIONS, IDEMPOTENCY_ACTIONS, build_idempotency_table
+from walletlake_cdk.owners_table import OWNERS_ACTIONS
 from walletlake_cdk.write_api import API_HANDLER
 
 pytestmark = pytest.mark.slow
@@ -121,8 +123,20 @@ def test_the_records_table_is_the_contract_with_ttl_and_no_stream(synthesized: d
     # THEN key and TTL are the contract's, it has no stream, and it is protected like the ledger
     assert properties["KeySchema"] == [{"AttributeName": IDEMPOTENCY_TABLE.partition_key, "KeyType": "HASH"}]
     assert properties["AttributeDefinitions"] == [
-        {"AttributeName": IDEMPOTENCY_TABLE.partition_key, "AttributeType": "S"}
+        {"AttributeName": key.name, "AttributeType": key.type} for key in IDEMPOTENCY_TABLE.key_attributes
     ]
+    # AND the history's two indexes are the contract's: a wallet's requests and its received
+    # transfers by time, projecting what an entry needs and nothing else
+    indexes = {index["IndexName"]: index for index in properties["GlobalSecondaryIndexes"]}
+    assert set(indexes) == {index.name for index in IDEMPOTENCY_TABLE.indexes} == {"by_wallet", "by_payee"}
+    for spec in IDEMPOTENCY_TABLE.indexes:
+        index = indexes[spec.name]
+        assert index["KeySchema"] == [
+            {"AttributeName": spec.partition_key.name, "KeyType": "HASH"},
+            {"AttributeName": spec.sort_key.name, "KeyType": "RANGE"},
+        ]
+        assert index["Projection"]["ProjectionType"] == "INCLUDE"
+        assert sorted(index["Projection"]["NonKeyAttributes"]) == sorted(spec.projected)
     assert "StreamSpecification" not in properties
     assert properties["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
     assert properties["BillingMode"] == "PAY_PER_REQUEST"
@@ -156,9 +170,57 @@ def test_the_write_path_may_put_and_get_records_and_is_told_the_tables_name(
     assert len(on_records) == 1
     assert sorted(_as_list(on_records[0]["Action"])) == sorted(IDEMPOTENCY_ACTIONS)
     assert on_records[0]["Effect"] == "Allow"
+    # AND it may query the history's two indexes, by name, and nothing else there
+    on_indexes = [
+        statement
+        for statement in _statements_of(template, role_id)
+        if any("/index/" in json.dumps(resource) for resource in _as_list(statement["Resource"]))
+    ]
+    assert len(on_indexes) == 1
+    assert _as_list(on_indexes[0]["Action"]) == list(HISTORY_ACTIONS)
+    assert {
+        json.dumps(resource).split("/index/")[1].strip('"]}') for resource in on_indexes[0]["Resource"]
+    } == {index.name for index in IDEMPOTENCY_TABLE.indexes}
     # AND its environment names the table, so Settings.from_env in the process finds it
     assert environment[IDEMPOTENCY_TABLE_VARIABLE] == SETTINGS.idempotency_table
     assert IDEMPOTENCY_TABLE_VARIABLE in DEPLOYED_VARIABLES
+
+
+def test_the_owners_table_is_the_contract_and_only_the_api_may_put_and_query_it(
+    synthesized: dict[str, Any],
+) -> None:
+    # GIVEN the owners' table as deployed, and the API's role and environment
+    template = synthesized["template"]
+    (table_id, table) = next(
+        (logical_id, resource)
+        for logical_id, resource in _resources(template, "AWS::DynamoDB::Table").items()
+        if resource["Properties"].get("TableName") == SETTINGS.owners_table
+    )
+    properties = table["Properties"]
+    role_id, environment = _write_path_role_and_environment(synthesized["front"], template)
+    # THEN its keys are the contract's (owner, wallet), with no stream, no TTL, protected and kept
+    assert properties["KeySchema"] == [
+        {"AttributeName": OWNERS_TABLE.partition_key, "KeyType": "HASH"},
+        {"AttributeName": "wallet_id", "KeyType": "RANGE"},
+    ]
+    assert "StreamSpecification" not in properties
+    assert "TimeToLiveSpecification" not in properties
+    assert properties["DeletionProtectionEnabled"] is True
+    assert table["DeletionPolicy"] == "Retain"
+    # AND the API's role may put entries and query them, and no other role names the table
+    naming = [
+        policy["Properties"]["Roles"]
+        for policy in _resources(template, "AWS::IAM::Policy").values()
+        if table_id in json.dumps(policy["Properties"]["PolicyDocument"])
+    ]
+    assert naming == [[{"Ref": role_id}]]
+    (statement,) = [
+        s
+        for s in _statements_of(template, role_id)
+        if {"Fn::GetAtt": [table_id, "Arn"]} in _as_list(s["Resource"])
+    ]
+    assert sorted(_as_list(statement["Action"])) == sorted(OWNERS_ACTIONS)
+    assert environment[OWNERS_TABLE_VARIABLE] == SETTINGS.owners_table
 
 
 def test_no_other_role_may_touch_the_records(synthesized: dict[str, Any]) -> None:

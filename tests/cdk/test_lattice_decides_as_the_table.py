@@ -67,6 +67,7 @@ def requests(draw: st.DrawFn) -> tuple[str, str, str, Route | None, bool]:
             wallet_id=draw(st.sampled_from(WALLET_IDS)),
             target_wallet_id=draw(st.sampled_from(WALLET_IDS)),
             nonce=draw(st.sampled_from(["n1", "a_b-C"])),
+            txn_id=draw(st.sampled_from(WALLET_IDS)),
         )
     plain = True
     for _ in range(draw(st.sampled_from([0, 0, 1, 2]))):

@@ -140,6 +140,7 @@ def targets(draw: st.DrawFn, wallets: tuple[str, str]) -> tuple[str, Route | Non
             "wallet_id": draw(st.sampled_from([*wallets, str(uuid.UUID(int=1)), "me"])),
             "target_wallet_id": draw(st.sampled_from([*wallets, str(uuid.UUID(int=2))])),
             "nonce": draw(st.sampled_from(["n1", uuid.uuid4().hex])),
+            "txn_id": draw(st.sampled_from([str(uuid.UUID(int=3)), "x"])),
         }
         path = path.format(**values)
     for _ in range(draw(st.sampled_from([0, 0, 0, 0, 1, 2]))):  # mostly as spelt
