@@ -21,6 +21,7 @@ from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import IConstruct
 
 from contracts.audit_log import ACCESS_LOG_PREFIX
+from contracts.lake_layout import ICEBERG_FOLDER
 from walletlake_cdk.storage import ANALYST_RESULTS_PREFIX, ATHENA_RESULTS_PREFIX
 
 _KMS_FAMILY_REASON = (
@@ -72,6 +73,12 @@ def suppress_reviewed_findings(reviewed: ReviewedConstructs) -> None:
     kms_families = ["Action::kms:GenerateDataKey*", "Action::kms:ReEncrypt*"]
 
     _iam5(reviewed.api_role, _KMS_FAMILY_REASON, kms_families)
+    _iam5(
+        reviewed.api_role,
+        "A wallet's history reads the ledger's Iceberg files (its metadata and data files, named by "
+        "the catalog at run time); the wildcard is the ledger's folder of this one bucket, read only.",
+        [_bucket_objects(f"{reviewed.lake_prefix}/{ICEBERG_FOLDER}/ledger/")],
+    )
     _iam5(reviewed.consumer_role, _KMS_FAMILY_REASON, kms_families)
     _iam5(reviewed.consumer_role, _LAKE_OBJECTS_REASON, [lake_objects])
     iceberg_objects = _bucket_objects_regex(

@@ -16,13 +16,14 @@ from constructs import Construct, IConstruct
 
 from contracts.settings import ATHENA_WORKGROUP_VARIABLE
 from walletlake_cdk.analyst_access import build_analyst_policy
-from walletlake_cdk.api_service import build_api_service, front_environment
+from walletlake_cdk.api_service import ApiService, build_api_service, front_environment
 from walletlake_cdk.api_tables import build_api_tables, grant_api_tables
-from walletlake_cdk.audit_trail import build_audit_trail
+from walletlake_cdk.audit_trail import AuditTrail, build_audit_trail
 from walletlake_cdk.catalog import analyst_workgroup, build_catalog
 from walletlake_cdk.committer import build_committer
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import build_function_assets, settings_environment
+from walletlake_cdk.history_access import grant_history_reads
 from walletlake_cdk.ledger_table import build_ledger_table
 from walletlake_cdk.monitoring import (
     Monitored,
@@ -63,6 +64,13 @@ class WalletLakeStack(Stack):
         zones: list[str] = super().availability_zones
         return zones
 
+    def _log_outputs(self, fleet: ApiService, audit: AuditTrail | None) -> None:
+        """Where the on-call reads the server's refusals and audit lines, and Lattice's access logs
+        (docs/operations.md, "Refused requests")."""
+        CfnOutput(self, "ApiLogGroupName", value=fleet.log_group.log_group_name)
+        if audit is not None:
+            CfnOutput(self, "ApiAccessLogGroupName", value=audit.log_group.log_group_name)
+
     def __init__(
         self,
         scope: Construct,
@@ -99,16 +107,13 @@ class WalletLakeStack(Stack):
                 owners_table=api_tables.owners,
                 access_logs=audit.destinations if audit is not None else None,
             )
+            grant_history_reads(config, fleet, storage)
             watched_api = fleet_api(fleet.requests, fleet.server_errors, fleet.latency, fleet.service)
             suppress_api_service_findings(
                 fleet.task_definition, fleet.execution_role, fleet.lattice_role, fleet.vpc
             )
             api_role, api_url, api_functions = fleet.task_role, fleet.endpoint, []
-            # Where the on-call reads the server's refusals and audit lines, and Lattice's access
-            # logs (docs/operations.md, "Refused requests").
-            CfnOutput(self, "ApiLogGroupName", value=fleet.log_group.log_group_name)
-            if audit is not None:
-                CfnOutput(self, "ApiAccessLogGroupName", value=audit.log_group.log_group_name)
+            self._log_outputs(fleet, audit)
         grant_api_tables(api_tables, api_role)
         consumer = build_stream_consumer(self, config, assets, table, storage, environment)
         catalog = build_catalog(self, config, storage)

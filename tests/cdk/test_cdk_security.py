@@ -401,9 +401,9 @@ def test_every_endpoint_has_a_policy_naming_the_stacks_resources(template: Synth
         logical_id: resolve(e["Properties"]["PolicyDocument"]["Statement"], template)
         for logical_id, e in template.resources("AWS::EC2::VPCEndpoint").items()
     }
-    assert len(endpoints) == 5
+    assert len(endpoints) == 6
     by_name = {
-        next(n for n in ("DynamoDb", "S3", "EcrApi", "EcrDocker", "Logs") if n in lid): s
+        next(n for n in ("DynamoDb", "S3", "EcrApi", "EcrDocker", "Logs", "Glue") if n in lid): s
         for lid, s in endpoints.items()
     }
     task_role = f"<{template.logical_id('AWS::IAM::Role', 'ApiTaskRole')}.Arn>"
@@ -421,9 +421,10 @@ def test_every_endpoint_has_a_policy_naming_the_stacks_resources(template: Synth
         ]
     )
     assert not [a for a in dynamodb["Action"] if a in ("dynamodb:Scan", "dynamodb:DeleteItem", "dynamodb:*")]
-    (s3,) = by_name["S3"]
+    s3, ledger = by_name["S3"]  # ECR's layers; the ledger's files (tests/cdk/test_history_access.py)
     assert s3["Resource"] == f"arn:aws:s3:::prod-{REGION}-starport-layer-bucket/*"
     assert s3["Action"] == "s3:GetObject"
+    assert (ledger["Action"], ledger["Principal"]) == ("s3:GetObject", {"AWS": task_role})
     for name in ("EcrApi", "EcrDocker", "Logs"):
         assert {json.dumps(s["Principal"]) for s in by_name[name]} == {json.dumps({"AWS": execution_role})}
     logs_resources = as_list(by_name["Logs"][0]["Resource"])
