@@ -303,6 +303,7 @@ def _pipeline(
             if iceberg
             else {}
         ),
+        **(_history(config, settings, stages, counts, top) if iceberg else {}),
     }
     with stages.stage("render report"):
         result.report_path = render_report(
@@ -318,6 +319,17 @@ def _pipeline(
             reconciliation=result.reconciliation,
             captions={"wallet_statement": f"wallet {top} (the day's busiest), {day_start} to {day_end}"},
         )
+
+
+def _history(
+    config: DemoConfig, settings: Settings, stages: _Stages, counts: dict[str, Any], wallet: str
+) -> dict[str, bool]:
+    """The wallet's history through the API, spanning DynamoDB and the lake (walletlake.demo_history)."""
+    from walletlake.demo_history import show_history
+
+    with stages.stage("a wallet's history (DynamoDB + lake)"):
+        counts["history"], whole = show_history(settings, wallet, config.hot_ttl_seconds)
+    return {"one owner's history is every entry once, across DynamoDB and the lake": whole}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
