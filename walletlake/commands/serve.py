@@ -117,7 +117,6 @@ def _run(args: argparse.Namespace) -> int:
         if getattr(args, variable.field) is not None
     }
     settings = Settings.from_env().replace(**flags)
-    settings.check_tls()
     os.environ.update(settings.to_env(SERVER_VARIABLES))
     log_config = copy.deepcopy(LOGGING_CONFIG)
     # Let the write path's own event lines (throttles, DynamoDB failures) reach the same stream,

@@ -35,6 +35,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Final
 
+from contracts.settings import TLS_VARIABLE
 from walletlake_cdk.deploy_check.assembly import AssemblyError
 from walletlake_cdk.deploy_check.sandbox import folder_bytes
 from walletlake_cdk.lambda_code import platform_arguments, run_pip
@@ -248,7 +249,7 @@ class ContainerProcess:
         self.process: subprocess.Popen[bytes] | None = None
         self.started_seconds: float | None = None
         #: Whether the task definition turns TLS on: the server then speaks HTTPS only.
-        self.tls = self.environment.get("WALLETLAKE_TLS", "off") not in ("", "off")
+        self.tls = self.environment.get(TLS_VARIABLE, "off") not in ("", "off")
         self._context = unverified_context() if self.tls else None
 
     @property
