@@ -86,6 +86,7 @@ class ApiServer:
         self._process: subprocess.Popen[bytes] | None = None
         self._terminated = False
         self._owns_log = False
+        self._scheme = "http"
 
     @property
     def tls(self) -> bool:
@@ -95,16 +96,11 @@ class ApiServer:
         return mode != "off"
 
     @property
-    def scheme(self) -> str:
-        """``https`` with TLS on, else ``http``."""
-        return "https" if self.tls else "http"
-
-    @property
     def url(self) -> str:
-        """Base URL of the running server, e.g. ``http://127.0.0.1:41234``."""
+        """Base URL of the running server, e.g. ``http://127.0.0.1:41234`` (``https://`` with TLS)."""
         if self.port is None or self._process is None:
             raise StackError("the API server is not started")
-        return f"{self.scheme}://{self.host}:{self.port}"
+        return f"{self._scheme}://{self.host}:{self.port}"
 
     @property
     def pid(self) -> int:
@@ -117,6 +113,7 @@ class ApiServer:
         """Start the server and return its URL once ``/healthz`` answers 200."""
         if self.port is None:
             self.port = free_port(self.host)
+        self._scheme = "https" if self.tls else "http"
         if self.log_path is None:
             handle, name = tempfile.mkstemp(prefix="walletlake-api-", suffix=".log")
             os.close(handle)
@@ -218,9 +215,9 @@ class ApiServer:
         assert self._process is not None
         deadline = time.monotonic() + self.startup_timeout
         delay = 0.05
-        url = f"{self.scheme}://{self.host}:{self.port}/healthz"
+        url = f"{self._scheme}://{self.host}:{self.port}/healthz"
         # Its own certificate, made at its start: nothing to check it against (as VPC Lattice).
-        context = _unverified_context() if self.tls else None
+        context = _unverified_context() if self._scheme == "https" else None
         while time.monotonic() < deadline:
             code = self._process.poll()
             if code is not None:
