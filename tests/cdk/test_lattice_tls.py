@@ -127,7 +127,9 @@ def test_the_alb_and_lambda_fronts_keep_plain_http(tmp_path: Path) -> None:
     )
     environment = {"WALLETLAKE_TABLE": "wallets", **front_environment(config)}
     # WHEN the fleet is built
-    build_api_service(stack, config, table, environment, idempotency_table=table, access_logs=None)
+    build_api_service(
+        stack, config, table, environment, idempotency_table=table, owners_table=table, access_logs=None
+    )
     template = Template.from_stack(stack).to_json()
     # THEN the balancer's targets are HTTP and health-checked over HTTP
     (group,) = [

@@ -72,6 +72,7 @@ def synthesize_task(context: dict[str, str]) -> DeployedTask:
         table,
         {"WALLETLAKE_TABLE": "wallets", **front_environment(config)},
         idempotency_table=table,
+        owners_table=table,
         access_logs=logs if config.api_front == "lattice" else None,
     )
     template = Template.from_stack(stack).to_json()
