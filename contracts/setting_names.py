@@ -73,6 +73,15 @@ DEFAULT_TRUST_FRONT: Final = "none"
 #: Who a write is attributed to when no front vouches for its caller (a laptop, the embedded stack).
 DEFAULT_PRINCIPAL: Final = "local"
 
+#: Whether ``walletlake serve`` speaks TLS, and with which certificate (``walletlake/tls.py``): ``off``
+#: (plain HTTP: a laptop, the embedded stack, the internal ALB), ``self-signed`` (a key and a certificate
+#: made at start, in a private temporary folder: VPC Lattice encrypts to the task and validates no
+#: target certificate) or ``files`` (``WALLETLAKE_TLS_CERT_FILE`` and ``WALLETLAKE_TLS_KEY_FILE``, e.g.
+#: a certificate ACM Private CA issued, for callers that do validate).
+TlsMode = Literal["off", "self-signed", "files"]
+TLS_MODES: Final[tuple[TlsMode, ...]] = ("off", "self-signed", "files")
+DEFAULT_TLS: Final[TlsMode] = "off"
+
 #: Where the AWS reconciliation's UNLOADs write, under the workgroup's results prefix.
 DEFAULT_UNLOAD_PREFIX: Final = "athena-results/unload/reconcile"
 
@@ -115,6 +124,9 @@ CALLER_PERMISSIONS_VARIABLE: Final = "WALLETLAKE_CALLER_PERMISSIONS"
 LATTICE_SERVICE_ARN_VARIABLE: Final = "WALLETLAKE_LATTICE_SERVICE_ARN"
 CALLER_SESSION_PATTERN_VARIABLE: Final = "WALLETLAKE_CALLER_SESSION_PATTERN"
 AUDIT_LOG_VARIABLE: Final = "WALLETLAKE_AUDIT_LOG"
+TLS_VARIABLE: Final = "WALLETLAKE_TLS"
+TLS_CERT_FILE_VARIABLE: Final = "WALLETLAKE_TLS_CERT_FILE"
+TLS_KEY_FILE_VARIABLE: Final = "WALLETLAKE_TLS_KEY_FILE"
 
 #: What ``walletlake serve`` honours beyond the table: each is also a flag of the command, whose
 #: default is the variable; the container's task definition sets them.
@@ -124,6 +136,9 @@ SERVER_VARIABLES: Final = (
     KEEP_ALIVE_SECONDS_VARIABLE,
     MAX_REQUESTS_IN_FLIGHT_VARIABLE,
     METRICS_INTERVAL_SECONDS_VARIABLE,
+    TLS_VARIABLE,
+    TLS_CERT_FILE_VARIABLE,
+    TLS_KEY_FILE_VARIABLE,
 )
 
 #: What the CDK app gives every function and the API tasks (``settings_environment``): the

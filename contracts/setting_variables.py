@@ -42,6 +42,7 @@ from contracts.setting_names import (
     DEFAULT_PRINCIPAL,
     DEFAULT_PRINCIPAL_VARIABLE,
     DEFAULT_SNAPSHOT_SEGMENTS,
+    DEFAULT_TLS,
     DEFAULT_UNLOAD_PREFIX,
     DEFAULT_WRITES_IN_FLIGHT,
     DRAIN_SECONDS_VARIABLE,
@@ -65,6 +66,10 @@ from contracts.setting_names import (
     SNAPSHOT_READ_UNITS_VARIABLE,
     SNAPSHOT_SEGMENTS_VARIABLE,
     TABLE_VARIABLE,
+    TLS_CERT_FILE_VARIABLE,
+    TLS_KEY_FILE_VARIABLE,
+    TLS_MODES,
+    TLS_VARIABLE,
     TRUST_FRONT_VARIABLE,
     UNLOAD_PREFIX_VARIABLE,
     WRITES_IN_FLIGHT_VARIABLE,
@@ -180,6 +185,13 @@ def _session_pattern(text: str) -> str:
 
 def _audit_destination(text: str) -> str:
     if text != "stdout" and (not text.startswith("/") or any(c.isspace() for c in text)):
+        raise ValueError(text)
+    return text
+
+
+def _absolute_file(text: str) -> str:
+    """An absolute path to a file (a task's mounted secret, a certificate written at start)."""
+    if not text.startswith("/") or text.endswith("/") or any(c.isspace() for c in text):
         raise ValueError(text)
     return text
 
@@ -345,6 +357,29 @@ VARIABLES: Final[tuple[Variable, ...]] = (
         "seconds between an API process's CloudWatch embedded-metric-format lines on stdout; "
         f"0 prints none (default {DEFAULT_METRICS_INTERVAL_SECONDS})",
         _integer(0, 3600),
+    ),
+    Variable(
+        TLS_VARIABLE,
+        "tls",
+        " or ".join(TLS_MODES),
+        f"whether walletlake serve speaks HTTPS (default {DEFAULT_TLS}): self-signed (a key and a "
+        "certificate made at start; VPC Lattice validates no target certificate) or files "
+        "(WALLETLAKE_TLS_CERT_FILE and WALLETLAKE_TLS_KEY_FILE)",
+        _one_of(TLS_MODES),
+    ),
+    Variable(
+        TLS_CERT_FILE_VARIABLE,
+        "tls_cert_file",
+        "an absolute file path",
+        "with tls=files, the server's PEM certificate chain, e.g. one ACM Private CA issued (default: none)",
+        _absolute_file,
+    ),
+    Variable(
+        TLS_KEY_FILE_VARIABLE,
+        "tls_key_file",
+        "an absolute file path",
+        "with tls=files, the PEM private key of WALLETLAKE_TLS_CERT_FILE (default: none)",
+        _absolute_file,
     ),
     Variable(
         LAKE_FORMAT_VARIABLE,

@@ -51,6 +51,7 @@ from contracts.setting_names import (
     DEFAULT_PRINCIPAL,
     DEFAULT_PRINCIPAL_VARIABLE,
     DEFAULT_SNAPSHOT_SEGMENTS,
+    DEFAULT_TLS,
     DEFAULT_TRUST_FRONT,
     DEFAULT_UNLOAD_PREFIX,
     DEFAULT_WRITES_IN_FLIGHT,
@@ -79,12 +80,16 @@ from contracts.setting_names import (
     SNAPSHOT_READ_UNITS_VARIABLE,
     SNAPSHOT_SEGMENTS_VARIABLE,
     TABLE_VARIABLE,
+    TLS_CERT_FILE_VARIABLE,
+    TLS_KEY_FILE_VARIABLE,
+    TLS_VARIABLE,
     TRUST_FRONT_VARIABLE,
     UNLOAD_PREFIX_VARIABLE,
     WRITES_IN_FLIGHT_VARIABLE,
     LakeFormat,
     QueryEngine,
     SettingsError,
+    TlsMode,
     TrustFront,
 )
 from contracts.setting_variables import (
@@ -123,6 +128,7 @@ __all__ = [
     "DEFAULT_PRINCIPAL",
     "DEFAULT_PRINCIPAL_VARIABLE",
     "DEFAULT_SNAPSHOT_SEGMENTS",
+    "DEFAULT_TLS",
     "DEFAULT_TRUST_FRONT",
     "DEFAULT_UNLOAD_PREFIX",
     "DEFAULT_WRITES_IN_FLIGHT",
@@ -152,6 +158,9 @@ __all__ = [
     "SNAPSHOT_READ_UNITS_VARIABLE",
     "SNAPSHOT_SEGMENTS_VARIABLE",
     "TABLE_VARIABLE",
+    "TLS_CERT_FILE_VARIABLE",
+    "TLS_KEY_FILE_VARIABLE",
+    "TLS_VARIABLE",
     "TRUST_FRONT_VARIABLE",
     "UNLOAD_PREFIX_VARIABLE",
     "VARIABLES",
@@ -161,6 +170,7 @@ __all__ = [
     "QueryEngine",
     "Settings",
     "SettingsError",
+    "TlsMode",
     "TrustFront",
     "Variable",
     "environment_for",
@@ -251,6 +261,10 @@ class Settings:
     audit_log:
         ``stdout`` or a file the API writes its audit lines to (:mod:`contracts.audit_log`);
         None: none.
+    tls, tls_cert_file, tls_key_file:
+        Whether ``walletlake serve`` speaks HTTPS and with which certificate (:data:`TlsMode`,
+        ``walletlake/tls.py``): behind VPC Lattice the caller's identity header crosses the VPC to
+        the task, so the deployment turns it on there; the two files only with ``files``.
     admin_routes:
         Whether the API serves ``/docs``, ``/redoc``, ``/openapi.json`` and ``/metrics``; the
         deployed tasks turn them off (their counters go to CloudWatch as EMF lines instead).
@@ -291,6 +305,9 @@ class Settings:
     lattice_service_arn: str | None = None
     caller_session_pattern: str | None = None
     audit_log: str | None = None
+    tls: TlsMode = DEFAULT_TLS
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
 
     @property
     def catalog_uri(self) -> str:
@@ -337,6 +354,7 @@ class Settings:
             values["region"] = region
         settings = cls(**values)
         settings.check_idempotency_window()
+        settings.check_tls()
         return settings
 
     def check_idempotency_window(self) -> None:
@@ -351,6 +369,21 @@ class Settings:
                 f"least {HOT_TTL_SECONDS_VARIABLE} ({self.hot_ttl_seconds}): a nonce must outlive its "
                 "hot transaction item"
             )
+
+    def check_tls(self) -> None:
+        """Refuse certificate files without ``tls=files``, or ``files`` without both (one line).
+
+        A path given while the server makes its own certificate would be silently unused: the
+        operator who mounted a CA-issued certificate would believe it served.
+        """
+        files = {TLS_CERT_FILE_VARIABLE: self.tls_cert_file, TLS_KEY_FILE_VARIABLE: self.tls_key_file}
+        if self.tls == "files":
+            missing = [name for name, path in files.items() if path is None]
+            if missing:
+                raise SettingsError(f"{TLS_VARIABLE}=files needs {' and '.join(missing)}")
+        elif any(path is not None for path in files.values()):
+            given = " and ".join(name for name, path in files.items() if path is not None)
+            raise SettingsError(f"{given} is read only with {TLS_VARIABLE}=files, not {self.tls}")
 
     def to_env(self, names: Iterable[str] | None = None) -> dict[str, str]:
         """The variables that make :meth:`from_env` read back these settings (only ``names``, if given).

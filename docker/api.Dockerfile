@@ -24,7 +24,8 @@ COPY walletlake /app/walletlake
 # `walletlake` console script.
 ENV PYTHONPATH=/app
 
-# Nobody: the task's root filesystem is read-only and the server writes nothing.
+# Nobody: the task's root filesystem is read-only; the server writes nothing but, behind Lattice, its
+# key and certificate under TMPDIR=/dev/shm (memory; cdk/walletlake_cdk/api_service.py).
 USER 65534:65534
 EXPOSE 8080
 CMD ["python", "-m", "walletlake.cli", "serve", "--host", "0.0.0.0", "--port", "8080"]

@@ -8,6 +8,7 @@ API's own cost per request, and tests the real command line rather than an in-pr
 from __future__ import annotations
 
 import os
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -22,6 +23,9 @@ from typing import Any
 
 from contracts.settings import Settings
 from walletlake.local import StackError, free_port
+
+#: The flag of ``walletlake serve`` that turns HTTPS on (its variable: ``WALLETLAKE_TLS``).
+TLS_FLAG = "--tls"
 
 #: Seconds :meth:`ApiServer.stop` waits beyond the server's drain bound before it kills it.
 STOP_MARGIN_SECONDS = 5.0
@@ -47,7 +51,10 @@ class ApiServer:
         The server's working directory (this one by default). ``python -m`` imports from it
         first, so a checkout of another version serves its own code (``bench/hot_wallet.py``).
     args:
-        More ``walletlake serve`` flags (``["--drain-seconds", "10"]``).
+        More ``walletlake serve`` flags (``["--drain-seconds", "10"]``). With ``--tls`` (or
+        ``WALLETLAKE_TLS`` in ``env``) other than ``off`` the server speaks HTTPS only: :attr:`url`
+        is ``https://`` and the readiness probe goes over TLS without checking the certificate,
+        as VPC Lattice does (:mod:`walletlake.tls`).
 
     Examples
     --------
@@ -79,13 +86,21 @@ class ApiServer:
         self._process: subprocess.Popen[bytes] | None = None
         self._terminated = False
         self._owns_log = False
+        self._scheme = "http"
+
+    @property
+    def tls(self) -> bool:
+        """Whether the server speaks HTTPS: its ``--tls`` flag (the last one), else its environment's."""
+        flagged = [self.args[index + 1] for index, arg in enumerate(self.args[:-1]) if arg == TLS_FLAG]
+        mode = flagged[-1] if flagged else Settings.from_env({**os.environ, **self.env}).tls
+        return mode != "off"
 
     @property
     def url(self) -> str:
-        """Base URL of the running server, e.g. ``http://127.0.0.1:41234``."""
+        """Base URL of the running server, e.g. ``http://127.0.0.1:41234`` (``https://`` with TLS)."""
         if self.port is None or self._process is None:
             raise StackError("the API server is not started")
-        return f"http://{self.host}:{self.port}"
+        return f"{self._scheme}://{self.host}:{self.port}"
 
     @property
     def pid(self) -> int:
@@ -98,6 +113,7 @@ class ApiServer:
         """Start the server and return its URL once ``/healthz`` answers 200."""
         if self.port is None:
             self.port = free_port(self.host)
+        self._scheme = "https" if self.tls else "http"
         if self.log_path is None:
             handle, name = tempfile.mkstemp(prefix="walletlake-api-", suffix=".log")
             os.close(handle)
@@ -199,13 +215,15 @@ class ApiServer:
         assert self._process is not None
         deadline = time.monotonic() + self.startup_timeout
         delay = 0.05
-        url = f"http://{self.host}:{self.port}/healthz"
+        url = f"{self._scheme}://{self.host}:{self.port}/healthz"
+        # Its own certificate, made at its start: nothing to check it against (as VPC Lattice).
+        context = _unverified_context() if self._scheme == "https" else None
         while time.monotonic() < deadline:
             code = self._process.poll()
             if code is not None:
                 raise StackError(f"the API server exited with code {code} while starting:\n{self.log_tail()}")
             try:
-                with urllib.request.urlopen(url, timeout=1) as response:
+                with urllib.request.urlopen(url, timeout=1, context=context) as response:  # noqa: S310
                     if response.status == 200:
                         return
             except (urllib.error.URLError, OSError):
@@ -224,6 +242,14 @@ class ApiServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def _unverified_context() -> ssl.SSLContext:
+    """A client context that encrypts and checks no certificate: what VPC Lattice sends a target."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
 
 
 class ApiFleet:

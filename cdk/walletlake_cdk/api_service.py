@@ -24,9 +24,11 @@ What it deploys:
   routes only, from the callers' VPCs (:mod:`walletlake_cdk.lattice_front`, which also writes the
   access-log subscriptions and the callers' policies). The tasks trust Lattice's
   ``x-amzn-lattice-identity`` for this service only, enforce the same role map, and serve no
-  operator routes (:func:`front_environment`). ``alb``: an internal Application Load Balancer
-  instead (network-level access only, for callers inside the VPC; writes attributed to
-  ``unverified:internal-alb``), cheaper per request.
+  operator routes (:func:`front_environment`). Lattice reaches them over HTTPS, which they
+  terminate with a certificate made at start (:data:`~walletlake_cdk.lattice_front.TASK_TLS`;
+  their health checks, Lattice's and the container's, speak it too). ``alb``: an internal
+  Application Load Balancer instead (network-level access only, for callers inside the VPC;
+  writes attributed to ``unverified:internal-alb``), cheaper per request.
 * **Endpoints and egress.** Each VPC endpoint's policy names this stack's resources; the tasks may
   send HTTPS to the endpoints only (:func:`_limit_endpoints`, :func:`_task_security_group`).
 * **Draining.** A Lattice target group has no deregistration-delay setting (CloudFormation's
@@ -57,7 +59,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_vpclattice as lattice
 from constructs import Construct
 
-from contracts.settings import LATTICE_SERVICE_ARN_VARIABLE, environment_for
+from contracts.settings import DEFAULT_TLS, LATTICE_SERVICE_ARN_VARIABLE, TLS_VARIABLE, environment_for
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.functions import log_retention
 from walletlake_cdk.idempotency_table import HISTORY_ACTIONS, IDEMPOTENCY_ACTIONS, index_arns
@@ -66,6 +68,7 @@ from walletlake_cdk.lattice_front import (
     CONTAINER_PORT,
     HEALTH_PATH,
     PORT_NAME,
+    TASK_TLS,
     AccessLogDestinations,
     Front,
     build_lattice_front,
@@ -79,7 +82,9 @@ __all__ = [
     "HEALTH_PATH",
     "PORT_NAME",
     "ApiService",
+    "api_command",
     "build_api_service",
+    "container_health_command",
     "front_environment",
 ]
 
@@ -116,6 +121,10 @@ DRAIN_SECONDS: Final = DEREGISTRATION_DELAY_SECONDS - 5
 UNVERIFIED_ALB_PRINCIPAL: Final = "unverified:internal-alb"
 #: The load balancer's idle timeout; the server's keep-alive is longer, so the balancer closes first.
 IDLE_TIMEOUT_SECONDS: Final = 60
+#: ``TMPDIR`` of a task that speaks TLS: where ``walletlake serve`` writes the key and certificate it
+#: makes at start. The root filesystem is read-only; ``/dev/shm`` is the container's own memory
+#: filesystem (writable by any user, gone with the task), so the key never touches a disk.
+TLS_SCRATCH_DIR: Final = "/dev/shm"  # noqa: S108  # the server makes a private 0700 folder in it
 #: Where ECR keeps image layers, which the tasks download through the S3 gateway endpoint ("Amazon
 #: ECR interface VPC endpoints", Amazon ECR User Guide: the minimum S3 endpoint policy).
 ECR_LAYER_BUCKET: Final = "prod-{region}-starport-layer-bucket"
@@ -328,21 +337,16 @@ def build_api_service(
         exclude=list(_BUILD_EXCLUDES),
     )
     workers = max(1, config.api_task_cpu // 1024)
+    tls = environment.get(TLS_VARIABLE, DEFAULT_TLS) != "off"
     task.add_container(
         "api",
         image=ecs.ContainerImage.from_docker_image_asset(image),
         command=api_command(workers),
-        environment=dict(environment),
+        environment={**environment, **({"TMPDIR": TLS_SCRATCH_DIR} if tls else {})},
         logging=ecs.LogDriver.aws_logs(stream_prefix="api", log_group=log_group),
         port_mappings=[ecs.PortMapping(container_port=CONTAINER_PORT, name=PORT_NAME)],
         health_check=ecs.HealthCheck(
-            command=[
-                "CMD",
-                "python",
-                "-c",
-                "import urllib.request; "
-                f"urllib.request.urlopen('http://127.0.0.1:{CONTAINER_PORT}{HEALTH_PATH}', timeout=2)",
-            ],
+            command=container_health_command(tls=tls),
             interval=Duration.seconds(10),
             timeout=Duration.seconds(5),
             retries=3,
@@ -433,12 +437,28 @@ def api_command(workers: int) -> list[str]:
     ]
 
 
+def container_health_command(*, tls: bool) -> list[str]:
+    """The container's health check: ``/healthz`` on loopback, over HTTPS when the server speaks it.
+
+    Over TLS it checks no certificate, as Lattice does not: the task made its own at start.
+    """
+    if not tls:
+        probe = f"urllib.request.urlopen('http://127.0.0.1:{CONTAINER_PORT}{HEALTH_PATH}', timeout=2)"
+        return ["CMD", "python", "-c", f"import urllib.request; {probe}"]
+    probe = (
+        f"urllib.request.urlopen('https://127.0.0.1:{CONTAINER_PORT}{HEALTH_PATH}', timeout=2, "
+        "context=ssl._create_unverified_context())"
+    )
+    return ["CMD", "python", "-c", f"import ssl, urllib.request; {probe}"]
+
+
 def front_environment(config: DeploymentConfig) -> dict[str, str]:
     """What the API (tasks or function) is told about its front: whose identity it may believe, and
     that the operator routes (documents, counters) are not served through it.
 
     Behind Lattice the tasks trust ``x-amzn-lattice-identity`` (only Lattice reaches them: the
-    security group admits its range alone); behind the internal ALB nothing verifies a caller, so
+    security group admits its range alone) and speak HTTPS to it (:data:`TASK_TLS`: that header
+    crosses the VPC); behind the internal ALB nothing verifies a caller, so
     writes are attributed to the fixed name :data:`UNVERIFIED_ALB_PRINCIPAL`; the Lambda function
     reads the IAM identity API Gateway verified from its event.
     """
@@ -452,6 +472,8 @@ def front_environment(config: DeploymentConfig) -> dict[str, str]:
         values["caller_permissions"] = config.caller_permissions
         values["caller_session_pattern"] = config.caller_session_pattern
         values["audit_log"] = "stdout"
+    if config.api_front == "lattice":
+        values["tls"] = TASK_TLS
     if config.api_front == "alb":
         values["default_principal"] = UNVERIFIED_ALB_PRINCIPAL
     if config.api_front != "lambda":

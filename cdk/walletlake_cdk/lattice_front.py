@@ -26,12 +26,18 @@ addresses by Lattice's AWS-managed prefix list (``com.amazonaws.<region>.vpc-lat
 groups, VPC Lattice User Guide, security-groups.html), looked up by that name for the stack's
 account and region (:func:`lattice_prefix_list_id`), or given as ``lattice_prefix_list_id``.
 
-**Lattice to the tasks is HTTP, not HTTPS**, for a documented reason: an HTTPS target group needs
-the server to terminate TLS, and ``walletlake serve`` has no TLS option (nor a certificate to
-present); the hop stays inside the VPC, between Lattice's managed addresses and the task's ENI,
-which nothing else may reach (the security group admits the prefix list only). Adding TLS is a
-server change first (uvicorn's ``--ssl-keyfile``/``--ssl-certfile``) and then ``protocol="HTTPS"``
-here.
+**Lattice to the tasks is HTTPS** (:data:`TARGET_PROTOCOL`): the target group and its health
+checks, so the caller's identity header (``x-amzn-lattice-identity``) and every body are encrypted
+on the hop inside the VPC too, not only between the caller and Lattice. The tasks terminate it
+with a key and certificate each makes at start (``WALLETLAKE_TLS=self-signed``,
+:data:`TASK_TLS`, ``walletlake/tls.py``): Lattice validates no target certificate, so a
+self-signed one serves and nothing needs issuing, storing or rotating (VPC Lattice User Guide,
+"Target groups in VPC Lattice", routing configuration:
+https://docs.aws.amazon.com/vpc-lattice/latest/ug/target-groups.html). Same port as before
+(:data:`CONTAINER_PORT`: the target group's, the container's mapping, ``serve --port`` and the
+security group's ingress are the one constant); only the protocol on it changed. A deployment that
+wants a CA-issued certificate on the task runs ``WALLETLAKE_TLS=files`` with the certificate
+mounted (ACM Private CA); Lattice's side is the same.
 """
 
 from __future__ import annotations
@@ -52,12 +58,17 @@ from aws_cdk import aws_vpclattice as lattice
 from constructs import Construct
 
 from contracts.caller_permissions import OPERATIONS, ROUTES, CallerPermissions, Operation
+from contracts.settings import TlsMode
 from walletlake_cdk.config import LATTICE_PREFIX_LIST_REQUIRED, DeploymentConfig, DeploymentConfigError
 
 #: The port ``walletlake serve`` listens on in the container.
 CONTAINER_PORT: Final = 8080
 PORT_NAME: Final = "api"
 HEALTH_PATH: Final = "/healthz"
+#: What Lattice speaks to the tasks, requests and health checks alike.
+TARGET_PROTOCOL: Final = "HTTPS"
+#: How the tasks behind Lattice get the certificate they present (``WALLETLAKE_TLS``).
+TASK_TLS: Final[TlsMode] = "self-signed"
 #: The action every auth policy and caller policy names.
 INVOKE: Final = "vpc-lattice-svcs:Invoke"
 #: Never an anonymous request, whatever else a statement says.
@@ -104,13 +115,14 @@ def build_lattice_front(
         config=lattice.CfnTargetGroup.TargetGroupConfigProperty(
             vpc_identifier=vpc.vpc_id,
             port=CONTAINER_PORT,
-            protocol="HTTP",
+            protocol=TARGET_PROTOCOL,
             protocol_version="HTTP1",
             ip_address_type="IPV4",
             health_check=lattice.CfnTargetGroup.HealthCheckConfigProperty(
                 enabled=True,
                 path=HEALTH_PATH,
-                protocol="HTTP",
+                protocol=TARGET_PROTOCOL,
+                protocol_version="HTTP1",
                 health_check_interval_seconds=10,
                 healthy_threshold_count=2,
                 unhealthy_threshold_count=2,

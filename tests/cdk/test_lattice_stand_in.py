@@ -8,14 +8,17 @@ What it must do to stand for Lattice: accept a request botocore signs for ``vpc-
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from contracts.caller_permissions import CallerPermissions
+from walletlake.tls import self_signed_certificate
 from walletlake_cdk.deploy_check.lattice import Caller, LatticeStandIn, PolicyError, allows, sign, verify
 from walletlake_cdk.lattice_front import network_auth_policy, service_auth_policy
 
@@ -40,16 +43,17 @@ OUTSIDER = Caller(
 WALLET = "/api/v1/wallets/8a6e0804-2bd0-4672-b79d-d97027f9071a"
 
 
-@pytest.fixture
-def upstream() -> Iterator[list[dict[str, str]]]:
-    """A task stand-in that records the headers it got and answers 200."""
-    seen: list[dict[str, str]] = []
+def _recording_server(seen: list[dict[str, str]], tls: ssl.SSLContext | None = None) -> ThreadingHTTPServer:
+    """A task stand-in that records the headers it got (and its TLS version, if any) and answers 200."""
 
     class Recorder(BaseHTTPRequestHandler):
         def _any(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             self.rfile.read(length)
-            seen.append({name.lower(): value for name, value in self.headers.items()})
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            if isinstance(self.connection, ssl.SSLSocket):
+                headers["tls-version"] = str(self.connection.version())
+            seen.append(headers)
             self.send_response(200)
             self.send_header("content-length", "2")
             self.end_headers()
@@ -61,17 +65,26 @@ def upstream() -> Iterator[list[dict[str, str]]]:
             return
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.fixture
+def upstream() -> Iterator[list[dict[str, str]]]:
+    """A task stand-in that records the headers it got and answers 200."""
+    seen: list[dict[str, str]] = []
+    server = _recording_server(seen)
     seen.append({"address": f"127.0.0.1:{server.server_address[1]}"})
     yield seen
     server.shutdown()
     server.server_close()
 
 
-@pytest.fixture
-def front(upstream: list[dict[str, str]]) -> Iterator[LatticeStandIn]:
-    stand_in = LatticeStandIn(
-        upstream=upstream.pop(0)["address"],
+def _stand_in(upstream: str, protocol: str = "HTTP") -> LatticeStandIn:
+    return LatticeStandIn(
+        upstream=upstream,
         service_arn=SERVICE,
         network_arn=f"arn:aws:vpc-lattice:us-east-1:{ACCOUNT}:servicenetwork/sn-0123456789abcdef0",
         target_group_arn=f"arn:aws:vpc-lattice:us-east-1:{ACCOUNT}:targetgroup/tg-0123456789abcdef0",
@@ -79,7 +92,13 @@ def front(upstream: list[dict[str, str]]) -> Iterator[LatticeStandIn]:
         network_policy=network_auth_policy(PERMISSIONS),
         callers=(TREASURY, SUPPORT, OUTSIDER),
         region="us-east-1",
-    ).start()
+        upstream_protocol=protocol,
+    )
+
+
+@pytest.fixture
+def front(upstream: list[dict[str, str]]) -> Iterator[LatticeStandIn]:
+    stand_in = _stand_in(upstream.pop(0)["address"]).start()
     yield stand_in
     stand_in.stop()
 
@@ -139,6 +158,33 @@ def test_what_the_policies_do_not_allow_never_reaches_the_target(
         403,
         reason,
     )
+
+
+def test_an_https_target_group_is_forwarded_to_over_tls_with_the_certificate_unchecked(
+    tmp_path: Path,
+) -> None:
+    # GIVEN a task that speaks TLS only, with a certificate it made itself (walletlake serve --tls)
+    made = self_signed_certificate(tmp_path)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(made.cert_file, made.key_file)
+    seen: list[dict[str, str]] = []
+    server = _recording_server(seen, context)
+    stand_in = _stand_in(f"127.0.0.1:{server.server_address[1]}", "HTTPS").start()
+    try:
+        # WHEN a signed caller's request goes through a stand-in whose target group is HTTPS
+        answer = stand_in.request(TREASURY, "GET", f"{WALLET}/balance")
+    finally:
+        stand_in.stop()
+        server.shutdown()
+        server.server_close()
+    # THEN it reaches the task over TLS, Lattice's identity header inside it, as Lattice sends it
+    assert (answer.status, answer.forwarded) == (200, True)
+    (headers,) = seen
+    assert headers["tls-version"] in ("TLSv1.2", "TLSv1.3")
+    assert headers["x-amzn-lattice-identity"].startswith(f"Principal={TREASURY.principal};")
+    # AND a protocol the stand-in does not speak fails the check instead of going out in clear
+    with pytest.raises(PolicyError, match="TCP"):
+        _stand_in("127.0.0.1:1", "TCP")._upstream_connection()
 
 
 def test_the_signature_is_checked_over_what_was_signed() -> None:

@@ -15,6 +15,7 @@ import os
 import re
 import shlex
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -28,6 +29,7 @@ from support.fresh_resources import fresh_settings, remove_resources
 from support.ports import free_port_run
 
 from walletlake.local import free_port
+from walletlake.tls import self_signed_certificate
 
 pytestmark = pytest.mark.stack
 
@@ -145,7 +147,8 @@ SERVERS = (
     "walletlake local up --host 127.0.0.1 --dynamodb-port {dynamodb} --s3-port {s3} --aws-port {aws} "
     "--iceberg-port {iceberg} --seaweedfs-port-base {base} --data-dir {folder}/stack",
     "walletlake serve --host 127.0.0.1 --port {port} --workers 1 --drain-seconds 3 --keep-alive-seconds 5 "
-    "--max-requests-in-flight 64 --metrics-interval-seconds 60",
+    "--max-requests-in-flight 64 --metrics-interval-seconds 60 --tls files --tls-cert-file {cert} "
+    "--tls-key-file {key}",
     "walletlake consume --follow",
     "walletlake commit --follow",
     "walletlake demo --wallets 12 --transfers 40",
@@ -226,12 +229,23 @@ def test_local_up_with_every_option(tmp_path: Path) -> None:
 def test_serve_with_every_option(lake: dict[str, Any]) -> None:
     port = free_port()
     log = lake["folder"] / "serve.log"
-    process = _start(SERVERS[1].format(port=port), lake["environ"], lake["folder"], log)
+    # a certificate pair as an operator mounts one (ACM Private CA's, say): files on disk
+    pair = lake["folder"] / "tls"
+    pair.mkdir(exist_ok=True)
+    for stale in pair.iterdir():
+        stale.unlink()
+    made = self_signed_certificate(pair)
+    line = SERVERS[1].format(port=port, cert=made.cert_file, key=made.key_file)
+    process = _start(line, lake["environ"], lake["folder"], log)
+    # HTTPS only now: its own certificate, which nothing here can verify
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
 
     def healthy() -> bool:
         try:
-            url = f"http://127.0.0.1:{port}/healthz"
-            with urllib.request.urlopen(url, timeout=1) as answer:
+            url = f"https://127.0.0.1:{port}/healthz"
+            with urllib.request.urlopen(url, timeout=1, context=context) as answer:
                 return bool(answer.status == 200)
         except OSError:
             return False

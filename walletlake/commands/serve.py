@@ -17,7 +17,12 @@ every worker reads the one value. Behind a load balancer:
   commit queue, print the last metrics line and exit 0, all within it (25 s by default; the
   deregistration delay and the container's stop timeout must be longer, e.g. 30 s);
 - ``--max-requests-in-flight``: past it, 429 with ``Retry-After`` (admission control);
-- ``--metrics-interval-seconds``: CloudWatch embedded-metric-format lines on stdout.
+- ``--metrics-interval-seconds``: CloudWatch embedded-metric-format lines on stdout;
+- ``--tls`` / ``WALLETLAKE_TLS``: HTTPS with a key and certificate made at start (``self-signed``:
+  behind VPC Lattice, which validates no target certificate) or read from ``--tls-cert-file`` and
+  ``--tls-key-file`` (``files``: e.g. issued by ACM Private CA); ``/healthz`` is served over the
+  same HTTPS, so the target group's and the container's health checks speak it too
+  (:mod:`walletlake.tls`).
 """
 
 from __future__ import annotations
@@ -37,6 +42,9 @@ from contracts.settings import (
     MAX_REQUESTS_IN_FLIGHT_VARIABLE,
     METRICS_INTERVAL_SECONDS_VARIABLE,
     SERVER_VARIABLES,
+    TLS_CERT_FILE_VARIABLE,
+    TLS_KEY_FILE_VARIABLE,
+    TLS_VARIABLE,
     VARIABLES,
     SettingsError,
     Variable,
@@ -52,6 +60,9 @@ _FLAGS = {
     KEEP_ALIVE_SECONDS_VARIABLE: "--keep-alive-seconds",
     MAX_REQUESTS_IN_FLIGHT_VARIABLE: "--max-requests-in-flight",
     METRICS_INTERVAL_SECONDS_VARIABLE: "--metrics-interval-seconds",
+    TLS_VARIABLE: "--tls",
+    TLS_CERT_FILE_VARIABLE: "--tls-cert-file",
+    TLS_KEY_FILE_VARIABLE: "--tls-key-file",
 }
 
 
@@ -65,7 +76,8 @@ def register(subparsers: Any) -> None:
             "DynamoDB table named by WALLETLAKE_TABLE, found through the AWS SDK's own configuration "
             "(AWS_ENDPOINT_URL_DYNAMODB points it at the embedded stack). OpenAPI at /openapi.json, "
             "liveness at /healthz, counters at /metrics and as CloudWatch embedded-metric-format lines "
-            "on stdout. SIGTERM drains: every request in flight is answered before the process exits 0."
+            "on stdout. SIGTERM drains: every request in flight is answered before the process exits 0. "
+            "With --tls it speaks HTTPS only (health checks included)."
         ),
     )
     for variable in _server_variables():
@@ -96,6 +108,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from contracts.settings import Settings
     from walletlake.server import request_drain_seconds
+    from walletlake.tls import server_certificate
 
     # Fail here, with the reason, rather than in every worker; then hand the flags to the workers.
     flags = {
@@ -118,20 +131,24 @@ def _run(args: argparse.Namespace) -> int:
     # uvicorn drains on SIGTERM, then raises the signal again under the handler it found: this one
     # makes that an exit with status 0 (and a SIGTERM before uvicorn listens, a plain exit).
     signal.signal(signal.SIGTERM, _exit_cleanly)
-    uvicorn.run(
-        APP_FACTORY,
-        factory=True,
-        host=settings.bind_host,
-        port=args.port,
-        workers=args.workers,
-        log_level=args.log_level,
-        log_config=log_config,
-        access_log=args.access_log,
-        server_header=False,
-        lifespan="on",
-        timeout_keep_alive=settings.keep_alive_seconds,
-        timeout_graceful_shutdown=request_drain_seconds(settings),
-    )
+    with server_certificate(settings) as certificate:
+        uvicorn.run(
+            APP_FACTORY,
+            factory=True,
+            host=settings.bind_host,
+            port=args.port,
+            workers=args.workers,
+            log_level=args.log_level,
+            log_config=log_config,
+            access_log=args.access_log,
+            server_header=False,
+            lifespan="on",
+            timeout_keep_alive=settings.keep_alive_seconds,
+            timeout_graceful_shutdown=request_drain_seconds(settings),
+            # Both None without TLS: plain HTTP, as before.
+            ssl_certfile=str(certificate.cert_file) if certificate else None,
+            ssl_keyfile=str(certificate.key_file) if certificate else None,
+        )
     return 0
 
 

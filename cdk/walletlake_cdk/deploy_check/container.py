@@ -11,7 +11,9 @@ glibc). Any other instruction fails the check: it would have to be carried out t
 :class:`ContainerProcess` then runs the task definition's command with the task definition's
 environment, from a fresh ``python -I -S`` whose ``sys.path`` is exactly the image's
 (``PYTHONPATH`` from the Dockerfile, then its site-packages), listening on loopback on a free port
-(the one substitution, with the endpoints: ``0.0.0.0:8080`` in the task).
+(the one substitution, with the endpoints: ``0.0.0.0:8080`` in the task). When the task definition
+turns TLS on (``WALLETLAKE_TLS``), it is spoken to over HTTPS without checking the certificate the
+server made at start, as VPC Lattice and the container's health check speak to it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import shlex
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -32,6 +35,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Final
 
+from contracts.settings import TLS_VARIABLE
 from walletlake_cdk.deploy_check.assembly import AssemblyError
 from walletlake_cdk.deploy_check.sandbox import folder_bytes
 from walletlake_cdk.lambda_code import platform_arguments, run_pip
@@ -244,11 +248,14 @@ class ContainerProcess:
         self.log_path = log_path
         self.process: subprocess.Popen[bytes] | None = None
         self.started_seconds: float | None = None
+        #: Whether the task definition turns TLS on: the server then speaks HTTPS only.
+        self.tls = self.environment.get(TLS_VARIABLE, "off") not in ("", "off")
+        self._context = unverified_context() if self.tls else None
 
     @property
     def url(self) -> str:
-        """``http://127.0.0.1:<port>``."""
-        return f"http://127.0.0.1:{self.port}"
+        """``http://127.0.0.1:<port>``, or ``https://`` when the task speaks TLS."""
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 60) -> None:
         """Start it and wait until ``/healthz`` answers (the container health check's request)."""
@@ -264,7 +271,9 @@ class ContainerProcess:
             if self.process.poll() is not None:
                 raise AssemblyError(f"the container exited with {self.process.returncode}: {self.log_tail()}")
             try:
-                with urllib.request.urlopen(f"{self.url}/healthz", timeout=2) as answer:  # noqa: S310
+                with urllib.request.urlopen(  # noqa: S310
+                    f"{self.url}/healthz", timeout=2, context=self._context
+                ) as answer:
                     if answer.status == 200:
                         self.started_seconds = time.monotonic() - started
                         return
@@ -291,7 +300,7 @@ class ContainerProcess:
             headers={"content-type": "application/json", **(headers or {})},
         )
         try:
-            with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310
+            with urllib.request.urlopen(request, timeout=30, context=self._context) as answer:  # noqa: S310
                 return answer.status, answer.read()
         except urllib.error.HTTPError as error:
             return error.code, error.read()
@@ -324,6 +333,14 @@ class ContainerProcess:
     def log_tail(self) -> str:
         """The last lines of the container's output."""
         return self.log_path.read_text(errors="replace")[-2000:] if self.log_path.is_file() else ""
+
+
+def unverified_context() -> ssl.SSLContext:
+    """A client context that encrypts and checks no certificate: what VPC Lattice sends a target."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
 
 
 def _children(pid: int) -> list[int]:

@@ -20,7 +20,9 @@ with each request, from the synthesized template:
    adding Lattice's own ("HTTP targets in VPC Lattice", caller identity headers):
    ``x-amzn-lattice-identity`` (``Principal=…; SessionName=…; Type=AWSIAM``),
    ``x-amzn-lattice-network`` (``SourceVpcArn=…``) and ``x-amzn-lattice-target``
-   (``ServiceArn=…;ServiceNetworkArn=…;TargetGroupArn=…``).
+   (``ServiceArn=…;ServiceNetworkArn=…;TargetGroupArn=…``), in the target group's protocol: over
+   HTTPS without checking the task's certificate, as Lattice does (target-groups.html, routing
+   configuration).
 
 Each request leaves one access-log line in Lattice's field names
 (:data:`contracts.audit_log.LATTICE_COLUMNS`; ``-`` where Lattice writes ``-``).
@@ -35,6 +37,7 @@ import hashlib
 import hmac
 import http.client
 import json
+import ssl
 import threading
 import time
 import urllib.parse
@@ -213,6 +216,8 @@ class LatticeStandIn:
         The local credentials it knows.
     region:
         The region requests are signed for.
+    upstream_protocol:
+        The target group's protocol, ``HTTP`` or ``HTTPS`` (the task's certificate unchecked).
     """
 
     upstream: str
@@ -223,6 +228,7 @@ class LatticeStandIn:
     network_policy: Mapping[str, Any]
     callers: Sequence[Caller]
     region: str
+    upstream_protocol: str = "HTTP"
     access_log: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     forwarded: list[dict[str, str]] = dataclasses.field(default_factory=list)
     _server: ThreadingHTTPServer | None = None
@@ -333,7 +339,7 @@ class LatticeStandIn:
         outgoing["x-forwarded-for"] = "127.0.0.1"
         outgoing["x-forwarded-proto"] = "https"
         self.forwarded.append(dict(outgoing))
-        connection = http.client.HTTPConnection(self.upstream, timeout=30)
+        connection = self._upstream_connection()
         try:
             connection.request(method, target, body=body or None, headers=outgoing)
             response = connection.getresponse()
@@ -346,6 +352,17 @@ class LatticeStandIn:
             return response.status, answer, kept
         finally:
             connection.close()
+
+    def _upstream_connection(self) -> http.client.HTTPConnection:
+        """A connection to the task in the target group's protocol; over TLS no certificate checked."""
+        if self.upstream_protocol == "HTTP":
+            return http.client.HTTPConnection(self.upstream, timeout=30)
+        if self.upstream_protocol != "HTTPS":
+            raise PolicyError(f"the stand-in cannot forward over {self.upstream_protocol}")
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return http.client.HTTPSConnection(self.upstream, timeout=30, context=context)
 
     def _deny(
         self, record: dict[str, Any], started: float, reason: str, message: str

@@ -68,7 +68,7 @@ def stand_in_for(assembly: CloudAssembly, upstream: str) -> LatticeStandIn | Non
         return None
     ((service_id, _),) = services.items()
     ((network_id, _),) = assembly.resources("AWS::VpcLattice::ServiceNetwork").items()
-    ((target_group_id, _),) = assembly.resources("AWS::VpcLattice::TargetGroup").items()
+    ((target_group_id, target_group),) = assembly.resources("AWS::VpcLattice::TargetGroup").items()
     resolver = assembly.resolver
     policies: dict[str, Mapping[str, Any]] = {}
     for resource in assembly.resources("AWS::VpcLattice::AuthPolicy").values():
@@ -83,6 +83,7 @@ def stand_in_for(assembly: CloudAssembly, upstream: str) -> LatticeStandIn | Non
         network_policy=policies[resolver.get_att(network_id, "Id")],
         callers=CALLERS,
         region=REGION,
+        upstream_protocol=target_group["Properties"]["Config"]["Protocol"],
     ).start()
 
 
