@@ -13,10 +13,10 @@ import itertools
 import os
 import uuid
 from typing import Any, Final
-
-import httpx
+from urllib.parse import urlencode
 
 from contracts.settings import Settings
+from walletlake.workload import WalletApiClient
 
 #: Deposits the demo adds to the wallet after the lake has its entries (hot only).
 HOT_DEPOSITS: Final = 2
@@ -31,15 +31,14 @@ def show_history(settings: Settings, wallet: str, hot_ttl_seconds: int) -> tuple
     from walletlake.api_server import ApiServer
 
     env = {**os.environ, "WALLETLAKE_HOT_TTL_SECONDS": str(hot_ttl_seconds)}
-    with ApiServer(env=env) as api, httpx.Client(base_url=api.url, timeout=30) as http:
+    with ApiServer(env=env) as api:
+        http = WalletApiClient(api.url, max_connections=1)
         in_lake = _walk(http, wallet)
         nonces = [f"demo-history-{uuid.uuid4().hex[:12]}" for _ in range(HOT_DEPOSITS)]
         for nonce in nonces:
-            http.put(
-                f"/api/v1/wallets/{wallet}/deposit/", json={"amount": "1", "nonce": nonce}
-            ).raise_for_status()
+            _ok(http.deposit(wallet, 1, nonce))
         entries = _walk(http, wallet)
-        mine = http.get("/api/v1/wallets/me/").json()["wallets"]
+        mine = _ok(http.send("GET", "/api/v1/wallets/me/", None))["wallets"]
     drain(settings)
     if settings.lake_format == "iceberg":
         commit_now(settings)
@@ -63,17 +62,21 @@ def show_history(settings: Settings, wallet: str, hot_ttl_seconds: int) -> tuple
     return counts, whole
 
 
-def _walk(http: httpx.Client, wallet: str) -> list[dict[str, Any]]:
+def _walk(http: WalletApiClient, wallet: str) -> list[dict[str, Any]]:
     entries: list[dict[str, Any]] = []
     params = {"limit": str(PAGE)}
     while True:
-        answer = http.get(f"/api/v1/wallets/{wallet}/transactions", params=params)
-        answer.raise_for_status()
-        page = answer.json()
+        page = _ok(http.send("GET", f"/api/v1/wallets/{wallet}/transactions?{urlencode(params)}", None))
         entries += page["entries"]
         if page["next_cursor"] is None:
             return entries
         params = {"limit": str(PAGE), "cursor": page["next_cursor"]}
+
+
+def _ok(answer: Any) -> Any:
+    if answer.status not in (200, 204):
+        raise RuntimeError(f"the API answered {answer.status}: {answer.body}")
+    return answer.body
 
 
 def _signed(entry: dict[str, Any]) -> int:
