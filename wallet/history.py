@@ -104,7 +104,9 @@ class WalletHistory:
             return Page([], None)
         table = await asyncio.to_thread(self.lake.table) if self.lake is not None else None
         boundary = await self._boundary(state, table)
-        hot = await self._hot(state, boundary)
+        below_boundary = request.before is not None and request.before <= boundary.version + 1
+        # a page wholly at or below the boundary shows no hot entry: DynamoDB is not asked
+        hot = [] if below_boundary else await self._hot(state, boundary)
         wanted = request.limit - sum(1 for entry in hot if request.admits(entry))
         below = min(request.before or state.version + 1, boundary.version + 1)
         lake: list[HistoryEntry] = []
