@@ -68,9 +68,9 @@ class Page:
 
     entries: list[HistoryEntry]
     next_cursor: str | None
-    #: the lowest version the lake holds of the wallet when its first entries are older than the
-    #: lake's first day (kept nowhere any more); None when the history reaches version 1
-    lake_begins_at: int | None = None
+    #: what the page cannot show, when the walk ended before the wallet's version 1: its first
+    #: entries are older than the lake's first day (kept nowhere any more)
+    note: str | None = None
 
     def document(self, wallet_id: str) -> dict[str, Any]:
         """The page's JSON."""
@@ -79,11 +79,8 @@ class Page:
             "entries": [entry.document() for entry in self.entries],
             "next_cursor": self.next_cursor,
         }
-        if self.lake_begins_at is not None:
-            body["note"] = (
-                f"entries before version {self.lake_begins_at} are older than the lake's first day "
-                "and are kept nowhere"
-            )
+        if self.note is not None:
+            body["note"] = self.note
         return body
 
 
@@ -128,9 +125,14 @@ class WalletHistory:
         if len(entries) == request.limit:
             return Page(entries, next_cursor(request, entries))
         # the walk reached the wallet's creation (or the range's start): a last page
-        reached = entries[-1].version if entries else below
-        if request.since_ms is None and reached > 1 and not _before_creation(request, state):
-            return Page(entries, None, lake_begins_at=reached)
+        if request.since_ms is not None or _before_creation(request, state):
+            return Page(entries, None)
+        if entries and entries[-1].version > 1:
+            note = f"entries before version {entries[-1].version} are older than the lake's first day"
+            return Page(entries, None, note=f"{note} and are kept nowhere")
+        if not entries and below > 1:
+            note = "none of the wallet's entries in this range is in the lake: the lake began after them"
+            return Page(entries, None, note=f"{note}, and they are kept nowhere")
         return Page(entries, None)
 
     async def entry(self, wallet_id: str, txn_id: str) -> HistoryEntry | None:

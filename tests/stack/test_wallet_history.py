@@ -252,3 +252,39 @@ def _delete_records(settings: Settings, wallet: str, nonces: list[str]) -> None:
         client.delete_item(
             TableName=settings.idempotency_table, Key={"pk": {"S": idempotency_key(wallet, nonce, "local")}}
         )
+
+
+def test_entries_older_than_the_lakes_first_day_are_said_to_be_kept_nowhere(
+    lake_api: tuple[Api, Settings],
+) -> None:
+    api, settings = lake_api
+    # GIVEN a wallet of 5 entries whose first 2 are older than the lake's first day (gone from
+    # the lake, as a wallet's entries from before the lake began would be) and out of DynamoDB
+    wallet = api.create()
+    for n in range(5):
+        api.deposit(wallet, "10", f"e-{n}")
+    _commit(settings)
+    from pyiceberg.expressions import LessThanOrEqual
+
+    ledger = LakeLedger(settings).table(fresh=True)
+    ledger.delete(LessThanOrEqual("wallet_version", 2))
+    _delete_records(settings, wallet, ["e-0", "e-1"])
+    # THEN its history is what the lake has, and the last page says what it cannot show
+    page = api.http.get(f"/api/v1/wallets/{wallet}/transactions").json()
+    assert [entry["version"] for entry in page["entries"]] == [5, 4, 3]
+    assert page["next_cursor"] is None
+    assert page["note"] == "entries before version 3 are older than the lake's first day and are kept nowhere"
+    # AND for a wallet opened before the lake began (its item says 2019), a range wholly before
+    # the lake's first day is empty, the same fact said
+    boto3.client("dynamodb", region_name=settings.region).update_item(
+        TableName=settings.table,
+        Key={"pk": {"S": f"{wallet}#wallet"}},
+        UpdateExpression="SET created_at = :c",
+        ExpressionAttributeValues={":c": {"N": "1546300800000"}},
+    )
+    old = api.http.get(f"/api/v1/wallets/{wallet}/transactions", params={"to": "2020-01-01T00:00:00Z"}).json()
+    assert old["entries"] == []
+    assert old["note"] == (
+        "none of the wallet's entries in this range is in the lake: the lake began after them, "
+        "and they are kept nowhere"
+    )
