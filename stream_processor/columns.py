@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from contracts.lake_tables import LEDGER, QUARANTINE, TIMESTAMP_MS, WALLETS
 from contracts.money import INTEGER_TEXT, MAX_AMOUNT, MAX_BALANCE, MIN_AMOUNT
+from contracts.movement_types import MOVEMENT_TYPES, MovementType
 from contracts.wallets_table import DIRECTION_CREDIT, DIRECTION_DEBIT, TXN_DEPOSIT, TXN_TRANSFER, Attr
 from stream_processor.lambda_records import sequence_number
 
@@ -225,11 +226,13 @@ def _entries(rows: RowBuffer, ingested: pa.Scalar) -> tuple[pa.Table, list[tuple
     previous_version = _integers(column("previous_version"))
     previous_balance = _integers(column("previous_balance"))
     created_at = _integers(column("created_at"))
-    is_transfer = pc.equal(txn_type, TXN_TRANSFER)
     debit = pc.equal(direction, DEBIT)
     delta = pc.if_else(debit, pc.negate(amount), amount)
     checks = [
-        (pc.invert(pc.or_(is_transfer, pc.equal(txn_type, TXN_DEPOSIT))), "unknown transaction type"),
+        (
+            pc.invert(pc.is_in(txn_type, value_set=pa.array(list(MOVEMENT_TYPES), pa.string()))),
+            "unknown transaction type",
+        ),
         (
             pc.invert(pc.or_(debit, pc.equal(direction, CREDIT))),
             f"{Attr.ENTRY_DIRECTION} is not debit or credit",
@@ -238,17 +241,10 @@ def _entries(rows: RowBuffer, ingested: pa.Scalar) -> tuple[pa.Table, list[tuple
         (_outside(version, 1, MAX_INT64), _range_reason(Attr.VERSION, 1, MAX_INT64)),
         (_outside(balance, 0, MAX_BALANCE), _range_reason(Attr.BALANCE, 0, MAX_BALANCE)),
         (_outside(created_at, 0, MAX_TIMESTAMP_MS), _range_reason(Attr.UPDATED_AT, 0, MAX_TIMESTAMP_MS)),
-        (
-            pc.and_(is_transfer, pc.is_null(counterparty)),
-            f"transfer entry without {Attr.ENTRY_COUNTERPARTY}",
-        ),
-        (
-            pc.and_(is_transfer, pc.fill_null(pc.equal(wallet_id, counterparty), False)),
-            "transfer to the same wallet",
-        ),
-        (
-            pc.and_(pc.invert(is_transfer), pc.or_(debit, pc.is_valid(counterparty))),
-            "deposit entry that is not a credit without counterparty",
+        *(
+            check
+            for kind in MOVEMENT_TYPES.values()
+            for check in _leg_checks(kind, pc.equal(txn_type, kind.name), wallet_id, counterparty, direction)
         ),
         (
             pc.not_equal(previous_version, pc.subtract(version, 1)),
@@ -282,6 +278,36 @@ def _entries(rows: RowBuffer, ingested: pa.Scalar) -> tuple[pa.Table, list[tuple
     if keep is not None:
         arrays = {name: values.filter(keep) for name, values in arrays.items()}
     return _ledger_table(**arrays, ingested=ingested), rejects
+
+
+def _leg_checks(
+    kind: MovementType, of_kind: pa.Array, wallet_id: pa.Array, counterparty: pa.Array, direction: pa.Array
+) -> list[tuple[pa.Array, str]]:
+    """What an entry of ``kind`` must be: one of its legs (direction, and a counterparty exactly
+    when the leg's other side is a wallet), never naming its own wallet as the other side.
+
+    Made from the registry (:mod:`contracts.movement_types`), so a type registered later is
+    checked as exactly what it says; the reasons name the type (``transfer to the same wallet``).
+    """
+    directions = pa.array(kind.directions, pa.string())
+    if kind.internal:  # one debit and one credit (the registry refuses any other), each with its other side
+        return [
+            (
+                pc.and_(of_kind, pc.is_null(counterparty)),
+                f"{kind.name} entry without {Attr.ENTRY_COUNTERPARTY}",
+            ),
+            (
+                pc.and_(of_kind, pc.fill_null(pc.equal(wallet_id, counterparty), False)),
+                f"{kind.name} to the same wallet",
+            ),
+        ]
+    wrong = pc.or_(pc.invert(pc.is_in(direction, value_set=directions)), pc.is_valid(counterparty))
+    return [
+        (
+            pc.and_(of_kind, wrong),
+            f"{kind.name} entry that is not a {' or '.join(kind.directions)} without counterparty",
+        )
+    ]
 
 
 def _ledger_table(
@@ -346,6 +372,8 @@ def _legacy_ledger(rows: RowBuffer, ingested: pa.Scalar) -> tuple[pa.Table, list
     created_at = _integers(column("created_at"))
     # A missing (null) type fails the first check (_apply_checks fails what it cannot evaluate);
     # is_transfer is filled so that the rows kept never carry a null into the double entry.
+    # The compare-and-swap write path is history and only ever wrote these two types, so its
+    # items are judged against them, not against the registry (a later type never had such items).
     is_transfer = pc.fill_null(pc.equal(txn_type, TXN_TRANSFER), False)
     checks = [
         (pc.invert(pc.or_(is_transfer, pc.equal(txn_type, TXN_DEPOSIT))), "unknown transaction type"),

@@ -35,7 +35,7 @@ from contracts.wallets_table import (
     user_key,
     wallet_key,
 )
-from wallet.commands import Movement, Transfer
+from wallet.commands import Movement
 from wallet.posting import Leg, Posting, WalletWrite, wallet_writes
 
 _NOT_EXISTS: Final = "attribute_not_exists(#pk)"
@@ -152,8 +152,8 @@ def _request_item(posting: Posting, key: str, expires_at: int) -> dict[str, Any]
         Attr.CREATED_AT: _n(posting.created_at),
         Attr.EXPIRES_AT: _n(expires_at),
     }
-    if isinstance(command, Transfer):
-        item[Attr.TO_WALLET_ID] = _s(command.to_wallet_id)
+    if (to_wallet_id := command.to_wallet_id) is not None:
+        item[Attr.TO_WALLET_ID] = _s(to_wallet_id)
     if command.initiated_by is not None:
         item[Attr.INITIATED_BY] = _s(command.initiated_by)
     return item
@@ -201,8 +201,8 @@ def declined_record_put(
         REFUSAL: _s(code),
         REFUSED_WALLET: _s(refused_wallet_id),
     }
-    if isinstance(command, Transfer):
-        item[Attr.TO_WALLET_ID] = _s(command.to_wallet_id)
+    if (to_wallet_id := command.to_wallet_id) is not None:
+        item[Attr.TO_WALLET_ID] = _s(to_wallet_id)
     if command.initiated_by is not None:
         item[Attr.INITIATED_BY] = _s(command.initiated_by)
     return record_put(table, item)
