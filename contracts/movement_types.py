@@ -91,26 +91,23 @@ class MovementType:
     operation: Operation
     legs: tuple[LegSpec, ...]
     extra_attributes: tuple[str, ...] = ()
+    #: True when the request names a second wallet (its items carry ``to_wallet_id``).
+    has_target: bool = dataclasses.field(init=False)
+    #: What one movement does to the system's money, per unit of its amount (in: 1, out: -1).
+    flow: int = dataclasses.field(init=False)
+    #: True when every leg's other side is a wallet of the system (a transfer's kind).
+    internal: bool = dataclasses.field(init=False)
+    #: Its legs' directions, in leg order.
+    directions: tuple[str, ...] = dataclasses.field(init=False)
 
-    @property
-    def has_target(self) -> bool:
-        """True when the request names a second wallet (its items carry ``to_wallet_id``)."""
-        return any(TARGET in (leg.wallet, leg.counterparty) for leg in self.legs)
-
-    @property
-    def flow(self) -> int:
-        """What one movement does to the system's money, per unit of its amount (in: 1, out: -1)."""
-        return sum(leg.flow for leg in self.legs)
-
-    @property
-    def internal(self) -> bool:
-        """True when every leg's other side is a wallet of the system (a transfer's kind)."""
-        return not any(leg.external for leg in self.legs)
-
-    @property
-    def directions(self) -> tuple[str, ...]:
-        """Its legs' directions, in leg order."""
-        return tuple(leg.direction for leg in self.legs)
+    def __post_init__(self) -> None:
+        # Derived once, held as plain attributes: the decoder's checks read them per batch
+        # without a call into this module (docs: a record's walk enters each module once).
+        legs = self.legs
+        object.__setattr__(self, "has_target", any(TARGET in (leg.wallet, leg.counterparty) for leg in legs))
+        object.__setattr__(self, "flow", sum(leg.flow for leg in legs))
+        object.__setattr__(self, "internal", not any(leg.external for leg in legs))
+        object.__setattr__(self, "directions", tuple(leg.direction for leg in legs))
 
     def leg(self, direction: str) -> LegSpec | None:
         """The leg of ``direction``, or None when the type has none."""

@@ -117,12 +117,12 @@ class EntryField:
 #: A new field is one line here (optional, so entries written before it still decode) and a
 #: nullable column of :data:`contracts.lake_tables.LEDGER`.
 ENTRY_FIELDS: Final[tuple[EntryField, ...]] = (
-    EntryField("created_at", Attr.UPDATED_AT, EntryKey.CREATED_AT, "N", True, "#u", ":now"),
     EntryField("txn_id", Attr.ENTRY_TXN_ID, EntryKey.TXN_ID, "S", True, "#tx", ":txn"),
     EntryField("txn_type", Attr.ENTRY_TYPE, EntryKey.TYPE, "S", True, "#ty", ":type"),
     EntryField("direction", Attr.ENTRY_DIRECTION, EntryKey.DIRECTION, "S", True, "#dir", ":dir"),
     EntryField("amount", Attr.ENTRY_AMOUNT, EntryKey.AMOUNT, "N", True, "#amt", ":amt"),
     EntryField("nonce", Attr.ENTRY_NONCE, EntryKey.NONCE, "S", True, "#no", ":nonce"),
+    EntryField("created_at", Attr.UPDATED_AT, EntryKey.CREATED_AT, "N", True, "#u", ":now"),
     EntryField(
         "counterparty_wallet_id", Attr.ENTRY_COUNTERPARTY, EntryKey.COUNTERPARTY, "S", False, "#cp", ":cp"
     ),

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from contracts.movement_types import ADDRESSED, TARGET, MovementTypeError, movement_type
-from contracts.wallets_table import DIRECTION_DEBIT, Attr
+from contracts.wallets_table import DIRECTION_DEBIT, ENTRY_FIELDS, Attr
 
 _N: Final = "N"
 _S: Final = "S"
@@ -156,18 +156,33 @@ def _legs(item: Mapping[str, Any]) -> list[_Leg]:
     ]
 
 
+#: The wallet item's attributes that state its latest entry (:data:`ENTRY_FIELDS`, but for its
+#: time, the item's own ``updated_at``): a rebuilt MODIFY states its own entry instead.
 _ENTRY_ATTRIBUTES: Final = frozenset(
     {
-        Attr.ENTRY_TXN_ID,
-        Attr.ENTRY_TYPE,
-        Attr.ENTRY_DIRECTION,
-        Attr.ENTRY_AMOUNT,
-        Attr.ENTRY_COUNTERPARTY,
-        Attr.ENTRY_NONCE,
-        Attr.ENTRY_INITIATED_BY,
+        *(field.attribute for field in ENTRY_FIELDS if field.attribute != Attr.UPDATED_AT),
         Attr.ENTRIES_BEFORE,
     }
 )
+
+
+def _entry_image(leg: _Leg) -> dict[str, Any]:
+    """The leg's entry as the wallet item states it, every field of :data:`ENTRY_FIELDS` it has."""
+    values = {
+        "created_at": leg.created_at,
+        "txn_id": leg.txn_id,
+        "txn_type": leg.txn_type,
+        "direction": leg.direction,
+        "amount": leg.amount,
+        "nonce": leg.nonce,
+        "counterparty_wallet_id": leg.counterparty,
+        "initiated_by": leg.initiated_by,
+    }
+    return {
+        field.attribute: {field.type_tag: str(value)}
+        for field in ENTRY_FIELDS
+        if (value := values[field.column]) is not None
+    }
 
 
 def _walk_back(
@@ -193,17 +208,8 @@ def _walk_back(
             **base,
             Attr.BALANCE: {_N: str(balance)},
             Attr.VERSION: {_N: str(version)},
-            Attr.UPDATED_AT: {_N: str(leg.created_at)},
-            Attr.ENTRY_TXN_ID: {_S: leg.txn_id},
-            Attr.ENTRY_TYPE: {_S: leg.txn_type},
-            Attr.ENTRY_DIRECTION: {_S: leg.direction},
-            Attr.ENTRY_AMOUNT: {_N: str(leg.amount)},
-            Attr.ENTRY_NONCE: {_S: leg.nonce},
+            **_entry_image(leg),
         }
-        if leg.counterparty is not None:
-            new[Attr.ENTRY_COUNTERPARTY] = {_S: leg.counterparty}
-        if leg.initiated_by is not None:
-            new[Attr.ENTRY_INITIATED_BY] = {_S: leg.initiated_by}
         balance -= leg.delta
         version -= 1
         old = {**base, Attr.BALANCE: {_N: str(balance)}, Attr.VERSION: {_N: str(version)}}

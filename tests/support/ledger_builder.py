@@ -19,7 +19,7 @@ import boto3
 import pyarrow as pa
 
 from contracts.lake_layout import landing_key, partition_prefix
-from contracts.lake_tables import LEDGER, TABLES
+from contracts.lake_tables import LEDGER, TABLES, row_of
 from contracts.settings import Settings
 from contracts.wallets_table import (
     ENTITY_TRANSACTION,
@@ -84,24 +84,25 @@ class Book:
             state.version += 1
             state.updated_at = created
             made.append(
-                {
-                    "entry_id": f"{txn_id}:{direction}",
-                    "txn_id": txn_id,
-                    "txn_type": txn_type,
-                    "wallet_id": wallet_id,
-                    "counterparty_wallet_id": counterparty,
-                    "direction": direction,
-                    "amount": amount,
-                    "delta": delta,
-                    "wallet_version": state.version,
-                    "balance_after": state.balance,
-                    "nonce": f"n{self._sequence}",
-                    "created_at": created,
-                    "stream_sequence": str(self._sequence),
-                    "ingested_at": created + dt.timedelta(seconds=1),
-                    "extra_attributes": None,
-                    "initiated_by": None,
-                }
+                row_of(  # every column the row does not name is None: a new nullable column breaks nothing
+                    LEDGER,
+                    {
+                        "entry_id": f"{txn_id}:{direction}",
+                        "txn_id": txn_id,
+                        "txn_type": txn_type,
+                        "wallet_id": wallet_id,
+                        "counterparty_wallet_id": counterparty,
+                        "direction": direction,
+                        "amount": amount,
+                        "delta": delta,
+                        "wallet_version": state.version,
+                        "balance_after": state.balance,
+                        "nonce": f"n{self._sequence}",
+                        "created_at": created,
+                        "stream_sequence": str(self._sequence),
+                        "ingested_at": created + dt.timedelta(seconds=1),
+                    },
+                )
             )
         self.rows.extend(made)
         return made

@@ -26,8 +26,7 @@ from support.stream_records import (
 )
 
 from contracts.wallets_table import Attr
-from stream_processor.columns import CHUNK_RECORDS
-from stream_processor.decoder import RECORD_KINDS, decode_records, describe_problem
+from stream_processor.decoder import CHUNK_RECORDS, RECORD_KINDS, decode_records, describe_problem
 from stream_processor.lambda_records import lambda_record
 
 INGESTED = dt.datetime(2026, 11, 22, 5, 0, tzinfo=dt.UTC)
