@@ -24,7 +24,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from contracts.lake_tables import LEDGER, TIMESTAMP_MS, WALLETS
+from contracts.lake_tables import (
+    EXTRA_ATTRIBUTES,
+    INITIATED_BY,
+    LEDGER,
+    OWNER,
+    TIMESTAMP_MS,
+    WALLETS,
+)
 from contracts.money import INTEGER_TEXT, MAX_AMOUNT, MAX_BALANCE, MIN_AMOUNT
 from contracts.movement_types import MOVEMENT_TYPES, MovementType
 from contracts.wallets_table import DIRECTION_CREDIT, DIRECTION_DEBIT, TXN_DEPOSIT, TXN_TRANSFER, Attr
@@ -283,28 +290,28 @@ def _ledger_table(
     ingested: pa.Scalar,
     initiated_by: pa.Array | None = None,
 ) -> pa.Table:
-    """Ledger rows in :data:`~contracts.lake_tables.LEDGER` column order, whichever records they came from."""
-    return pa.Table.from_arrays(
-        [
-            _entry_ids(txn_id, direction),
-            txn_id,
-            txn_type,
-            wallet_id,
-            counterparty,
-            direction,
-            amount,
-            delta,
-            version,
-            balance,
-            nonce,
-            created_at,
-            sequence,
-            pa.repeat(ingested, len(amount)),
-            extra,
-            pa.nulls(len(amount), pa.string()) if initiated_by is None else initiated_by,
-        ],
-        schema=LEDGER,
-    )
+    """Ledger rows of :data:`~contracts.lake_tables.LEDGER`, whichever records they came from; a
+    column the decoder does not fill (a nullable one added to the contract) is null."""
+    columns = {
+        "entry_id": _entry_ids(txn_id, direction),
+        "txn_id": txn_id,
+        "txn_type": txn_type,
+        "wallet_id": wallet_id,
+        "counterparty_wallet_id": counterparty,
+        "direction": direction,
+        "amount": amount,
+        "delta": delta,
+        "wallet_version": version,
+        "balance_after": balance,
+        "nonce": nonce,
+        "created_at": created_at,
+        "stream_sequence": sequence,
+        "ingested_at": pa.repeat(ingested, len(amount)),
+        EXTRA_ATTRIBUTES: extra,
+    }
+    if initiated_by is not None:
+        columns[INITIATED_BY] = initiated_by
+    return _of_schema(LEDGER, columns, len(amount))
 
 
 def _legacy_ledger(rows: Rows, ingested: pa.Scalar) -> tuple[pa.Table, list[tuple[int, str]]]:
@@ -430,17 +437,27 @@ def _wallets(rows: Rows) -> tuple[pa.Table, list[tuple[int, str]]]:
         (_outside(created_at, 0, MAX_TIMESTAMP_MS), _range_reason(Attr.CREATED_AT, 0, MAX_TIMESTAMP_MS))
     ]
     keep, rejects = _apply_checks(checks, rows.positions)
-    table = pa.Table.from_arrays(
-        [
-            _column(rows, "wallet_id"),
-            _column(rows, "user_id"),
-            created_at.cast(TIMESTAMP_MS),
-            _column(rows, "extra_attributes"),
-            _column(rows, "owner"),
-        ],
-        schema=WALLETS,
+    table = _of_schema(
+        WALLETS,
+        {
+            "wallet_id": _column(rows, "wallet_id"),
+            "user_id": _column(rows, "user_id"),
+            "created_at": created_at.cast(TIMESTAMP_MS),
+            EXTRA_ATTRIBUTES: _column(rows, "extra_attributes"),
+            OWNER: _column(rows, "owner"),
+        },
+        len(created_at),
     )
     return (table if keep is None else table.filter(keep)), rejects
+
+
+def _of_schema(schema: pa.Schema, columns: dict[str, pa.Array], rows: int) -> pa.Table:
+    """``columns`` as a table of ``schema``, a column not given null (as
+    :func:`contracts.lake_tables.table_of` makes it, here so that the batch never leaves this module
+    for it: a record's walk enters each module once)."""
+    return pa.table(
+        {field.name: columns.get(field.name, pa.nulls(rows, field.type)) for field in schema}, schema=schema
+    )
 
 
 def _apply_checks(
