@@ -188,15 +188,17 @@ def _entries(rows: Rows, ingested: pa.Scalar) -> tuple[pa.Table, list[tuple[int,
     previous_version = _integers(column("previous_version"))
     previous_balance = _integers(column("previous_balance"))
     created_at = _integers(column("created_at"))
-    debit = pc.equal(direction, DEBIT)
+    debit, credit = pc.equal(direction, DEBIT), pc.equal(direction, CREDIT)
     delta = pc.if_else(debit, pc.negate(amount), amount)
+    # what a row's direction is not (a row that is neither fails the direction check first)
+    other_direction = {DEBIT: credit, CREDIT: debit}
     checks = [
         (
-            pc.invert(pc.is_in(txn_type, value_set=pa.array(list(MOVEMENT_TYPES), pa.string()))),
+            pc.invert(pc.is_in(txn_type, value_set=_registered(tuple(MOVEMENT_TYPES)))),
             "unknown transaction type",
         ),
         (
-            pc.invert(pc.or_(debit, pc.equal(direction, CREDIT))),
+            pc.invert(pc.or_(debit, credit)),
             f"{Attr.ENTRY_DIRECTION} is not debit or credit",
         ),
         (_outside(amount, MIN_AMOUNT, MAX_AMOUNT), _range_reason(Attr.ENTRY_AMOUNT, MIN_AMOUNT, MAX_AMOUNT)),
@@ -206,7 +208,9 @@ def _entries(rows: Rows, ingested: pa.Scalar) -> tuple[pa.Table, list[tuple[int,
         *(
             check
             for kind in MOVEMENT_TYPES.values()
-            for check in _leg_checks(kind, pc.equal(txn_type, kind.name), wallet_id, counterparty, direction)
+            for check in _leg_checks(
+                kind, pc.equal(txn_type, kind.name), wallet_id, counterparty, other_direction
+            )
         ),
         (
             pc.not_equal(previous_version, pc.subtract(version, 1)),
@@ -243,7 +247,11 @@ def _entries(rows: Rows, ingested: pa.Scalar) -> tuple[pa.Table, list[tuple[int,
 
 
 def _leg_checks(
-    kind: MovementType, of_kind: pa.Array, wallet_id: pa.Array, counterparty: pa.Array, direction: pa.Array
+    kind: MovementType,
+    of_kind: pa.Array,
+    wallet_id: pa.Array,
+    counterparty: pa.Array,
+    other_direction: Mapping[str, pa.Array],
 ) -> list[tuple[pa.Array, str]]:
     """What an entry of ``kind`` must be: one of its legs (direction, and a counterparty exactly
     when the leg's other side is a wallet), never naming its own wallet as the other side.
@@ -251,7 +259,6 @@ def _leg_checks(
     Made from the registry (:mod:`contracts.movement_types`), so a type registered later is
     checked as exactly what it says; the reasons name the type (``transfer to the same wallet``).
     """
-    directions = pa.array(kind.directions, pa.string())
     if kind.internal:  # one debit and one credit (the registry refuses any other), each with its other side
         return [
             (
@@ -263,7 +270,8 @@ def _leg_checks(
                 f"{kind.name} to the same wallet",
             ),
         ]
-    wrong = pc.or_(pc.invert(pc.is_in(direction, value_set=directions)), pc.is_valid(counterparty))
+    # one leg from or to outside the system (the registry refuses any other kind)
+    wrong = pc.or_(other_direction[kind.directions[0]], pc.is_valid(counterparty))
     return [
         (
             pc.and_(of_kind, wrong),
@@ -455,9 +463,21 @@ def _of_schema(schema: pa.Schema, columns: dict[str, pa.Array], rows: int) -> pa
     """``columns`` as a table of ``schema``, a column not given null (as
     :func:`contracts.lake_tables.table_of` makes it, here so that the batch never leaves this module
     for it: a record's walk enters each module once)."""
-    return pa.table(
-        {field.name: columns.get(field.name, pa.nulls(rows, field.type)) for field in schema}, schema=schema
+    return pa.Table.from_arrays(
+        [columns[field.name] if field.name in columns else pa.nulls(rows, field.type) for field in schema],
+        schema=schema,
     )
+
+
+#: The registered types' names as an Arrow array, by the names (made once per registry state).
+_REGISTERED: Final[dict[tuple[str, ...], pa.Array]] = {}
+
+
+def _registered(names: tuple[str, ...]) -> pa.Array:
+    """``names`` as an Arrow array, made once: a batch checks every entry's type against it."""
+    if (array := _REGISTERED.get(names)) is None:
+        array = _REGISTERED[names] = pa.array(names, pa.string())
+    return array
 
 
 def _apply_checks(

@@ -1,23 +1,9 @@
 """Decode a batch of DynamoDB Streams records (as Lambda delivers them) into lake rows.
 
-Pure: records in, Arrow tables and counts out; no I/O. Every record is exactly one of these kinds,
-chosen by :data:`RECORD_KINDS` from its ``eventName`` and the item's ``entity`` (docs/architecture.md,
-"Stream records → ledger"):
-
-============================  ======================================================
-MODIFY of a wallet            one ledger row: the entry the movement recorded on the
-                              item (``entry_*``), with the item's own ``version``,
-                              ``balance`` and ``updated_at``, checked against the OLD
-                              image (version + 1, balance + delta)
-INSERT of a wallet            a ``wallets`` row
-INSERT of a transaction       ignored (counted): the idempotency record
-INSERT of a user claim        ignored (counted)
-REMOVE of a transaction       a TTL expiry when ``userIdentity`` is the DynamoDB service
-                              (counted, never a reversal); otherwise quarantined
-any record of an idempotency  ignored (counted): the write path's request record
-item
-anything else                 quarantined whole, with its reason
-============================  ======================================================
+Pure: records in, Arrow tables and counts out; no I/O. Every record is exactly one kind, chosen by
+:data:`RECORD_KINDS` from its ``eventName`` and the item's ``entity``; what each kind becomes (a
+ledger row, a wallets row, a count, a quarantine entry) is docs/architecture.md, "Stream records →
+ledger", and each kind's step says it again where it is done.
 
 An item attribute the decoder does not know (a newer writer's) is never dropped: it goes with the
 item's rows into ``extra_attributes`` (:func:`_extra`; one subset check per record, ~0.2 µs).
@@ -35,10 +21,9 @@ carry far more than the write path's 20,000 writes/s. So the hot path reads each
 Arrow (:mod:`stream_processor.columns`). A malformed record costs nothing until it raises; then
 :func:`describe_problem` says exactly what is wrong with it, for the quarantine entry.
 
-A batch walks one way: this module collects every record into its own row buffers, then hands
-them to :func:`stream_processor.columns.decoded_batch` (checks, shapes), which hands on to
-:mod:`stream_processor.decoded` (quarantine, the batch's name); nothing calls back. An entry's row
-is made from :data:`contracts.wallets_table.ENTRY_FIELDS`, the one list of its fields.
+A batch walks one way: this module collects records into its own row buffers and hands them to
+:mod:`stream_processor.columns` (checks, shapes), which hands on to :mod:`stream_processor.decoded`
+(quarantine, the batch's name); nothing calls back (``scripts/record_walk.py``).
 """
 
 from __future__ import annotations
@@ -47,6 +32,7 @@ import dataclasses
 import json
 import operator
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Final
 
 import pyarrow as pa
@@ -60,6 +46,7 @@ from contracts.wallets_table import (
     ENTITY_WALLET,
     ENTRY_FIELDS,
     Attr,
+    EntryKey,
 )
 from stream_processor import record_problems
 from stream_processor.columns import decoded_batch
@@ -74,17 +61,15 @@ from stream_processor.lambda_records import (
     TTL_IDENTITY_PRINCIPAL,
     TTL_IDENTITY_TYPE,
 )
+from stream_processor.record_problems import RecordKind
 
-#: Records the decoder reads between two conversions of its lists to Arrow. The conversion has to
-#: touch every string the decoder just took from the records; done a chunk at a time those strings
-#: are still in the CPU cache, and converting costs about half of what one conversion of a
-#: 10,000-record batch costs (``bench/stream_to_parquet.py``); per-call overhead is negligible.
+#: Records the decoder reads between two conversions of its lists to Arrow: done a chunk at a time,
+#: the strings just taken are still in the CPU cache, and converting costs about half of one
+#: conversion of a 10,000-record batch (``bench/stream_to_parquet.py``).
 CHUNK_RECORDS: Final = 1024
 
-#: The values kept per ledger entry a wallet MODIFY applied: the entry's fields (their ledger
-#: columns, in :data:`~contracts.wallets_table.ENTRY_FIELDS` order), then what the item says about
-#: the wallet (its id, version and balance after), the OLD image's version and balance it must
-#: follow, and where the record came from.
+#: The values kept per entry: its fields' columns (:data:`~contracts.wallets_table.ENTRY_FIELDS`),
+#: the wallet's id, version and balance after, the OLD image's it must follow, and the record's.
 ENTRY_ROW: Final = (
     *(field.column for field in ENTRY_FIELDS),
     "wallet_id",
@@ -144,11 +129,7 @@ class RowBuffer:
 
 @dataclasses.dataclass(slots=True)
 class BatchColumns:
-    """What the decoder collected from one batch, in stream order, a :class:`RowBuffer` per kind.
-
-    Every :data:`CHUNK_RECORDS` records, and at the end, the decoder calls :meth:`seal`: what it
-    hands on is all Arrow.
-    """
+    """A batch's rows, a :class:`RowBuffer` per kind, sealed every :data:`CHUNK_RECORDS` records."""
 
     entries: RowBuffer = dataclasses.field(default_factory=lambda: RowBuffer(ENTRY_ROW))
     transactions: RowBuffer = dataclasses.field(default_factory=lambda: RowBuffer(TRANSACTION_ROW))
@@ -170,8 +151,7 @@ class BatchColumns:
         self.wallets.seal()
 
 
-#: A record's decoding step: ``(columns, position, record, change, image)``; ``change`` is the
-#: record's ``dynamodb`` member and ``image`` the item image the kind is about.
+#: A record's step: ``(columns, position, record, change: its dynamodb member, image: its item)``.
 DecodeStep = Callable[[BatchColumns, int, Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]], None]
 
 _UNDECODABLE: Final = (KeyError, TypeError, AttributeError, IndexError, ValueError)
@@ -186,18 +166,6 @@ class _RejectedError(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RecordKind:
-    """One kind of stream record: how to decode it and which typed attributes it must carry."""
-
-    name: str
-    decode: DecodeStep
-    required: tuple[tuple[str, str], ...] = ()
-    optional: tuple[tuple[str, str], ...] = ()
-    #: ``(mark, attributes)``: an image holding ``mark`` must hold every one of ``attributes``.
-    required_with: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
 
 
 def decode_records(records: Sequence[Mapping[str, Any]], *, ingested_at_ms: int) -> DecodedBatch:
@@ -284,31 +252,29 @@ _ENTRY_OPTIONAL: Final = (
 )
 
 
-def _row_builder(names: Sequence[tuple[str, str, bool]]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
-    """A function giving the text of each ``(name, type tag, required)`` of an image, in order.
-
-    Made once from :data:`~contracts.wallets_table.ENTRY_FIELDS` (for the item's attributes and for
-    an ``entries_before`` map's keys) and compiled, so the hot path pays one call and no loop per
-    record: the list is the only place an entry's fields are said. A required one missing raises
-    ``KeyError`` (the record is then described and quarantined); an optional one missing is None.
-    """
-    parts = [
-        f"image[{name!r}][{tag!r}]"
-        if required
-        else f"(None if (value := image.get({name!r})) is None else value[{tag!r}])"
-        for name, tag, required in names
-    ]
-    source = f"def build(image):\n    return ({', '.join(parts)},)\n"
-    namespace: dict[str, Any] = {"__name__": __name__}  # the function is this module's
-    exec(compile(source, f"<entry row of {len(names)} fields>", "exec"), namespace)  # noqa: S102
-    build: Callable[[Mapping[str, Any]], tuple[Any, ...]] = namespace["build"]
-    return build
+#: ``image.get``'s default for a missing attribute: a required one's raises ``KeyError`` (the record
+#: is described and quarantined), an optional one's value is None.
+_value: Final[Callable[[Any, str], Any]] = operator.getitem  # a typed value's text: image[name][tag]
+_MISSING: Final[Mapping[str, Any]] = MappingProxyType({})
+_ABSENT: Final[Mapping[str, Any]] = MappingProxyType({"S": None, "N": None})
 
 
-#: The entry a wallet item states (``entry_*`` and ``updated_at``), in ENTRY_ROW order.
-_latest_entry: Final = _row_builder([(f.attribute, f.type_tag, f.required) for f in ENTRY_FIELDS])
-#: One map of ``entries_before``, in ENTRY_ROW order.
-_earlier_entry: Final = _row_builder([(f.key, f.type_tag, f.required) for f in ENTRY_FIELDS])
+def _reader(names: Sequence[tuple[str, str, bool]]) -> tuple[tuple[Any, ...], ...]:
+    """``(keys, tags, defaults)`` of ``(name, tag, required)``s: a row is then read as
+    ``map(_value, map(image.get, keys, defaults), tags)``, all in C, no Python per field."""
+    return (
+        tuple(name for name, _, _ in names),
+        tuple(tag for _, tag, _ in names),
+        tuple(_MISSING if required else _ABSENT for _, _, required in names),
+    )
+
+
+#: A wallet MODIFY's entry (``entry_*``, ``updated_at``) and its wallet, version and balance after,
+#: in ENTRY_ROW order; the record's own part (previous version and balance, sequence, extra) follows.
+_WALLET_PART: Final = ((Attr.WALLET_ID, "S", True), (Attr.VERSION, "N", True), (Attr.BALANCE, "N", True))
+_LATEST: Final = _reader([*((f.attribute, f.type_tag, f.required) for f in ENTRY_FIELDS), *_WALLET_PART])
+#: One map of ``entries_before``: its entry, in ENTRY_ROW order (the wallet's part follows).
+_EARLIER: Final = _reader([(f.key, f.type_tag, f.required) for f in ENTRY_FIELDS])
 
 #: Every attribute the write path puts on a wallet item; any other one (a newer writer's) is kept
 #: with the item's rows in ``extra_attributes`` (:func:`_extra`), never dropped.
@@ -344,15 +310,12 @@ _legacy_transaction_attributes: Final = operator.itemgetter(
     Attr.WALLET_BALANCE_AFTER,
     Attr.CREATED_AT,
 )
-_wallet_state: Final = operator.itemgetter(Attr.WALLET_ID, Attr.VERSION, Attr.BALANCE)
 _previous_attributes: Final = operator.itemgetter(Attr.VERSION, Attr.BALANCE)
 _wallet_attributes: Final = operator.itemgetter(*(name for name, _ in _WALLET_REQUIRED))
 
 _ENTRY_TXN_ID: Final = Attr.ENTRY_TXN_ID
 _ENTRIES_BEFORE: Final = Attr.ENTRIES_BEFORE
 _ENTRY_STRIDE: Final = len(ENTRY_ROW)
-_AMOUNT: Final = ENTRY_ROW.index("amount")
-_DIRECTION: Final = ENTRY_ROW.index("direction")
 _LEGACY_MARK: Final = Attr.WALLET_VERSION
 _TO_WALLET_ID: Final = Attr.TO_WALLET_ID
 _TO_WALLET_VERSION: Final = Attr.TO_WALLET_VERSION
@@ -366,41 +329,69 @@ def _wallet_modified(
     change: Mapping[str, Any],
     image: Mapping[str, Any],
 ) -> None:
-    """A movement applied to a wallet: its NEW image is one ledger entry, its OLD image the one before.
-
-    A MODIFY without an entry (``entry_txn_id``) was written by the compare-and-swap write path,
-    whose transaction INSERT carries the entry instead: counted, like a user claim.
+    """A wallet MODIFY :func:`_one_entry` left: a group commit's (``entries_before``), or one with no
+    entry (``entry_txn_id``), written by the compare-and-swap write path, whose transaction INSERT
+    carries the entry instead: counted, like a user claim.
     """
     if _ENTRY_TXN_ID not in image:
         columns.ignored += 1
         return
-    wallet_id, version, balance = _wallet_state(image)
-    wallet_id = wallet_id["S"]
     old = change.get(OLD_IMAGE)
     previous_version, previous_balance = (None, None) if old is None else _previous_attributes(old)
     previous_version = None if previous_version is None else previous_version["N"]
     previous_balance = None if previous_balance is None else previous_balance["N"]
     sequence = change[SEQUENCE_NUMBER]
     extra = None if image.keys() <= _WALLET_KNOWN else _extra(image, _WALLET_KNOWN)
-    # The record's rows (in ENTRY_ROW order) are built whole before any is added, so a KeyError
-    # on a malformed image never leaves a partial row behind.
-    latest = _latest_entry(image)
     entries = columns.entries
-    if _ENTRIES_BEFORE not in image:
-        entries.values.extend(latest)
-        entries.values.extend(
-            (wallet_id, version["N"], balance["N"], previous_version, previous_balance, sequence, extra)
-        )
-        entries.positions.append(position)
-        return
+    keys, tags, defaults = _LATEST
     # a group commit: the entries before the latest, then the latest, which follows them
     rows, chained_version, chained_balance = _earlier_entries(
-        image[_ENTRIES_BEFORE]["L"], wallet_id, previous_version, previous_balance, sequence, extra
+        image[_ENTRIES_BEFORE]["L"],
+        image[Attr.WALLET_ID]["S"],
+        previous_version,
+        previous_balance,
+        sequence,
+        extra,
     )
-    rows.extend(latest)
-    rows.extend((wallet_id, version["N"], balance["N"], chained_version, chained_balance, sequence, extra))
+    rows.extend(
+        (
+            *map(_value, map(image.get, keys, defaults), tags),
+            chained_version,
+            chained_balance,
+            sequence,
+            extra,
+        )
+    )
     entries.values.extend(rows)
     entries.positions.extend([position] * (len(rows) // _ENTRY_STRIDE))
+
+
+def _compile_one_entry() -> DecodeStep:
+    """The step of a wallet MODIFY of one entry (half of a stream's records): its row written out
+    as plain subscripts (what CPython runs fastest) made from :data:`ENTRY_FIELDS`, the one place
+    an entry's fields are said; built whole before it is added (a ``KeyError`` adds nothing)."""
+    fields = [
+        f"image[{f.attribute!r}][{f.type_tag!r}]"
+        if f.required
+        else f"(None if (v := image.get({f.attribute!r})) is None else v[{f.type_tag!r}])"
+        for f in ENTRY_FIELDS
+    ]
+    wallet = [f"image[{name!r}][{tag!r}]" for name, tag, _ in _WALLET_PART]
+    source = f"""def step(columns, position, record, change, image):
+    if {_ENTRY_TXN_ID!r} not in image or {_ENTRIES_BEFORE!r} in image:
+        return other(columns, position, record, change, image)
+    old = change.get({OLD_IMAGE!r})
+    version, balance = (None, None) if old is None else previous(old)
+    columns.entries.values.extend(({", ".join((*fields, *wallet))},
+        None if version is None else version["N"], None if balance is None else balance["N"],
+        change[{SEQUENCE_NUMBER!r}], None if image.keys() <= known else extra(image, known)))
+    columns.entries.positions.append(position)
+"""
+    namespace: dict[str, Any] = {"__name__": __name__, "other": _wallet_modified, "extra": _extra}
+    namespace |= {"previous": _previous_attributes, "known": _WALLET_KNOWN}
+    exec(compile(source, "<decoder: one entry>", "exec"), namespace)  # noqa: S102
+    step: DecodeStep = namespace["step"]
+    return step
 
 
 def _earlier_entries(
@@ -428,15 +419,20 @@ def _earlier_entries(
     ):
         raise _RejectedError(f"{_ENTRIES_BEFORE} without a usable OldImage version and balance")
     version, balance = int(version_text), int(balance_text)
+    earlier_keys, earlier_tags, earlier_defaults = _EARLIER
     for wrapped in earlier:
-        entry = _earlier_entry(wrapped["M"])
-        amount_text = entry[_AMOUNT]
+        entry = wrapped["M"]
+        amount_text = entry[EntryKey.AMOUNT]["N"]
         if not INTEGER_TEXT.match(amount_text):
             raise _RejectedError(f"{_ENTRIES_BEFORE}: amount is not an integer")
         amount = int(amount_text)
-        after = balance - amount if entry[_DIRECTION] == DIRECTION_DEBIT else balance + amount
-        rows.extend(entry)
-        rows.extend((wallet_id, str(version + 1), str(after), str(version), str(balance), sequence, extra))
+        after = balance - amount if entry[EntryKey.DIRECTION]["S"] == DIRECTION_DEBIT else balance + amount
+        rows.extend(
+            (
+                *map(_value, map(entry.get, earlier_keys, earlier_defaults), earlier_tags),
+                *(wallet_id, str(version + 1), str(after), str(version), str(balance), sequence, extra),
+            )
+        )
         version, balance = version + 1, after
     return rows, str(version), str(balance)
 
@@ -558,6 +554,10 @@ def _is_ttl_identity(identity: Any) -> bool:
     return identity.get("type") == TTL_IDENTITY_TYPE and identity.get("principalId") == TTL_IDENTITY_PRINCIPAL
 
 
+#: The step of every wallet MODIFY (:func:`_wallet_modified` takes the ones it does not).
+_one_entry: Final = _compile_one_entry()
+
+
 #: Every record kind the pipeline expects, by ``(eventName, entity)``; any other pair is quarantined.
 RECORD_KINDS: Final[dict[tuple[str, str], RecordKind]] = {
     (EVENT_INSERT, ENTITY_TRANSACTION): RecordKind(
@@ -571,7 +571,7 @@ RECORD_KINDS: Final[dict[tuple[str, str], RecordKind]] = {
     (EVENT_INSERT, ENTITY_USER): RecordKind("user claim inserted", _ignored),
     (EVENT_MODIFY, ENTITY_WALLET): RecordKind(
         "wallet modified",
-        _wallet_modified,
+        _one_entry,
         _WALLET_MODIFIED_REQUIRED,
         (*_ENTRY_REQUIRED, *_ENTRY_OPTIONAL),
         ((_ENTRY_TXN_ID, _ENTRY_REQUIRED),),

@@ -7,7 +7,8 @@ records it could not take, so these checks can afford to look at everything; the
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from contracts.money import INTEGER_TEXT
@@ -33,7 +34,23 @@ _KNOWN_ENTITIES: Final = frozenset({ENTITY_TRANSACTION, ENTITY_WALLET, ENTITY_US
 _ENTRIES_BEFORE: Final = Attr.ENTRIES_BEFORE
 
 
-def describe_problem(record: Any, kinds: Mapping[tuple[str, str], Any]) -> str | None:
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecordKind:
+    """One kind of stream record: how to decode it and which typed attributes it must carry.
+
+    The decoder's table of kinds (:data:`stream_processor.decoder.RECORD_KINDS`) is made of these;
+    what they require is what :func:`describe_problem` checks.
+    """
+
+    name: str
+    decode: Callable[..., None]
+    required: tuple[tuple[str, str], ...] = ()
+    optional: tuple[tuple[str, str], ...] = ()
+    #: ``(mark, attributes)``: an image holding ``mark`` must hold every one of ``attributes``.
+    required_with: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
+
+
+def describe_problem(record: Any, kinds: Mapping[tuple[str, str], RecordKind]) -> str | None:
     """Why ``record`` cannot be decoded, or None when its shape is fine for its kind.
 
     Called only for records the fast path could not take (and for every record of a batch in which
