@@ -192,11 +192,12 @@ def _entries(rows: Rows, ingested: pa.Scalar) -> tuple[pa.Table, list[tuple[int,
     delta = pc.if_else(debit, pc.negate(amount), amount)
     # what a row's direction is not (a row that is neither fails the direction check first)
     other_direction = {DEBIT: credit, CREDIT: debit}
+    of_kind = [(kind, pc.equal(txn_type, kind.name)) for kind in MOVEMENT_TYPES.values()]
+    registered = of_kind[0][1]
+    for _, rows_of_kind in of_kind[1:]:
+        registered = pc.or_(registered, rows_of_kind)
     checks = [
-        (
-            pc.invert(pc.is_in(txn_type, value_set=_registered(tuple(MOVEMENT_TYPES)))),
-            "unknown transaction type",
-        ),
+        (pc.invert(registered), "unknown transaction type"),
         (
             pc.invert(pc.or_(debit, credit)),
             f"{Attr.ENTRY_DIRECTION} is not debit or credit",
@@ -207,10 +208,8 @@ def _entries(rows: Rows, ingested: pa.Scalar) -> tuple[pa.Table, list[tuple[int,
         (_outside(created_at, 0, MAX_TIMESTAMP_MS), _range_reason(Attr.UPDATED_AT, 0, MAX_TIMESTAMP_MS)),
         *(
             check
-            for kind in MOVEMENT_TYPES.values()
-            for check in _leg_checks(
-                kind, pc.equal(txn_type, kind.name), wallet_id, counterparty, other_direction
-            )
+            for kind, rows_of_kind in of_kind
+            for check in _leg_checks(kind, rows_of_kind, wallet_id, counterparty, other_direction)
         ),
         (
             pc.not_equal(previous_version, pc.subtract(version, 1)),
@@ -467,17 +466,6 @@ def _of_schema(schema: pa.Schema, columns: dict[str, pa.Array], rows: int) -> pa
         [columns[field.name] if field.name in columns else pa.nulls(rows, field.type) for field in schema],
         schema=schema,
     )
-
-
-#: The registered types' names as an Arrow array, by the names (made once per registry state).
-_REGISTERED: Final[dict[tuple[str, ...], pa.Array]] = {}
-
-
-def _registered(names: tuple[str, ...]) -> pa.Array:
-    """``names`` as an Arrow array, made once: a batch checks every entry's type against it."""
-    if (array := _REGISTERED.get(names)) is None:
-        array = _REGISTERED[names] = pa.array(names, pa.string())
-    return array
 
 
 def _apply_checks(
