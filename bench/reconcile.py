@@ -47,7 +47,7 @@ import sqlglot
 from sqlglot import exp
 
 from contracts.lake_layout import landing_object_name
-from contracts.lake_tables import BALANCE_SNAPSHOTS, DAILY_BALANCES, LEDGER
+from contracts.lake_tables import BALANCE_SNAPSHOTS, DAILY_BALANCES, LEDGER, table_of
 from contracts.settings import DEFAULT_COMPACTION_UNIT_MINUTES, Settings
 from lake import parquet
 from lake.compaction import compact_files
@@ -284,7 +284,8 @@ def ledger_chunk(
     sequence = pc.binary_join_element_wise(
         "1000", pc.cast(pa.array(first_sequence + np.arange(count)), pa.string()), ""
     )
-    return pa.table(
+    return table_of(  # every column not named here null: a new nullable column changes nothing
+        LEDGER,
         {
             "entry_id": pc.binary_join_element_wise(txn_ids, direction, ":"),
             "txn_id": txn_ids,
@@ -302,10 +303,8 @@ def ledger_chunk(
             "created_at": pa.array(created[txn], MS),
             "stream_sequence": sequence,
             "ingested_at": pa.array(ingested, MS),
-            "extra_attributes": pa.nulls(count, pa.string()),
-            "initiated_by": pa.nulls(count, pa.string()),
         },
-        schema=LEDGER,
+        count,
     )
 
 

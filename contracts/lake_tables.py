@@ -270,3 +270,19 @@ def glue_type(arrow_type: pa.DataType) -> str:
 def glue_columns(schema: pa.Schema) -> list[dict[str, str]]:
     """Glue ``Columns`` for a lake schema (the partition column is declared separately)."""
     return [{"Name": field.name, "Type": glue_type(field.type)} for field in schema]
+
+
+def table_of(schema: pa.Schema, columns: Mapping[str, object], rows: int) -> pa.Table:
+    """A table of ``schema`` from the ``columns`` given, every other column null.
+
+    What builders of rows outside the pipeline (tests, benchmarks) use, so a nullable column added
+    to a table's schema breaks none of them that does not use it.
+    """
+    return pa.table(
+        {field.name: columns.get(field.name, pa.nulls(rows, field.type)) for field in schema}, schema=schema
+    )
+
+
+def row_of(schema: pa.Schema, values: Mapping[str, object]) -> dict[str, object]:
+    """One row of ``schema`` as a dict from the ``values`` given, every other column None."""
+    return {field.name: values.get(field.name) for field in schema}

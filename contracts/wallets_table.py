@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import Final
+from typing import Final, Literal
 
 PARTITION_KEY: Final = "pk"
 TTL_ATTRIBUTE: Final = "expires_at"
@@ -89,6 +89,45 @@ class EntryKey:
     COUNTERPARTY: Final = "counterparty_wallet_id"
     CREATED_AT: Final = "created_at"
     INITIATED_BY: Final = "initiated_by"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EntryField:
+    """One field of a ledger entry, in every place it is said.
+
+    The write path sets :attr:`attribute` on the wallet item (through the update expression's
+    :attr:`name` and :attr:`value` placeholders) and :attr:`key` in an ``entries_before`` map; the
+    decoder reads them back into the ledger's :attr:`column`.
+    """
+
+    column: str
+    attribute: str
+    key: str
+    type_tag: Literal["S", "N"]
+    #: An optional field is absent (removed from the item, left out of a map) when it has no value.
+    required: bool
+    name: str
+    value: str
+
+
+#: A ledger entry as a wallet item states it: the one list the write path's update expression and
+#: ``entries_before`` maps, the decoder's rows and the export backfill's images are made from. The
+#: entry's time is the item's ``updated_at`` (also the clock condition's); its version and balance
+#: after are the item's own ``version`` and ``balance`` (its ``ADD``), so they are not entry fields.
+#: A new field is one line here (optional, so entries written before it still decode) and a
+#: nullable column of :data:`contracts.lake_tables.LEDGER`.
+ENTRY_FIELDS: Final[tuple[EntryField, ...]] = (
+    EntryField("txn_id", Attr.ENTRY_TXN_ID, EntryKey.TXN_ID, "S", True, "#tx", ":txn"),
+    EntryField("txn_type", Attr.ENTRY_TYPE, EntryKey.TYPE, "S", True, "#ty", ":type"),
+    EntryField("direction", Attr.ENTRY_DIRECTION, EntryKey.DIRECTION, "S", True, "#dir", ":dir"),
+    EntryField("amount", Attr.ENTRY_AMOUNT, EntryKey.AMOUNT, "N", True, "#amt", ":amt"),
+    EntryField("nonce", Attr.ENTRY_NONCE, EntryKey.NONCE, "S", True, "#no", ":nonce"),
+    EntryField("created_at", Attr.UPDATED_AT, EntryKey.CREATED_AT, "N", True, "#u", ":now"),
+    EntryField(
+        "counterparty_wallet_id", Attr.ENTRY_COUNTERPARTY, EntryKey.COUNTERPARTY, "S", False, "#cp", ":cp"
+    ),
+    EntryField("initiated_by", Attr.ENTRY_INITIATED_BY, EntryKey.INITIATED_BY, "S", False, "#by", ":by"),
+)
 
 
 def wallet_key(wallet_id: str) -> str:

@@ -13,7 +13,10 @@ Athena (Trino) SQL with ``:name`` placeholders, and every query of a partitioned
 
 A body line ``-- @include NAME`` is replaced by ``sql/fragments/NAME.sql`` when the catalog loads,
 so two questions that share their heaviest part (the reconciliation's entry checks) share one text;
-every user of a query (DuckDB, Athena, the CDK's named queries) sees it expanded.
+every user of a query (DuckDB, Athena, the CDK's named queries) sees it expanded. Besides the
+files, the fragment ``movement_legs`` is made from the movement-type registry
+(:func:`movement_legs_fragment`): one row per leg of every registered type with its flow (money in,
+out, or within), so a query sums money in and out by joining it and never names a type.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Final
 
+from contracts import movement_types
 from queries._parameters import PARSERS, PLACEHOLDER, ParameterError, QueryValue, parse_value
 
 SQL_PACKAGE: Final = "queries"
@@ -34,6 +38,8 @@ _PARAM_LINE: Final = re.compile(r"@param\s+(\w+)\s+(\w+)\s*(.*)")
 _COMMENT: Final = re.compile(r"--[^\n]*")
 _INCLUDE: Final = re.compile(r"^[ \t]*--[ \t]*@include[ \t]+(\w+)[ \t]*$", re.MULTILINE)
 FRAGMENTS_FOLDER: Final = "fragments"
+#: The fragment made from :mod:`contracts.movement_types` rather than read from a file.
+MOVEMENT_LEGS: Final = "movement_legs"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -148,14 +154,44 @@ def expand_includes(name: str, text: str, fragments: Mapping[str, str]) -> str:
     return _INCLUDE.sub(fragment, text)
 
 
-@functools.cache
+def movement_legs_fragment() -> str:
+    """The CTE ``movement_legs (txn_type, direction, flow)``: every leg of every registered type.
+
+    ``flow`` is 1 where money enters the system (an external credit), -1 where it leaves (an
+    external debit) and 0 where it moves between two wallets; a ledger row joined to no leg is of
+    no registered type. Included after ``WITH``, it ends with a comma like every fragment.
+
+    Examples
+    --------
+    >>> print(movement_legs_fragment().splitlines()[1])
+    movement_legs (txn_type, direction, flow) AS (
+    """
+    rows = ",\n".join(
+        f"        ('{name}', '{direction}', {flow})"
+        for name, direction, flow in movement_types.movement_legs()
+    )
+    return (
+        "-- every leg of every movement type (made from contracts.movement_types)\n"
+        "movement_legs (txn_type, direction, flow) AS (\n"
+        f"    VALUES\n{rows}\n"
+        "),\n"
+    )
+
+
 def _catalog() -> dict[str, QueryInfo]:
+    """The queries, made again whenever the movement-type registry changes (its revision)."""
+    return _catalog_of(movement_types.revision())
+
+
+@functools.cache
+def _catalog_of(revision: int) -> dict[str, QueryInfo]:
     folder = resources.files(SQL_PACKAGE) / SQL_FOLDER
     fragments = {
         entry.name.removesuffix(".sql"): entry.read_text(encoding="utf-8")
         for entry in (folder / FRAGMENTS_FOLDER).iterdir()
         if entry.name.endswith(".sql")
     }
+    fragments[MOVEMENT_LEGS] = movement_legs_fragment()
     queries = {}
     for entry in folder.iterdir():
         if entry.name.endswith(".sql"):

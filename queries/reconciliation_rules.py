@@ -29,8 +29,11 @@ Per wallet (one finding per wallet and problem; a wallet with none is ``ok``):
 
 Global checks: every transfer of the day has one debit and one credit that sum to zero
 (``transfer_unbalanced``), and money is conserved: the sum of closing balances equals the sum of
-opening balances plus the day's deposits (``not_conserved``) — by induction from an empty first
-day, the sum of all balances equals the sum of all deposits. Conservation is judged only when no
+opening balances plus the day's money in minus its money out (``not_conserved``; which legs bring
+money in or take it out is :mod:`contracts.movement_types`' to say, through the queries'
+``movement_legs``) — by induction from an empty first day, the sum of all balances equals all the
+money that ever entered less all that left. An entry of no registered type is neither, so it
+fails conservation rather than pass unnoticed. Conservation is judged only when no
 version is absent (an entry in flight would make it fail for no fault).
 
 A day passes when every finding is ``lagging`` (:data:`PASSING_STATUSES`).
@@ -188,7 +191,7 @@ def add_global_checks(judged: JudgedWallets, transfers: pa.Table | pd.DataFrame)
         else f"failed: {len(transfer_findings)} transfers do not sum to zero"
     )
     totals = judged.totals
-    expected_total = totals["opening_balance"] + totals["deposits"]
+    expected_total = totals["opening_balance"] + totals["external_net"]
     if judged.wallets_absent:
         checks["conservation"] = (
             f"skipped: {judged.wallets_absent} wallets have versions absent from the lake"
@@ -202,11 +205,11 @@ def add_global_checks(judged: JudgedWallets, transfers: pa.Table | pd.DataFrame)
                 expected_total,
                 totals["closing_balance"],
                 f"sum of closing balances {totals['closing_balance']} ≠ sum of opening balances "
-                f"{totals['opening_balance']} + deposits {totals['deposits']}",
+                f"{totals['opening_balance']} + money in less out {totals['external_net']}",
             )
         )
     else:
-        checks["conservation"] = "ok: sum of balances = previous sum + the day's deposits"
+        checks["conservation"] = "ok: sum of balances = previous sum + the day's money in less out"
     wallet_findings = [f for f in findings if f.wallet_id is not None]
     checks["wallets"] = "ok" if all(f.status in PASSING_STATUSES for f in wallet_findings) else "failed"
     counts = dict.fromkeys(STATUSES, 0)
@@ -323,7 +326,7 @@ def _close_day(frame: _Columns) -> tuple[pa.Table, dict[str, int]]:
     closing_balance = np.where(day_rows > 0, frame.ints("day_last_balance"), frame.ints("opening_balance"))
     totals = {
         "opening_balance": _exact_sum(frame.ints("opening_balance")[closes]),
-        "deposits": _exact_sum(frame.ints("day_deposits")[closes]),
+        "external_net": _exact_sum(frame.ints("day_external_net")[closes]),
         "closing_balance": _exact_sum(closing_balance[closes]),
         "net_delta": _exact_sum(frame.ints("day_net_delta")[closes]),
     }

@@ -3,8 +3,10 @@ local consumer.
 
 Where things are:
 
-- :mod:`stream_processor.decoder` — records → lake rows (pure; the record kinds' dispatch table);
+- :mod:`stream_processor.decoder` — records → column lists (pure; the record kinds' dispatch table);
 - :mod:`stream_processor.columns` — column lists → validated Arrow tables, double entry;
+- :mod:`stream_processor.decoded` — the decoded batch: its quarantine and its name (a batch walks
+  decoder → columns → decoded, each once: ``scripts/record_walk.py``);
 - :mod:`stream_processor.batch` — decode → write Parquet → report, shared by the two callers;
 - :mod:`walletlake.handlers.stream` — the Lambda handler (Powertools logs and EMF metrics);
 - :mod:`stream_processor.consumer` — the local poller with per-shard checkpoints;
@@ -24,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from stream_processor.batch import BatchOutcome, BatchProcessor, process_batch
     from stream_processor.consumer import ConsumeSummary, drain
-    from stream_processor.decoder import DecodedBatch, decode_records
+    from stream_processor.decoded import DecodedBatch
+    from stream_processor.decoder import decode_records
 
 __all__ = [
     "BatchOutcome",
@@ -42,7 +45,7 @@ _HOMES = {
     "process_batch": "stream_processor.batch",
     "ConsumeSummary": "stream_processor.consumer",
     "drain": "stream_processor.consumer",
-    "DecodedBatch": "stream_processor.decoder",
+    "DecodedBatch": "stream_processor.decoded",
     "decode_records": "stream_processor.decoder",
 }
 

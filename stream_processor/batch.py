@@ -21,7 +21,8 @@ import pyarrow as pa
 from contracts.settings import Settings
 from lake.iceberg_landing import land_batch
 from lake.writer import LandingObject, LandingWriteError, write_landing
-from stream_processor.decoder import DecodedBatch, decode_records
+from stream_processor.decoded import DecodedBatch
+from stream_processor.decoder import decode_records
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

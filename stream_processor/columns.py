@@ -1,31 +1,41 @@
-"""Columns of one decoded batch, and the validated Arrow tables they become.
+"""The checked lake rows of one decoded batch, parsed and checked a column at a time.
 
 The decoder (:mod:`stream_processor.decoder`) only copies typed attribute values into plain lists
-(one flat list per record kind, a row per record), as fast as Python allows. Everything that is
-cheaper done on a whole column at once happens here, in Arrow: parsing DynamoDB numbers into
-int64, range checks on money and versions, and the check that each wallet MODIFY's entry follows
-its OLD image by exactly one version and exactly its delta. Each such MODIFY is one ledger row
-(a deposit's credit; a transfer's debit of the payer and, in the payee's own record, its credit).
-Transaction INSERTs written by the earlier compare-and-swap write path still become their double
-entry here. A row that fails a check leaves the batch as a quarantine entry with its reason; it
-never fails the batch.
+(one flat list per record kind, a row per record), as fast as Python allows, and hands them here
+already converted to Arrow. Everything that is cheaper done on a whole column at once happens
+here: parsing DynamoDB numbers into int64, range checks on money and versions, each entry's check
+against its movement type's legs (:mod:`contracts.movement_types`), and the check that each wallet
+MODIFY's entry follows its OLD image by exactly one version and exactly its delta. Each such
+MODIFY is one ledger row (a deposit's credit; a transfer's debit of the payer and, in the payee's
+own record, its credit). Transaction INSERTs written by the earlier compare-and-swap write path
+still become their double entry here. A row that fails a check leaves the batch as a quarantine
+entry with its reason; it never fails the batch. :func:`decoded_batch` then hands the rows on to
+:mod:`stream_processor.decoded`, which makes the quarantine and names the batch: nothing here
+calls back into the decoder.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from contracts.lake_tables import LEDGER, QUARANTINE, TIMESTAMP_MS, WALLETS
+from contracts.lake_tables import (
+    EXTRA_ATTRIBUTES,
+    INITIATED_BY,
+    LEDGER,
+    OWNER,
+    TIMESTAMP_MS,
+    WALLETS,
+)
 from contracts.money import INTEGER_TEXT, MAX_AMOUNT, MAX_BALANCE, MIN_AMOUNT
+from contracts.movement_types import MOVEMENT_TYPES, MovementType
 from contracts.wallets_table import DIRECTION_CREDIT, DIRECTION_DEBIT, TXN_DEPOSIT, TXN_TRANSFER, Attr
-from stream_processor.lambda_records import sequence_number
+from stream_processor.decoded import DecodedBatch, named_batch
 
 DEBIT: Final = DIRECTION_DEBIT
 CREDIT: Final = DIRECTION_CREDIT
@@ -43,130 +53,80 @@ def entry_id(txn_id: str, direction: str) -> str:
     return f"{txn_id}{ENTRY_ID_SEPARATOR}{direction}"
 
 
-#: Order of the values :class:`BatchColumns` keeps per wallet MODIFY that applied a ledger entry:
-#: the entry as the NEW image states it, and the OLD image's version and balance it must follow.
-ENTRY_FIELDS: Final = (
-    "txn_id",
-    "txn_type",
-    "wallet_id",
-    "counterparty_wallet_id",
-    "direction",
-    "amount",
-    "wallet_version",
-    "balance_after",
-    "previous_version",
-    "previous_balance",
-    "nonce",
-    "created_at",
-    "sequence",
-    "extra_attributes",
-    "initiated_by",
-)
-#: Order of the values kept per legacy transaction INSERT: items written by the compare-and-swap
-#: write path carried every touched wallet's version and balance after, and give the ledger rows.
-TRANSACTION_FIELDS: Final = (
-    "txn_id",
-    "txn_type",
-    "wallet_id",
-    "to_wallet_id",
-    "amount",
-    "nonce",
-    "wallet_version",
-    "wallet_balance_after",
-    "to_wallet_version",
-    "to_wallet_balance_after",
-    "created_at",
-    "sequence",
-    "extra_attributes",
-)
-#: Order of the values kept per wallet INSERT.
-WALLET_FIELDS: Final = ("wallet_id", "user_id", "created_at", "extra_attributes", "owner")
+class Rows(Protocol):
+    """One record kind's rows as the decoder collected them: Arrow string chunks, per field."""
+
+    @property
+    def fields(self) -> tuple[str, ...]: ...
+    @property
+    def positions(self) -> list[int]: ...
+    @property
+    def chunks(self) -> list[list[pa.Array]]: ...
 
 
-#: Records the decoder reads between two conversions of its lists to Arrow. The conversion has to
-#: touch every string the decoder just took from the records; done a chunk at a time those strings
-#: are still in the CPU cache, and converting costs about half of what one conversion of a
-#: 10,000-record batch costs (``bench/stream_to_parquet.py``). Per-call overhead is negligible at
-#: this size.
-CHUNK_RECORDS: Final = 1024
+class Collected(Protocol):
+    """What the decoder collected from one batch (:class:`stream_processor.decoder.BatchColumns`),
+    every row already in Arrow."""
+
+    @property
+    def entries(self) -> Rows: ...
+    @property
+    def transactions(self) -> Rows: ...
+    @property
+    def wallets(self) -> Rows: ...
+    @property
+    def rejected_position(self) -> list[int]: ...
+    @property
+    def rejected_reason(self) -> list[str]: ...
+    @property
+    def ignored(self) -> int: ...
+    @property
+    def ttl_expired(self) -> int: ...
 
 
-@dataclasses.dataclass(slots=True)
-class RowBuffer:
-    """Rows of one record kind, as one flat list of text (``fields`` values per row).
-
-    One ``extend`` per record is the cheapest way Python has to move a dozen values, and
-    ``flat[i::stride]`` turns them into columns in C. :meth:`seal` moves the pending rows into
-    Arrow string arrays (``chunks``) while they are hot in the cache. ``positions`` holds each
-    row's index in the batch, so a row rejected by a column-wide check can be quarantined with its
-    original record. Numbers stay DynamoDB ``N`` text until :func:`build_tables` parses them a
-    column at a time.
-    """
-
-    fields: tuple[str, ...]
-    values: list[str | None] = dataclasses.field(default_factory=list)
-    positions: list[int] = dataclasses.field(default_factory=list)
-    chunks: list[list[pa.Array]] = dataclasses.field(default_factory=list)
-
-    def seal(self) -> None:
-        """Convert the pending rows to one Arrow string array per field.
-
-        Raises ``pyarrow.ArrowTypeError`` (or ``UnicodeEncodeError``) when a collected value is not
-        a valid string; the decoder then decodes the batch again, checking every record.
-        """
-        pending = self.values
-        if pending:
-            stride = len(self.fields)
-            self.chunks.append([pa.array(pending[index::stride], pa.string()) for index in range(stride)])
-            pending.clear()
-
-    def column(self, field: str) -> pa.Array:
-        """One column of the collected rows (text), by its name in ``fields``."""
-        self.seal()
-        index = self.fields.index(field)
-        chunks = [chunk[index] for chunk in self.chunks]
-        return chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks)
-
-
-@dataclasses.dataclass(slots=True)
-class BatchColumns:
-    """What the decoder collected from one batch, in stream order, a :class:`RowBuffer` per kind.
-
-    Every :data:`CHUNK_RECORDS` records the decoder calls :meth:`seal`.
-    """
-
-    entries: RowBuffer = dataclasses.field(default_factory=lambda: RowBuffer(ENTRY_FIELDS))
-    transactions: RowBuffer = dataclasses.field(default_factory=lambda: RowBuffer(TRANSACTION_FIELDS))
-    wallets: RowBuffer = dataclasses.field(default_factory=lambda: RowBuffer(WALLET_FIELDS))
-    rejected_position: list[int] = dataclasses.field(default_factory=list)
-    rejected_reason: list[str] = dataclasses.field(default_factory=list)
-    ignored: int = 0
-    ttl_expired: int = 0
-
-    def reject(self, position: int, reason: str) -> None:
-        """Send the record at ``position`` to quarantine."""
-        self.rejected_position.append(position)
-        self.rejected_reason.append(reason)
-
-    def seal(self) -> None:
-        """Convert every kind's pending rows to Arrow (see :meth:`RowBuffer.seal`)."""
-        self.entries.seal()
-        self.transactions.seal()
+def _column(rows: Rows, field: str) -> pa.Array:
+    """One column of the collected rows (text), by its name in ``fields``."""
+    index = rows.fields.index(field)
+    chunks = [chunk[index] for chunk in rows.chunks]
+    return chunks[0] if len(chunks) == 1 else pa.concat_arrays(chunks)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class LakeRows:
-    """The Arrow tables of one batch, each with its lake schema."""
+    """The checked ledger and wallets rows of one batch, and the records rejected (position, reason)."""
 
     ledger: pa.Table
     wallets: pa.Table
-    quarantine: pa.Table
+    rejected: list[tuple[int, str]]
 
 
-def build_tables(
-    columns: BatchColumns, records: Sequence[Mapping[str, Any]], ingested_at_ms: int
-) -> LakeRows:
-    """Parse, check and shape the collected columns into the ledger, wallets and quarantine tables.
+def decoded_batch(
+    columns: Collected, records: Sequence[Mapping[str, Any]], ingested_at_ms: int, *, strict: bool
+) -> DecodedBatch:
+    """The batch the decoder collected, checked and shaped into the lake's tables, then named.
+
+    ``strict``: raise ``pyarrow.ArrowInvalid`` for a null in a required column
+    (:func:`require_values`), so that the decoder checks every record again; its careful pass
+    asks for no such check. The rejected records become the quarantine in
+    :func:`stream_processor.decoded.named_batch`, the batch's last step.
+    """
+    rows = build_tables(columns, ingested_at_ms)
+    if strict:
+        require_values(rows)
+    return named_batch(
+        rows.ledger,
+        rows.wallets,
+        rows.rejected,
+        records,
+        ingested_at_ms,
+        ttl_expired=columns.ttl_expired,
+        ignored=columns.ignored,
+    )
+
+
+def build_tables(columns: Collected, ingested_at_ms: int) -> LakeRows:
+    """Parse, check and shape the collected columns into the ledger and wallets tables, and say
+    which records are rejected, and why.
 
     Raises ``pyarrow.ArrowInvalid``/``ArrowTypeError`` when a collected value has the wrong Python
     type (a record whose ``S`` holds a number, say); the decoder then decodes the batch again,
@@ -186,7 +146,7 @@ def build_tables(
     )
     # legacy rows only while the stream still holds records of the compare-and-swap write path
     ledger = pa.concat_tables([entries, legacy]) if legacy.num_rows else entries
-    return LakeRows(ledger=ledger, wallets=wallets, quarantine=_quarantine(rejected, records, ingested))
+    return LakeRows(ledger=ledger, wallets=wallets, rejected=rejected)
 
 
 def require_values(rows: LakeRows) -> None:
@@ -205,7 +165,7 @@ def require_values(rows: LakeRows) -> None:
                 raise pa.ArrowInvalid(f"a null in the required column {field.name}")
 
 
-def _entries(rows: RowBuffer, ingested: pa.Scalar) -> tuple[pa.Table, list[tuple[int, str]]]:
+def _entries(rows: Rows, ingested: pa.Scalar) -> tuple[pa.Table, list[tuple[int, str]]]:
     """Ledger rows from wallet MODIFYs: one per record, checked against the OLD image it follows.
 
     The NEW image states the entry whole (DynamoDB's own ``version`` and ``balance`` after the
@@ -214,7 +174,10 @@ def _entries(rows: RowBuffer, ingested: pa.Scalar) -> tuple[pa.Table, list[tuple
     """
     if not rows.positions:
         return LEDGER.empty_table(), []
-    column = rows.column
+
+    def column(field: str) -> pa.Array:
+        return _column(rows, field)
+
     txn_type = column("txn_type")
     wallet_id = column("wallet_id")
     counterparty = column("counterparty_wallet_id")
@@ -225,30 +188,28 @@ def _entries(rows: RowBuffer, ingested: pa.Scalar) -> tuple[pa.Table, list[tuple
     previous_version = _integers(column("previous_version"))
     previous_balance = _integers(column("previous_balance"))
     created_at = _integers(column("created_at"))
-    is_transfer = pc.equal(txn_type, TXN_TRANSFER)
-    debit = pc.equal(direction, DEBIT)
+    debit, credit = pc.equal(direction, DEBIT), pc.equal(direction, CREDIT)
     delta = pc.if_else(debit, pc.negate(amount), amount)
+    # what a row's direction is not (a row that is neither fails the direction check first)
+    other_direction = {DEBIT: credit, CREDIT: debit}
+    of_kind = [(kind, pc.equal(txn_type, kind.name)) for kind in MOVEMENT_TYPES.values()]
+    registered = of_kind[0][1]
+    for _, rows_of_kind in of_kind[1:]:
+        registered = pc.or_(registered, rows_of_kind)
     checks = [
-        (pc.invert(pc.or_(is_transfer, pc.equal(txn_type, TXN_DEPOSIT))), "unknown transaction type"),
+        (pc.invert(registered), "unknown transaction type"),
         (
-            pc.invert(pc.or_(debit, pc.equal(direction, CREDIT))),
+            pc.invert(pc.or_(debit, credit)),
             f"{Attr.ENTRY_DIRECTION} is not debit or credit",
         ),
         (_outside(amount, MIN_AMOUNT, MAX_AMOUNT), _range_reason(Attr.ENTRY_AMOUNT, MIN_AMOUNT, MAX_AMOUNT)),
         (_outside(version, 1, MAX_INT64), _range_reason(Attr.VERSION, 1, MAX_INT64)),
         (_outside(balance, 0, MAX_BALANCE), _range_reason(Attr.BALANCE, 0, MAX_BALANCE)),
         (_outside(created_at, 0, MAX_TIMESTAMP_MS), _range_reason(Attr.UPDATED_AT, 0, MAX_TIMESTAMP_MS)),
-        (
-            pc.and_(is_transfer, pc.is_null(counterparty)),
-            f"transfer entry without {Attr.ENTRY_COUNTERPARTY}",
-        ),
-        (
-            pc.and_(is_transfer, pc.fill_null(pc.equal(wallet_id, counterparty), False)),
-            "transfer to the same wallet",
-        ),
-        (
-            pc.and_(pc.invert(is_transfer), pc.or_(debit, pc.is_valid(counterparty))),
-            "deposit entry that is not a credit without counterparty",
+        *(
+            check
+            for kind, rows_of_kind in of_kind
+            for check in _leg_checks(kind, rows_of_kind, wallet_id, counterparty, other_direction)
         ),
         (
             pc.not_equal(previous_version, pc.subtract(version, 1)),
@@ -284,6 +245,40 @@ def _entries(rows: RowBuffer, ingested: pa.Scalar) -> tuple[pa.Table, list[tuple
     return _ledger_table(**arrays, ingested=ingested), rejects
 
 
+def _leg_checks(
+    kind: MovementType,
+    of_kind: pa.Array,
+    wallet_id: pa.Array,
+    counterparty: pa.Array,
+    other_direction: Mapping[str, pa.Array],
+) -> list[tuple[pa.Array, str]]:
+    """What an entry of ``kind`` must be: one of its legs (direction, and a counterparty exactly
+    when the leg's other side is a wallet), never naming its own wallet as the other side.
+
+    Made from the registry (:mod:`contracts.movement_types`), so a type registered later is
+    checked as exactly what it says; the reasons name the type (``transfer to the same wallet``).
+    """
+    if kind.internal:  # one debit and one credit (the registry refuses any other), each with its other side
+        return [
+            (
+                pc.and_(of_kind, pc.is_null(counterparty)),
+                f"{kind.name} entry without {Attr.ENTRY_COUNTERPARTY}",
+            ),
+            (
+                pc.and_(of_kind, pc.fill_null(pc.equal(wallet_id, counterparty), False)),
+                f"{kind.name} to the same wallet",
+            ),
+        ]
+    # one leg from or to outside the system (the registry refuses any other kind)
+    wrong = pc.or_(other_direction[kind.directions[0]], pc.is_valid(counterparty))
+    return [
+        (
+            pc.and_(of_kind, wrong),
+            f"{kind.name} entry that is not a {' or '.join(kind.directions)} without counterparty",
+        )
+    ]
+
+
 def _ledger_table(
     *,
     txn_id: pa.Array,
@@ -302,31 +297,31 @@ def _ledger_table(
     ingested: pa.Scalar,
     initiated_by: pa.Array | None = None,
 ) -> pa.Table:
-    """Ledger rows in :data:`~contracts.lake_tables.LEDGER` column order, whichever records they came from."""
-    return pa.Table.from_arrays(
-        [
-            _entry_ids(txn_id, direction),
-            txn_id,
-            txn_type,
-            wallet_id,
-            counterparty,
-            direction,
-            amount,
-            delta,
-            version,
-            balance,
-            nonce,
-            created_at,
-            sequence,
-            pa.repeat(ingested, len(amount)),
-            extra,
-            pa.nulls(len(amount), pa.string()) if initiated_by is None else initiated_by,
-        ],
-        schema=LEDGER,
-    )
+    """Ledger rows of :data:`~contracts.lake_tables.LEDGER`, whichever records they came from; a
+    column the decoder does not fill (a nullable one added to the contract) is null."""
+    columns = {
+        "entry_id": _entry_ids(txn_id, direction),
+        "txn_id": txn_id,
+        "txn_type": txn_type,
+        "wallet_id": wallet_id,
+        "counterparty_wallet_id": counterparty,
+        "direction": direction,
+        "amount": amount,
+        "delta": delta,
+        "wallet_version": version,
+        "balance_after": balance,
+        "nonce": nonce,
+        "created_at": created_at,
+        "stream_sequence": sequence,
+        "ingested_at": pa.repeat(ingested, len(amount)),
+        EXTRA_ATTRIBUTES: extra,
+    }
+    if initiated_by is not None:
+        columns[INITIATED_BY] = initiated_by
+    return _of_schema(LEDGER, columns, len(amount))
 
 
-def _legacy_ledger(rows: RowBuffer, ingested: pa.Scalar) -> tuple[pa.Table, list[tuple[int, str]]]:
+def _legacy_ledger(rows: Rows, ingested: pa.Scalar) -> tuple[pa.Table, list[tuple[int, str]]]:
     """Ledger rows from transaction INSERTs of the compare-and-swap write path (double entry).
 
     Those items carried each touched wallet's version and balance after; their wallet MODIFYs carry
@@ -334,7 +329,10 @@ def _legacy_ledger(rows: RowBuffer, ingested: pa.Scalar) -> tuple[pa.Table, list
     """
     if not rows.positions:
         return LEDGER.empty_table(), []
-    column = rows.column
+
+    def column(field: str) -> pa.Array:
+        return _column(rows, field)
+
     txn_type = column("txn_type")
     wallet_id = column("wallet_id")
     to_wallet_id = column("to_wallet_id")
@@ -346,6 +344,8 @@ def _legacy_ledger(rows: RowBuffer, ingested: pa.Scalar) -> tuple[pa.Table, list
     created_at = _integers(column("created_at"))
     # A missing (null) type fails the first check (_apply_checks fails what it cannot evaluate);
     # is_transfer is filled so that the rows kept never carry a null into the double entry.
+    # The compare-and-swap write path is history and only ever wrote these two types, so its
+    # items are judged against them, not against the registry (a later type never had such items).
     is_transfer = pc.fill_null(pc.equal(txn_type, TXN_TRANSFER), False)
     checks = [
         (pc.invert(pc.or_(is_transfer, pc.equal(txn_type, TXN_DEPOSIT))), "unknown transaction type"),
@@ -436,46 +436,36 @@ def _double_entry(txns: dict[str, pa.Array], ingested: pa.Scalar) -> pa.Table:
     )  # the compare-and-swap write path predates attribution: initiated_by is null
 
 
-def _wallets(rows: RowBuffer) -> tuple[pa.Table, list[tuple[int, str]]]:
+def _wallets(rows: Rows) -> tuple[pa.Table, list[tuple[int, str]]]:
     if not rows.positions:
         return WALLETS.empty_table(), []
-    created_at = _integers(rows.column("created_at"))
+    created_at = _integers(_column(rows, "created_at"))
     checks = [
         (_outside(created_at, 0, MAX_TIMESTAMP_MS), _range_reason(Attr.CREATED_AT, 0, MAX_TIMESTAMP_MS))
     ]
     keep, rejects = _apply_checks(checks, rows.positions)
-    table = pa.Table.from_arrays(
-        [
-            rows.column("wallet_id"),
-            rows.column("user_id"),
-            created_at.cast(TIMESTAMP_MS),
-            rows.column("extra_attributes"),
-            rows.column("owner"),
-        ],
-        schema=WALLETS,
+    table = _of_schema(
+        WALLETS,
+        {
+            "wallet_id": _column(rows, "wallet_id"),
+            "user_id": _column(rows, "user_id"),
+            "created_at": created_at.cast(TIMESTAMP_MS),
+            EXTRA_ATTRIBUTES: _column(rows, "extra_attributes"),
+            OWNER: _column(rows, "owner"),
+        },
+        len(created_at),
     )
     return (table if keep is None else table.filter(keep)), rejects
 
 
-def _quarantine(
-    rejected: list[tuple[int, str]], records: Sequence[Mapping[str, Any]], ingested: pa.Scalar
-) -> pa.Table:
-    if not rejected:
-        return QUARANTINE.empty_table()
+def _of_schema(schema: pa.Schema, columns: dict[str, pa.Array], rows: int) -> pa.Table:
+    """``columns`` as a table of ``schema``, a column not given null (as
+    :func:`contracts.lake_tables.table_of` makes it, here so that the batch never leaves this module
+    for it: a record's walk enters each module once)."""
     return pa.Table.from_arrays(
-        [
-            pa.array([reason for _, reason in rejected], pa.string()),
-            pa.array([raw_json(records[position]) for position, _ in rejected], pa.string()),
-            pa.array([sequence_number(records[position]) for position, _ in rejected], pa.string()),
-            pa.repeat(ingested, len(rejected)),
-        ],
-        schema=QUARANTINE,
+        [columns[field.name] if field.name in columns else pa.nulls(rows, field.type) for field in schema],
+        schema=schema,
     )
-
-
-def raw_json(record: Any) -> str:
-    """The record as JSON text, whatever it holds (quarantine keeps it whole for replay)."""
-    return json.dumps(record, default=str, separators=(",", ":"), sort_keys=True)
 
 
 def _apply_checks(

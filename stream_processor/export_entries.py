@@ -26,7 +26,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
-from contracts.wallets_table import DIRECTION_CREDIT, DIRECTION_DEBIT, TXN_TRANSFER, Attr
+from contracts.movement_types import ADDRESSED, TARGET, MovementTypeError, movement_type
+from contracts.wallets_table import DIRECTION_DEBIT, ENTRY_FIELDS, Attr
 
 _N: Final = "N"
 _S: Final = "S"
@@ -89,15 +90,29 @@ def number_entries(
     """
     result = NumberedEntries()
     legs: dict[str, list[_Leg]] = defaultdict(list)
+    unnumbered: dict[str, str] = {}  # a wallet with an item of no registered type: why
     for item in transactions:
         if int(item[Attr.EXPIRES_AT][_N]) <= export_time_s:
             result.expired += 1
             continue
-        for leg in _legs(item):
+        try:
+            item_legs = _legs(item)
+        except MovementTypeError as error:
+            # never guessed at: every wallet of the item is left unnumbered, with the reason
+            for name in (Attr.WALLET_ID, Attr.TO_WALLET_ID):
+                if name in item:
+                    unnumbered.setdefault(item[name][_S], str(error))
+            continue
+        for leg in item_legs:
             if only is None or only(leg.wallet_id):
                 legs[leg.wallet_id].append(leg)
     by_id = {wallet[Attr.WALLET_ID][_S]: wallet for wallet in wallets}
+    for wallet_id, reason in sorted(unnumbered.items()):
+        if only is None or only(wallet_id):
+            result.problems.append(f"wallet {wallet_id}: {reason}")
     for wallet_id, wallet_legs in sorted(legs.items()):
+        if wallet_id in unnumbered:
+            continue
         wallet = by_id.get(wallet_id)
         if wallet is None:
             result.problems.append(f"wallet {wallet_id}: its item is not in the export")
@@ -111,8 +126,16 @@ def number_entries(
 
 
 def _legs(item: Mapping[str, Any]) -> list[_Leg]:
+    """The item's legs as its movement type lists them (:mod:`contracts.movement_types`).
+
+    Raises :class:`~contracts.movement_types.MovementTypeError` for a type nobody registered: an
+    unknown type is never taken for a credit.
+    """
     txn_type = item[Attr.TYPE][_S]
-    payer = item[Attr.WALLET_ID][_S]
+    kind = movement_type(txn_type)
+    parties = {ADDRESSED: item[Attr.WALLET_ID][_S]}
+    if kind.has_target:
+        parties[TARGET] = item[Attr.TO_WALLET_ID][_S]
     common = {
         "created_at": int(item[Attr.CREATED_AT][_N]),
         "txn_id": item[Attr.TXN_ID][_S],
@@ -122,27 +145,44 @@ def _legs(item: Mapping[str, Any]) -> list[_Leg]:
         # who asked for it: the transaction item's, never the wallet item's latest entry's
         "initiated_by": (item.get(Attr.INITIATED_BY) or {}).get(_S),
     }
-    if txn_type != TXN_TRANSFER:
-        return [_Leg(wallet_id=payer, direction=DIRECTION_CREDIT, counterparty=None, **common)]
-    payee = item[Attr.TO_WALLET_ID][_S]
     return [
-        _Leg(wallet_id=payer, direction=DIRECTION_DEBIT, counterparty=payee, **common),
-        _Leg(wallet_id=payee, direction=DIRECTION_CREDIT, counterparty=payer, **common),
+        _Leg(
+            wallet_id=parties[spec.wallet],
+            direction=spec.direction,
+            counterparty=None if spec.counterparty is None else parties[spec.counterparty],
+            **common,
+        )
+        for spec in kind.legs
     ]
 
 
+#: The wallet item's attributes that state its latest entry (:data:`ENTRY_FIELDS`, but for its
+#: time, the item's own ``updated_at``): a rebuilt MODIFY states its own entry instead.
 _ENTRY_ATTRIBUTES: Final = frozenset(
     {
-        Attr.ENTRY_TXN_ID,
-        Attr.ENTRY_TYPE,
-        Attr.ENTRY_DIRECTION,
-        Attr.ENTRY_AMOUNT,
-        Attr.ENTRY_COUNTERPARTY,
-        Attr.ENTRY_NONCE,
-        Attr.ENTRY_INITIATED_BY,
+        *(field.attribute for field in ENTRY_FIELDS if field.attribute != Attr.UPDATED_AT),
         Attr.ENTRIES_BEFORE,
     }
 )
+
+
+def _entry_image(leg: _Leg) -> dict[str, Any]:
+    """The leg's entry as the wallet item states it, every field of :data:`ENTRY_FIELDS` it has."""
+    values = {
+        "created_at": leg.created_at,
+        "txn_id": leg.txn_id,
+        "txn_type": leg.txn_type,
+        "direction": leg.direction,
+        "amount": leg.amount,
+        "nonce": leg.nonce,
+        "counterparty_wallet_id": leg.counterparty,
+        "initiated_by": leg.initiated_by,
+    }
+    return {
+        field.attribute: {field.type_tag: str(value)}
+        for field in ENTRY_FIELDS
+        if (value := values[field.column]) is not None
+    }
 
 
 def _walk_back(
@@ -168,17 +208,8 @@ def _walk_back(
             **base,
             Attr.BALANCE: {_N: str(balance)},
             Attr.VERSION: {_N: str(version)},
-            Attr.UPDATED_AT: {_N: str(leg.created_at)},
-            Attr.ENTRY_TXN_ID: {_S: leg.txn_id},
-            Attr.ENTRY_TYPE: {_S: leg.txn_type},
-            Attr.ENTRY_DIRECTION: {_S: leg.direction},
-            Attr.ENTRY_AMOUNT: {_N: str(leg.amount)},
-            Attr.ENTRY_NONCE: {_S: leg.nonce},
+            **_entry_image(leg),
         }
-        if leg.counterparty is not None:
-            new[Attr.ENTRY_COUNTERPARTY] = {_S: leg.counterparty}
-        if leg.initiated_by is not None:
-            new[Attr.ENTRY_INITIATED_BY] = {_S: leg.initiated_by}
         balance -= leg.delta
         version -= 1
         old = {**base, Attr.BALANCE: {_N: str(balance)}, Attr.VERSION: {_N: str(version)}}

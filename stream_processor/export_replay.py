@@ -28,7 +28,8 @@ from contracts.settings import Settings
 from contracts.wallets_table import ENTITY_TRANSACTION, ENTITY_WALLET, Attr
 from lake.objects import iter_objects
 from lake.writer import write_landing
-from stream_processor.decoder import DecodedBatch, decode_records
+from stream_processor.decoded import DecodedBatch
+from stream_processor.decoder import decode_records
 from stream_processor.export_entries import NumberedEntries, number_entries
 from stream_processor.export_records import (
     _entity,

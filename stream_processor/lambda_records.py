@@ -45,24 +45,6 @@ def ttl_identity() -> dict[str, str]:
     return {"type": TTL_IDENTITY_TYPE, "principalId": TTL_IDENTITY_PRINCIPAL}
 
 
-def is_ttl_identity(identity: Any) -> bool:
-    """True when a record's ``userIdentity`` says the DynamoDB service (TTL) deleted the item.
-
-    A quarter of a stream's records are TTL deletions, so the common case (a JSON object, a
-    ``dict``) is checked by exact type before the slower ``Mapping`` check.
-    """
-    if type(identity) is not dict and not isinstance(identity, Mapping):
-        return False
-    return identity.get("type") == TTL_IDENTITY_TYPE and identity.get("principalId") == TTL_IDENTITY_PRINCIPAL
-
-
-def sequence_number(record: Any) -> str | None:
-    """The record's ``SequenceNumber`` when it has a usable one (garbage in a batch may not)."""
-    change = record.get("dynamodb") if isinstance(record, Mapping) else None
-    value = change.get(SEQUENCE_NUMBER) if isinstance(change, Mapping) else None
-    return value if isinstance(value, str) else None
-
-
 def lambda_record(raw: Mapping[str, Any], stream_arn: str) -> dict[str, Any]:
     """One record of a boto3 ``get_records`` answer, reshaped exactly as Lambda would deliver it.
 

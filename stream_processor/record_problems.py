@@ -7,8 +7,8 @@ records it could not take, so these checks can afford to look at everything; the
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from contracts.money import INTEGER_TEXT
@@ -17,29 +17,40 @@ from contracts.wallets_table import (
     ENTITY_TRANSACTION,
     ENTITY_USER,
     ENTITY_WALLET,
+    ENTRY_FIELDS,
     Attr,
     EntryKey,
 )
-from stream_processor.columns import raw_json
 from stream_processor.lambda_records import (
-    CREATION_TIME,
     EVENT_INSERT,
     EVENT_MODIFY,
     EVENT_REMOVE,
-    EVENT_SOURCE_ARN,
     NEW_IMAGE,
     OLD_IMAGE,
     SEQUENCE_NUMBER,
-    sequence_number,
 )
 
 _KNOWN_ENTITIES: Final = frozenset({ENTITY_TRANSACTION, ENTITY_WALLET, ENTITY_USER, ENTITY_IDEMPOTENCY})
 _ENTRIES_BEFORE: Final = Attr.ENTRIES_BEFORE
-#: The stream a batch without any ``eventSourceARN`` is named after.
-UNKNOWN_STREAM: Final = "unknown-stream"
 
 
-def describe_problem(record: Any, kinds: Mapping[tuple[str, str], Any]) -> str | None:
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecordKind:
+    """One kind of stream record: how to decode it and which typed attributes it must carry.
+
+    The decoder's table of kinds (:data:`stream_processor.decoder.RECORD_KINDS`) is made of these;
+    what they require is what :func:`describe_problem` checks.
+    """
+
+    name: str
+    decode: Callable[..., None]
+    required: tuple[tuple[str, str], ...] = ()
+    optional: tuple[tuple[str, str], ...] = ()
+    #: ``(mark, attributes)``: an image holding ``mark`` must hold every one of ``attributes``.
+    required_with: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
+
+
+def describe_problem(record: Any, kinds: Mapping[tuple[str, str], RecordKind]) -> str | None:
     """Why ``record`` cannot be decoded, or None when its shape is fine for its kind.
 
     Called only for records the fast path could not take (and for every record of a batch in which
@@ -90,16 +101,9 @@ def describe_problem(record: Any, kinds: Mapping[tuple[str, str], Any]) -> str |
     return None
 
 
-#: What each map of ``entries_before`` must hold, and may.
-_EARLIER_REQUIRED: Final = (
-    (EntryKey.TXN_ID, "S"),
-    (EntryKey.TYPE, "S"),
-    (EntryKey.DIRECTION, "S"),
-    (EntryKey.AMOUNT, "N"),
-    (EntryKey.NONCE, "S"),
-    (EntryKey.CREATED_AT, "N"),
-)
-_EARLIER_OPTIONAL: Final = ((EntryKey.COUNTERPARTY, "S"), (EntryKey.INITIATED_BY, "S"))
+#: What each map of ``entries_before`` must hold, and may (:data:`ENTRY_FIELDS`' keys).
+_EARLIER_REQUIRED: Final = tuple((field.key, field.type_tag) for field in ENTRY_FIELDS if field.required)
+_EARLIER_OPTIONAL: Final = tuple((field.key, field.type_tag) for field in ENTRY_FIELDS if not field.required)
 
 
 def _entries_before_problem(earlier: Sequence[Any]) -> str | None:
@@ -143,35 +147,3 @@ def _unexpected(event: Any, entity: Any) -> str:
     if event not in (EVENT_INSERT, EVENT_MODIFY, EVENT_REMOVE):
         return f"unknown eventName {event!r}"
     return f"unexpected {event} of a {entity} item"
-
-
-# --- the batch's identity ---------------------------------------------------------------------
-
-
-def sequence_bounds(records: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
-    """First and last ``SequenceNumber``; Lambda always sends them, garbage may not."""
-    sequences = [sequence_number(record) for record in (records[0], records[-1])] if records else [None, None]
-    if sequences[0] is not None and sequences[1] is not None:
-        return sequences[0], sequences[1]
-    found = [seq for seq in map(sequence_number, records) if seq is not None]
-    if found:
-        return found[0], found[-1]
-    # No record names the batch: name it by its content, which a retry repeats exactly.
-    digest = hashlib.sha256("\n".join(map(raw_json, records)).encode()).hexdigest()[:32]
-    return f"content-{digest}", f"content-{digest}"
-
-
-def event_source_arn(records: Sequence[Mapping[str, Any]]) -> str:
-    for record in records:
-        arn = record.get(EVENT_SOURCE_ARN) if isinstance(record, Mapping) else None
-        if isinstance(arn, str) and arn:
-            return arn
-    return UNKNOWN_STREAM
-
-
-def first_record_time(records: Sequence[Mapping[str, Any]]) -> float | None:
-    try:
-        value = records[0]["dynamodb"][CREATION_TIME]
-    except (KeyError, TypeError, IndexError):
-        return None
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

@@ -57,7 +57,8 @@ from lake.objects import delete_keys, get_table, list_keys, put_table
 from lake.writer import write_landing
 from stream_processor.batch import process_batch
 from stream_processor.dead_letters import ExpiredBatchError, batch_info, read_batch
-from stream_processor.decoder import DecodedBatch, decode_records
+from stream_processor.decoded import DecodedBatch
+from stream_processor.decoder import decode_records
 from stream_processor.export_replay import replay_export
 from stream_processor.replay_report import REPLAYED_TABLES, ReplayReport
 

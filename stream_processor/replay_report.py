@@ -13,7 +13,7 @@ from contracts.lake_layout import partition_day
 if TYPE_CHECKING:
     from lake.landing_log import LandingRecord
     from lake.writer import LandingObject
-    from stream_processor.decoder import DecodedBatch
+    from stream_processor.decoded import DecodedBatch
 
 #: The lake tables a replay writes; decoding failures stay in (or go back to) quarantine instead.
 REPLAYED_TABLES: Final = ("ledger", "wallets")

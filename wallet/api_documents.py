@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from contracts.movement_types import MOVEMENT_TYPES
 from wallet import validation
 from wallet.authorization import REFUSALS
 from wallet.body_limit import MAX_BODY_BYTES, TOO_LARGE
@@ -81,7 +82,7 @@ RECEIPT_SCHEMA: Final = {
     ],
     "properties": {
         "transaction_id": {"type": "string", "format": "uuid"},
-        "type": {"type": "string", "enum": ["deposit", "transfer"]},
+        "type": {"type": "string", "enum": list(MOVEMENT_TYPES)},  # contracts.movement_types
         "wallet_id": validation.UUID_SCHEMA,
         "nonce": {"type": "string"},
         "amount": {

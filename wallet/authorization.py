@@ -41,6 +41,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from contracts import api_metrics
 from contracts.caller_permissions import Operation
+from contracts.movement_types import money_moving_operations
 from contracts.settings import Settings
 from wallet.http_errors import error_response
 from wallet.principals import LATTICE_IDENTITY_HEADER, header_fields, principal_of
@@ -52,7 +53,7 @@ _logger = logging.getLogger(__name__)
 #: The header naming the Lattice service, service network and target group a request came through.
 LATTICE_TARGET_HEADER: Final = b"x-amzn-lattice-target"
 #: The operations that move a wallet's money.
-MONEY_MOVING_OPERATIONS: Final[tuple[Operation, ...]] = ("deposit", "transfer")
+MONEY_MOVING_OPERATIONS: Final[tuple[Operation, ...]] = money_moving_operations()
 #: What no check applies to.
 OPEN_PATHS: Final = frozenset({"/healthz"})
 #: Every refusal by status and code, with its meaning: the OpenAPI document lists them on every

@@ -22,7 +22,11 @@ class CreateWallet:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Deposit:
-    """Credit ``amount`` micro-USD to ``wallet_id``, once per ``nonce``."""
+    """Credit ``amount`` micro-USD to ``wallet_id``, once per ``nonce``.
+
+    ``txn_type`` is a deposit unless another registered movement type of one wallet is asked for
+    (:mod:`contracts.movement_types` says what its leg is).
+    """
 
     wallet_id: str
     amount: int
@@ -30,8 +34,7 @@ class Deposit:
     #: Who asked (:mod:`wallet.principals`): part of "the same request" (:func:`request_hash`), so a
     #: nonce belongs to the caller that first used it.
     initiated_by: str | None = None
-
-    txn_type = TXN_DEPOSIT
+    txn_type: str = TXN_DEPOSIT
 
     @property
     def to_wallet_id(self) -> None:
@@ -41,15 +44,17 @@ class Deposit:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Transfer:
-    """Move ``amount`` micro-USD from ``wallet_id`` (the addressed payer) to ``to_wallet_id``."""
+    """Move ``amount`` micro-USD from ``wallet_id`` (the addressed payer) to ``to_wallet_id``.
+
+    ``txn_type``: a transfer, or another registered movement type between two wallets.
+    """
 
     wallet_id: str
     to_wallet_id: str
     amount: int
     nonce: str
     initiated_by: str | None = None
-
-    txn_type = TXN_TRANSFER
+    txn_type: str = TXN_TRANSFER
 
 
 Movement = Deposit | Transfer

@@ -35,7 +35,7 @@ from wallet.cancellation import (
     observed_balances,
     read_group_cancellation,
 )
-from wallet.commands import Deposit, Movement
+from wallet.commands import Movement
 from wallet.commit_queue import CommitQueue, Request
 from wallet.dynamodb import DynamoDBError
 from wallet.dynamodb_calls import CallState, DynamoDBCalls
@@ -90,11 +90,8 @@ class Job:
 
     def request(self) -> Request[Job]:
         command = self.command
-        wallets = (
-            (command.wallet_id,)
-            if isinstance(command, Deposit)
-            else tuple(sorted((command.wallet_id, command.to_wallet_id)))
-        )
+        # the wallets its movement type's legs touch (contracts.movement_types), in a fixed order
+        wallets = tuple(sorted({leg.wallet_id for leg in self.legs or legs_of(command)}))
         return Request(wallets, idempotency_key(command.wallet_id, command.nonce, command.initiated_by), self)
 
     def unknown(self, retry_after: int = 1) -> OutcomeUnknownError:

@@ -19,8 +19,9 @@ from collections.abc import Sequence
 
 from contracts.idempotency_table import TTL_MARGIN_SECONDS
 from contracts.money import MAX_BALANCE
-from contracts.wallets_table import DIRECTION_CREDIT, DIRECTION_DEBIT
-from wallet.commands import Deposit, Movement
+from contracts.movement_types import ADDRESSED, movement_type
+from contracts.wallets_table import DIRECTION_DEBIT
+from wallet.commands import Movement
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -79,7 +80,9 @@ class Posting:
 
 
 def legs_of(command: Movement) -> tuple[Leg, ...]:
-    """A deposit is one credit; a transfer a debit of the payer and a credit of the payee.
+    """The legs its movement type lists (:mod:`contracts.movement_types`), on the request's wallets.
+
+    A deposit is one credit; a transfer a debit of the payer and a credit of the payee.
 
     Examples
     --------
@@ -87,12 +90,26 @@ def legs_of(command: Movement) -> tuple[Leg, ...]:
     >>> [(leg.wallet_id, leg.delta) for leg in legs_of(Transfer("a", "b", 5, "n"))]
     [('a', -5), ('b', 5)]
     """
-    if isinstance(command, Deposit):
-        return (Leg(command.wallet_id, DIRECTION_CREDIT, command.amount, None),)
-    return (
-        Leg(command.wallet_id, DIRECTION_DEBIT, -command.amount, command.to_wallet_id),
-        Leg(command.to_wallet_id, DIRECTION_CREDIT, command.amount, command.wallet_id),
+    addressed, target, amount = command.wallet_id, command.to_wallet_id, command.amount
+    return tuple(
+        Leg(
+            addressed if spec.wallet == ADDRESSED else _target(target),
+            spec.direction,
+            spec.sign * amount,
+            None
+            if spec.counterparty is None
+            else addressed
+            if spec.counterparty == ADDRESSED
+            else _target(target),
+        )
+        for spec in movement_type(command.txn_type).legs
     )
+
+
+def _target(wallet_id: str | None) -> str:
+    if wallet_id is None:
+        raise ValueError("this movement type names a target wallet; the request has none")
+    return wallet_id
 
 
 def post(

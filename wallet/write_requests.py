@@ -30,35 +30,31 @@ from contracts.wallets_table import (
     ENTITY_TRANSACTION,
     ENTITY_USER,
     ENTITY_WALLET,
+    ENTRY_FIELDS,
     Attr,
-    EntryKey,
     transaction_key,
     user_key,
     wallet_key,
 )
-from wallet.commands import Movement, Transfer
+from wallet.commands import Movement
 from wallet.posting import Leg, Posting, WalletWrite, wallet_writes
 
 _NOT_EXISTS: Final = "attribute_not_exists(#pk)"
 #: A hot transaction item is new, or past its hot TTL (the record, not this item, guards the nonce).
 _GONE: Final = "attribute_not_exists(#pk) OR #e <= :now"
 
-#: Attribute names go through ``#`` placeholders so none can collide with DynamoDB's reserved words.
+#: Attribute names go through ``#`` placeholders so none can collide with DynamoDB's reserved words;
+#: an entry's are its fields' own (:data:`contracts.wallets_table.ENTRY_FIELDS`).
 _ENTRY_NAMES: Final = {
     "#pk": Attr.PK,
     "#b": Attr.BALANCE,
     "#v": Attr.VERSION,
-    "#u": Attr.UPDATED_AT,
-    "#tx": Attr.ENTRY_TXN_ID,
-    "#ty": Attr.ENTRY_TYPE,
-    "#dir": Attr.ENTRY_DIRECTION,
-    "#amt": Attr.ENTRY_AMOUNT,
-    "#no": Attr.ENTRY_NONCE,
-    "#cp": Attr.ENTRY_COUNTERPARTY,
     "#eb": Attr.ENTRIES_BEFORE,
-    "#by": Attr.ENTRY_INITIATED_BY,
+    **{field.name: field.attribute for field in ENTRY_FIELDS},
 }
-_SET_ENTRY: Final = "#u = :now, #tx = :txn, #ty = :type, #dir = :dir, #amt = :amt, #no = :nonce"
+#: The entry's fields every movement sets (the optional ones are set or removed per leg).
+_SET_ENTRY: Final = ", ".join(f"{field.name} = {field.value}" for field in ENTRY_FIELDS if field.required)
+_OPTIONAL_FIELDS: Final = tuple(field for field in ENTRY_FIELDS if not field.required)
 _ADD_MOVEMENT: Final = " ADD #b :delta, #v :count"
 _EXISTS: Final = "attribute_exists(#pk)"
 
@@ -153,8 +149,8 @@ def _request_item(posting: Posting, key: str, expires_at: int) -> dict[str, Any]
         Attr.CREATED_AT: _n(posting.created_at),
         Attr.EXPIRES_AT: _n(expires_at),
     }
-    if isinstance(command, Transfer):
-        item[Attr.TO_WALLET_ID] = _s(command.to_wallet_id)
+    if (to_wallet_id := command.to_wallet_id) is not None:
+        item[Attr.TO_WALLET_ID] = _s(to_wallet_id)
     if command.initiated_by is not None:
         item[Attr.INITIATED_BY] = _s(command.initiated_by)
     return item
@@ -202,8 +198,8 @@ def declined_record_put(
         REFUSAL: _s(code),
         REFUSED_WALLET: _s(refused_wallet_id),
     }
-    if isinstance(command, Transfer):
-        item[Attr.TO_WALLET_ID] = _s(command.to_wallet_id)
+    if (to_wallet_id := command.to_wallet_id) is not None:
+        item[Attr.TO_WALLET_ID] = _s(to_wallet_id)
     if command.initiated_by is not None:
         item[Attr.INITIATED_BY] = _s(command.initiated_by)
     return record_put(table, item)
@@ -287,33 +283,26 @@ def _wallet_update(table: str, write: WalletWrite) -> dict[str, Any]:
     second, above DynamoDB's own per-item limit (1,000 WCU/s, 2 per transactional write).
     """
     *earlier, (posting, leg) = write.legs
-    command = posting.command
     values: dict[str, Any] = {
         ":since": _n(write.legs[0][0].created_at),
-        ":now": _n(posting.created_at),
         ":delta": _n(write.delta),
         ":count": _n(len(write.legs)),
-        ":txn": _s(posting.txn_id),
-        ":type": _s(command.txn_type),
-        ":dir": _s(leg.direction),
-        ":amt": _n(command.amount),
-        ":nonce": _s(command.nonce),
     }
+    entry = _entry_values(posting, leg)
     sets = [_SET_ENTRY]
     removes = []
-    if leg.counterparty is None:
-        removes.append("#cp")
-    else:
-        sets.append("#cp = :cp")
-        values[":cp"] = _s(leg.counterparty)
-    if command.initiated_by is None:
-        removes.append("#by")
-    else:
-        sets.append("#by = :by")
-        values[":by"] = _s(command.initiated_by)
+    for field in ENTRY_FIELDS:
+        if (value := entry[field.column]) is not None:
+            values[field.value] = {field.type_tag: str(value)}
+            if not field.required:
+                sets.append(f"{field.name} = {field.value}")
+        elif field.required:
+            raise ValueError(f"a ledger entry needs its {field.column}")
+        else:
+            removes.append(field.name)
     if earlier:
         sets.append("#eb = :eb")
-        values[":eb"] = {"L": [{"M": _entry_map(p, entry)} for p, entry in earlier]}
+        values[":eb"] = {"L": [{"M": _entry_map(p, earlier_leg)} for p, earlier_leg in earlier]}
     else:
         removes.append("#eb")
     remove = f" REMOVE {', '.join(removes)}" if removes else ""
@@ -336,19 +325,26 @@ def _wallet_update(table: str, write: WalletWrite) -> dict[str, Any]:
     }
 
 
-def _entry_map(posting: Posting, leg: Leg) -> dict[str, Any]:
-    """One earlier entry of a group commit, as ``entries_before`` holds it (:class:`EntryKey`)."""
+def _entry_values(posting: Posting, leg: Leg) -> dict[str, str | int | None]:
+    """One leg's entry, by its :data:`~contracts.wallets_table.ENTRY_FIELDS` column (None: absent)."""
     command = posting.command
-    entry = {
-        EntryKey.TXN_ID: _s(posting.txn_id),
-        EntryKey.TYPE: _s(command.txn_type),
-        EntryKey.DIRECTION: _s(leg.direction),
-        EntryKey.AMOUNT: _n(command.amount),
-        EntryKey.NONCE: _s(command.nonce),
-        EntryKey.CREATED_AT: _n(posting.created_at),
+    return {
+        "created_at": posting.created_at,
+        "txn_id": posting.txn_id,
+        "txn_type": command.txn_type,
+        "direction": leg.direction,
+        "amount": command.amount,
+        "nonce": command.nonce,
+        "counterparty_wallet_id": leg.counterparty,
+        "initiated_by": command.initiated_by,
     }
-    if leg.counterparty is not None:
-        entry[EntryKey.COUNTERPARTY] = _s(leg.counterparty)
-    if command.initiated_by is not None:
-        entry[EntryKey.INITIATED_BY] = _s(command.initiated_by)
-    return entry
+
+
+def _entry_map(posting: Posting, leg: Leg) -> dict[str, Any]:
+    """One earlier entry of a group commit, as ``entries_before`` holds it (each field's ``key``)."""
+    entry = _entry_values(posting, leg)
+    return {
+        field.key: {field.type_tag: str(value)}
+        for field in ENTRY_FIELDS
+        if (value := entry[field.column]) is not None
+    }

@@ -358,8 +358,7 @@ def _entries(conservation: pd.DataFrame) -> int:
     """The day's ledger rows as money_conservation counts them (none on an empty lake)."""
     if conservation.empty:
         return 0
-    columns = conservation[["deposits", "transfer_debits", "transfer_credits"]].fillna(0)
-    return int(columns.to_numpy(dtype="int64").sum())
+    return int(conservation["entries"].fillna(0).to_numpy(dtype="int64").sum())
 
 
 def _drive_api(config: DemoConfig, stages: _Stages, result: DemoResult) -> Any:

@@ -98,7 +98,7 @@ class PlotSpec:
 #: not here (or whose columns differ) gets :func:`guess_plot`'s choice.
 DEFAULT_PLOTS: Final[dict[str, PlotSpec]] = {
     "daily_volume": PlotSpec(
-        x="day", y=("deposit_amount", "transfer_amount"), title="Daily volume (USD)", money=True
+        x="day", y=("money_in", "money_out", "transfer_amount"), title="Daily volume (USD)", money=True
     ),
     "top_wallets": PlotSpec(x="wallet_id", y=("total_amount",), kind="barh", title="Top wallets", money=True),
     "wallet_statement": PlotSpec(

@@ -8,6 +8,7 @@
 -- @param snapshot_date  date       dt of the snapshot compared with (the day itself or later)
 -- @param snapshot_at    timestamp  snapshot_at of that snapshot
 WITH
+-- @include movement_legs
 -- @include reconcile_entries
 problems AS (
     -- Only the flagged entries (none on a clean day) reach this aggregation.

@@ -7,6 +7,7 @@
 -- @param snapshot_date  date       dt of the snapshot compared with (the day itself or later)
 -- @param snapshot_at    timestamp  snapshot_at of that snapshot
 WITH
+-- @include movement_legs
 -- @include reconcile_entries
 per_wallet AS (
     SELECT
@@ -17,7 +18,7 @@ per_wallet AS (
         count_if(in_day) AS day_rows,
         count_if(in_day AND NOT is_copy) AS day_entries,
         coalesce(sum(delta) FILTER (WHERE in_day AND NOT is_copy), 0) AS day_net_delta,
-        coalesce(sum(delta) FILTER (WHERE in_day AND NOT is_copy AND is_deposit), 0) AS day_deposits,
+        coalesce(sum(delta) FILTER (WHERE in_day AND NOT is_copy AND is_external), 0) AS day_external_net,
         max(wallet_version) FILTER (WHERE in_day) AS day_last_version,
         max_by(balance_after, wallet_version) FILTER (WHERE in_day) AS day_last_balance,
         min(wallet_version) FILTER (WHERE kind = 1) AS first_version,
@@ -38,7 +39,7 @@ per_wallet AS (
 )
 SELECT
     wallet_id, opening_version, opening_balance, observed_rows, day_rows, day_entries, day_net_delta,
-    day_deposits, day_last_version, day_last_balance, first_version, earliest_created_at, last_version,
+    day_external_net, day_last_version, day_last_balance, first_version, earliest_created_at, last_version,
     balance_at_snapshot_version, copies, conflicts, bad_amounts, breaks, gaps, snapshot_version,
     snapshot_balance, snapshot_updated_at
 FROM per_wallet

@@ -91,7 +91,7 @@ ONE_SHOT: dict[str, tuple[int, str]] = {
     "walletlake lake register --json": (0, '"state": "in the catalog"'),
     "walletlake consume --accept-stream-switch --max-wait 1 --json": (0, '"stream_switch": null'),
     "walletlake query --list": (0, "user_wallets(user_id string)"),
-    "walletlake query daily_volume --param start_date={day} --param end_date={day}": (0, "deposit_usd"),
+    "walletlake query daily_volume --param start_date={day} --param end_date={day}": (0, "money_in_usd"),
     (
         "walletlake query top_wallets --param start_date={day} --param end_date={day} --param limit=5"
         " --format json"

@@ -156,9 +156,9 @@ def test_the_principal_reaches_the_ledger_row_through_the_stream_the_committer_a
     today = dt.datetime.now(dt.UTC).date().isoformat()
     frame = run_query("movements_by_principal", {"start_date": today, "end_date": today}, settings)
     found = {row["initiated_by"]: row for row in frame.to_dict("records")}
-    assert (int(found[PAYER_ROLE]["deposits"]), int(found[PAYER_ROLE]["transfers"])) == (1, 1)
+    assert (int(found[PAYER_ROLE]["money_in_movements"]), int(found[PAYER_ROLE]["transfers"])) == (1, 1)
     assert int(found[PAYER_ROLE]["amount"]) == 130
-    assert (int(found[OTHER_ROLE]["deposits"]), int(found[OTHER_ROLE]["amount"])) == (12, 12)
+    assert (int(found[OTHER_ROLE]["money_in_movements"]), int(found[OTHER_ROLE]["amount"])) == (12, 12)
 
 
 def test_an_old_lake_takes_initiated_by_by_name_and_its_rows_read_null(

@@ -357,26 +357,32 @@ def test_daily_volume_and_top_wallets(settings: Settings, book: Book, engine: Du
     volume = run_query(
         "daily_volume", {"start_date": "2026-11-20", "end_date": "2026-11-21"}, settings, engine
     )
-    # THEN each day has its deposits, transfers (once each) and active wallets
+    # THEN each day has its money in and out, transfers (once each) and active wallets
     assert volume.to_dict("records") == [
         {
             "day": "2026-11-20",
-            "deposits": 2,
-            "deposit_amount": 150 * USD,
+            "money_in_movements": 2,
+            "money_in": 150 * USD,
+            "money_out_movements": 0,
+            "money_out": 0,
             "transfers": 2,
             "transfer_amount": 35 * USD,
             "active_wallets": 3,
-            "deposit_usd": decimal.Decimal("150.000000"),
+            "money_in_usd": decimal.Decimal("150.000000"),
+            "money_out_usd": decimal.Decimal("0.000000"),
             "transfer_usd": decimal.Decimal("35.000000"),
         },
         {
             "day": "2026-11-21",
-            "deposits": 1,
-            "deposit_amount": 7 * USD,
+            "money_in_movements": 1,
+            "money_in": 7 * USD,
+            "money_out_movements": 0,
+            "money_out": 0,
             "transfers": 1,
             "transfer_amount": 2 * USD,
             "active_wallets": 2,
-            "deposit_usd": decimal.Decimal("7.000000"),
+            "money_in_usd": decimal.Decimal("7.000000"),
+            "money_out_usd": decimal.Decimal("0.000000"),
             "transfer_usd": decimal.Decimal("2.000000"),
         },
     ]
@@ -413,12 +419,16 @@ def test_money_conservation(settings: Settings, book: Book, engine: DuckDBEngine
     # THEN the first day balances exactly
     assert first == {
         "day": "2026-11-20",
-        "deposits": 2,
-        "deposit_amount": 150 * USD,
+        "entries": 6,
+        "money_in_entries": 2,
+        "money_in": 150 * USD,
+        "money_out_entries": 0,
+        "money_out": 0,
         "transfer_debits": 2,
         "debit_amount": 35 * USD,
         "transfer_credits": 2,
         "credit_amount": 35 * USD,
+        "unregistered_entries": 0,
         "net_change": 150 * USD,
         "unbalanced_transfers": 0,
         "conserved": True,

@@ -114,7 +114,7 @@ def test_a_clean_day_is_all_ok(settings: Settings) -> None:
     assert all(outcome.startswith("ok") for outcome in report.checks.values())
     assert (
         report.totals["closing_balance"]
-        == report.totals["opening_balance"] + report.totals["deposits"]
+        == report.totals["opening_balance"] + report.totals["external_net"]
         == 181 * USD
     )
     # AND the day's closes are the table's balances and versions
@@ -350,7 +350,7 @@ def test_days_chain_through_daily_balances(settings: Settings) -> None:
         4 * USD,
     )
     assert report.totals["opening_balance"] == 181 * USD
-    assert report.totals["deposits"] == 5 * USD
+    assert report.totals["external_net"] == 5 * USD
     # AND running it again needs no catch-up (the first day's run is on record)
     assert reconcile(settings, second, now=now).earlier == ()
 

@@ -19,7 +19,8 @@ import boto3
 import pyarrow as pa
 
 from contracts.lake_layout import landing_key, partition_prefix
-from contracts.lake_tables import LEDGER, TABLES
+from contracts.lake_tables import LEDGER, TABLES, row_of
+from contracts.movement_types import ADDRESSED, TARGET, movement_type
 from contracts.settings import Settings
 from contracts.wallets_table import (
     ENTITY_TRANSACTION,
@@ -63,12 +64,26 @@ class Book:
         return state
 
     def deposit(self, wallet_id: str, amount: int, at: dt.datetime) -> list[dict[str, Any]]:
-        return self._post(TXN_DEPOSIT, [(wallet_id, None, "credit", amount)], at)
+        return self.move(TXN_DEPOSIT, wallet_id, amount, at)
 
     def transfer(self, payer: str, payee: str, amount: int, at: dt.datetime) -> list[dict[str, Any]]:
-        return self._post(
-            TXN_TRANSFER, [(payer, payee, "debit", amount), (payee, payer, "credit", amount)], at
-        )
+        return self.move(TXN_TRANSFER, payer, amount, at, payee)
+
+    def move(
+        self, txn_type: str, wallet_id: str, amount: int, at: dt.datetime, to_wallet_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """A movement of any registered type: its legs as :mod:`contracts.movement_types` lists them."""
+        parties = {ADDRESSED: wallet_id, TARGET: to_wallet_id}
+        legs = [
+            (
+                str(parties[leg.wallet]),
+                None if leg.counterparty is None else parties[leg.counterparty],
+                leg.direction,
+                amount,
+            )
+            for leg in movement_type(txn_type).legs
+        ]
+        return self._post(txn_type, legs, at)
 
     def _post(
         self, txn_type: str, legs: Sequence[tuple[str, str | None, str, int]], at: dt.datetime
@@ -84,24 +99,25 @@ class Book:
             state.version += 1
             state.updated_at = created
             made.append(
-                {
-                    "entry_id": f"{txn_id}:{direction}",
-                    "txn_id": txn_id,
-                    "txn_type": txn_type,
-                    "wallet_id": wallet_id,
-                    "counterparty_wallet_id": counterparty,
-                    "direction": direction,
-                    "amount": amount,
-                    "delta": delta,
-                    "wallet_version": state.version,
-                    "balance_after": state.balance,
-                    "nonce": f"n{self._sequence}",
-                    "created_at": created,
-                    "stream_sequence": str(self._sequence),
-                    "ingested_at": created + dt.timedelta(seconds=1),
-                    "extra_attributes": None,
-                    "initiated_by": None,
-                }
+                row_of(  # every column the row does not name is None: a new nullable column breaks nothing
+                    LEDGER,
+                    {
+                        "entry_id": f"{txn_id}:{direction}",
+                        "txn_id": txn_id,
+                        "txn_type": txn_type,
+                        "wallet_id": wallet_id,
+                        "counterparty_wallet_id": counterparty,
+                        "direction": direction,
+                        "amount": amount,
+                        "delta": delta,
+                        "wallet_version": state.version,
+                        "balance_after": state.balance,
+                        "nonce": f"n{self._sequence}",
+                        "created_at": created,
+                        "stream_sequence": str(self._sequence),
+                        "ingested_at": created + dt.timedelta(seconds=1),
+                    },
+                )
             )
         self.rows.extend(made)
         return made

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from contracts.lake_tables import PARTITION_COLUMN, STREAM_TABLES
+from contracts.lake_tables import PARTITION_COLUMN, STREAM_TABLES, table_of
+from contracts.wallets_table import TXN_DEPOSIT
 from lake.iceberg_data_files import describe_written
 from lake.iceberg_tables import ensure_tables, iceberg_file_schema, identifier, to_iceberg_rows
 from lake.landing_log import LandedFile, LandingRecord
@@ -59,11 +60,7 @@ def wallet_rows(wallet_ids: list[str]) -> pa.Table:
 def _of_schema(table: str, values: dict[str, list[object]], rows: int) -> pa.Table:
     """``values`` as rows of the table's contract, every column not given null: a nullable column
     added to the contract breaks no test that does not use it."""
-    schema = STREAM_TABLES[table].schema
-    return pa.table(
-        {field.name: values.get(field.name, [None] * rows) for field in schema},
-        schema=schema,
-    )
+    return table_of(STREAM_TABLES[table].schema, values, rows)
 
 
 def ledger_rows(entry_ids: list[str]) -> pa.Table:
@@ -73,7 +70,7 @@ def ledger_rows(entry_ids: list[str]) -> pa.Table:
     values: dict[str, list[object]] = {
         "entry_id": list(entry_ids),
         "txn_id": [e.split(":")[0] for e in entry_ids],
-        "txn_type": ["deposit"] * n,
+        "txn_type": [TXN_DEPOSIT] * n,
         "wallet_id": ["w"] * n,
         "direction": ["credit"] * n,
         "amount": [1] * n,

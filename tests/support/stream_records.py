@@ -25,6 +25,7 @@ from typing import Any
 
 import boto3
 
+from contracts.movement_types import ADDRESSED, TARGET, movement_type
 from contracts.settings import Settings
 from contracts.wallets_table import (
     ENTITY_TRANSACTION,
@@ -303,61 +304,66 @@ class LedgerModel:
         entries.append(earlier_entry(entry, now))
         return None
 
-    def deposit(self, wallet_id: str, amount: int) -> list[dict[str, Any]]:
-        state = self.wallets[wallet_id]
-        now = max(self.tick(), state.updated_at)
+    def move(
+        self, txn_type: str, wallet_id: str, amount: int, to_wallet_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """A movement of any registered type: its legs as :mod:`contracts.movement_types` lists them."""
+        kind = movement_type(txn_type)
+        parties = {ADDRESSED: wallet_id, TARGET: to_wallet_id}
+        states = [self.wallets[str(parties[leg.wallet])] for leg in kind.legs]
+        now = max(self.tick(), *(state.updated_at for state in states))
         txn_id, nonce = str(uuid.uuid4()), uuid.uuid4().hex
-        modify = self._move(state, amount, now, entry_image(txn_id, TXN_DEPOSIT, "credit", amount, nonce))
+        moves = [
+            self._move(
+                state,
+                leg.sign * amount,
+                now,
+                entry_image(
+                    txn_id,
+                    txn_type,
+                    leg.direction,
+                    amount,
+                    nonce,
+                    counterparty=None if leg.counterparty is None else parties[leg.counterparty],
+                ),
+            )
+            for leg, state in zip(kind.legs, states, strict=True)
+        ]
+        legacy = [(state.version, state.balance) if self.legacy else (None, None) for state in states]
         image = transaction_image(
             txn_id=txn_id,
-            txn_type=TXN_DEPOSIT,
+            txn_type=txn_type,
             wallet_id=wallet_id,
             amount=amount,
             nonce=nonce,
             created_at=now,
-            wallet_version=state.version if self.legacy else None,
-            wallet_balance_after=state.balance if self.legacy else None,
+            to_wallet_id=to_wallet_id if kind.has_target else None,
+            wallet_version=legacy[0][0],
+            wallet_balance_after=legacy[0][1],
+            to_wallet_version=legacy[1][0] if len(legacy) > 1 else None,
+            to_wallet_balance_after=legacy[1][1] if len(legacy) > 1 else None,
         )
-        self.entries.append(Entry(f"{txn_id}:credit", wallet_id, amount, state.version, state.balance))
+        for leg, state in zip(kind.legs, states, strict=True):
+            self.entries.append(
+                Entry(
+                    f"{txn_id}:{leg.direction}",
+                    state.wallet_id,
+                    leg.sign * amount,
+                    state.version,
+                    state.balance,
+                )
+            )
         self.transactions.append(image)
-        return [record for record in (modify, self.records.insert(image)) if record is not None]
+        return [record for record in (*moves, self.records.insert(image)) if record is not None]
+
+    def deposit(self, wallet_id: str, amount: int) -> list[dict[str, Any]]:
+        return self.move(TXN_DEPOSIT, wallet_id, amount)
 
     def can_transfer(self, payer: str, payee: str, amount: int) -> bool:
         return payer != payee and self.wallets[payer].balance >= amount
 
     def transfer(self, payer: str, payee: str, amount: int) -> list[dict[str, Any]]:
-        source, target = self.wallets[payer], self.wallets[payee]
-        now = max(self.tick(), source.updated_at, target.updated_at)
-        txn_id, nonce = str(uuid.uuid4()), uuid.uuid4().hex
-        debit = self._move(
-            source,
-            -amount,
-            now,
-            entry_image(txn_id, TXN_TRANSFER, "debit", amount, nonce, counterparty=payee),
-        )
-        credit = self._move(
-            target,
-            amount,
-            now,
-            entry_image(txn_id, TXN_TRANSFER, "credit", amount, nonce, counterparty=payer),
-        )
-        image = transaction_image(
-            txn_id=txn_id,
-            txn_type=TXN_TRANSFER,
-            wallet_id=payer,
-            amount=amount,
-            nonce=nonce,
-            created_at=now,
-            to_wallet_id=payee,
-            wallet_version=source.version if self.legacy else None,
-            wallet_balance_after=source.balance if self.legacy else None,
-            to_wallet_version=target.version if self.legacy else None,
-            to_wallet_balance_after=target.balance if self.legacy else None,
-        )
-        self.entries.append(Entry(f"{txn_id}:debit", payer, -amount, source.version, source.balance))
-        self.entries.append(Entry(f"{txn_id}:credit", payee, amount, target.version, target.balance))
-        self.transactions.append(image)
-        return [record for record in (debit, credit, self.records.insert(image)) if record is not None]
+        return self.move(TXN_TRANSFER, payer, amount, payee)
 
     def balances(self) -> dict[str, int]:
         return {wallet_id: state.balance for wallet_id, state in self.wallets.items()}
@@ -436,6 +442,18 @@ class TableWriter:
         self._now()
         self.model.transfer(payer, payee, amount)
         self._write(Transfer(payer, payee, amount, self.model.transactions[-1][Attr.NONCE]["S"]))
+
+    def move(self, txn_type: str, wallet_id: str, amount: int, to_wallet_id: str | None = None) -> None:
+        """A movement of any registered type, through the write path's own posting and request."""
+        self._now()
+        self.model.move(txn_type, wallet_id, amount, to_wallet_id)
+        nonce = self.model.transactions[-1][Attr.NONCE]["S"]
+        command: Movement = (
+            Deposit(wallet_id, amount, nonce, txn_type=txn_type)
+            if to_wallet_id is None
+            else Transfer(wallet_id, to_wallet_id, amount, nonce, txn_type=txn_type)
+        )
+        self._write(command)
 
     def workload(self, *, wallets: int, deposits: int, transfers: int, seed: int = 7) -> None:
         """Wallets, then deposits round-robin, then transfers between pseudo-random wallets."""

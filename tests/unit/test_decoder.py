@@ -25,9 +25,9 @@ from support.stream_records import (
     wallet_image,
 )
 
+from contracts.lake_tables import LEDGER, row_of
 from contracts.wallets_table import Attr
-from stream_processor.columns import CHUNK_RECORDS
-from stream_processor.decoder import RECORD_KINDS, decode_records, describe_problem
+from stream_processor.decoder import CHUNK_RECORDS, RECORD_KINDS, decode_records, describe_problem
 from stream_processor.lambda_records import lambda_record
 
 INGESTED = dt.datetime(2026, 11, 22, 5, 0, tzinfo=dt.UTC)
@@ -80,24 +80,27 @@ def test_deposit_insert_becomes_one_credit_row() -> None:
 
     # THEN it is one credit of the addressed wallet, every column from the item
     assert batch.ledger.to_pylist() == [
-        {
-            "entry_id": "t-dep:credit",
-            "txn_id": "t-dep",
-            "txn_type": "deposit",
-            "wallet_id": "w-1",
-            "counterparty_wallet_id": None,
-            "direction": "credit",
-            "amount": 2_500_000,
-            "delta": 2_500_000,
-            "wallet_version": 3,
-            "balance_after": 7_500_000,
-            "nonce": "n-1",
-            "created_at": CREATED,
-            "stream_sequence": "4100000000000000001",
-            "ingested_at": INGESTED,
-            "extra_attributes": None,
-            "initiated_by": None,
-        }
+        row_of(  # a nullable column added later is null here
+            LEDGER,
+            {
+                "entry_id": "t-dep:credit",
+                "txn_id": "t-dep",
+                "txn_type": "deposit",
+                "wallet_id": "w-1",
+                "counterparty_wallet_id": None,
+                "direction": "credit",
+                "amount": 2_500_000,
+                "delta": 2_500_000,
+                "wallet_version": 3,
+                "balance_after": 7_500_000,
+                "nonce": "n-1",
+                "created_at": CREATED,
+                "stream_sequence": "4100000000000000001",
+                "ingested_at": INGESTED,
+                "extra_attributes": None,
+                "initiated_by": None,
+            },
+        )
     ]
     assert (batch.records, batch.ledger_rows, batch.quarantined, batch.ignored) == (1, 1, 0, 0)
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from support.stream_records import RecordFactory, entry_image, n, s, transaction_image, wallet_image
 
+from contracts.lake_tables import LEDGER, row_of
 from contracts.wallets_table import Attr
 from stream_processor.decoder import decode_records, describe_problem
 
@@ -83,24 +84,27 @@ def test_a_deposit_modify_is_one_credit_row_with_the_items_own_version_and_balan
 
     # THEN it is one credit, every column from the images
     assert batch.ledger.to_pylist() == [
-        {
-            "entry_id": "t-dep:credit",
-            "txn_id": "t-dep",
-            "txn_type": "deposit",
-            "wallet_id": "w-1",
-            "counterparty_wallet_id": None,
-            "direction": "credit",
-            "amount": 2_500_000,
-            "delta": 2_500_000,
-            "wallet_version": 3,
-            "balance_after": 7_500_000,
-            "nonce": "n-1",
-            "created_at": CREATED,
-            "stream_sequence": "4100000000000000001",
-            "ingested_at": INGESTED,
-            "extra_attributes": None,
-            "initiated_by": None,
-        }
+        row_of(  # a nullable column added later is null here
+            LEDGER,
+            {
+                "entry_id": "t-dep:credit",
+                "txn_id": "t-dep",
+                "txn_type": "deposit",
+                "wallet_id": "w-1",
+                "counterparty_wallet_id": None,
+                "direction": "credit",
+                "amount": 2_500_000,
+                "delta": 2_500_000,
+                "wallet_version": 3,
+                "balance_after": 7_500_000,
+                "nonce": "n-1",
+                "created_at": CREATED,
+                "stream_sequence": "4100000000000000001",
+                "ingested_at": INGESTED,
+                "extra_attributes": None,
+                "initiated_by": None,
+            },
+        )
     ]
     assert (batch.records, batch.ledger_rows, batch.quarantined, batch.ignored) == (1, 1, 0, 0)
 

@@ -51,7 +51,7 @@ WALLETS = pa.schema(
         ("day_rows", pa.int64()),
         ("day_entries", pa.int64()),
         ("day_net_delta", pa.int64()),
-        ("day_deposits", pa.int64()),
+        ("day_external_net", pa.int64()),
         ("day_last_version", pa.int64()),
         ("day_last_balance", pa.int64()),
         ("first_version", pa.int64()),
@@ -87,7 +87,7 @@ IDLE = {
     "day_rows": 0,
     "day_entries": 0,
     "day_net_delta": 0,
-    "day_deposits": 0,
+    "day_external_net": 0,
     "day_last_version": None,
     "day_last_balance": None,
     "first_version": None,
@@ -106,7 +106,7 @@ CLEAN: dict[str, dict[str, Any]] = {
         "day_rows": 2,
         "day_entries": 2,
         "day_net_delta": 24_999_997,
-        "day_deposits": 30_000_000,
+        "day_external_net": 30_000_000,
         "day_last_version": 4,
         "day_last_balance": 75_000_004,
         "first_version": 3,
@@ -126,7 +126,7 @@ CLEAN: dict[str, dict[str, Any]] = {
         "day_rows": 1,
         "day_entries": 1,
         "day_net_delta": 5_000_003,
-        "day_deposits": 0,
+        "day_external_net": 0,
         "day_last_version": 1,
         "day_last_balance": 5_000_003,
         "first_version": 1,
@@ -166,7 +166,7 @@ CLEAN: dict[str, dict[str, Any]] = {
 }
 CLEAN_TOTALS = {
     "opening_balance": 60_000_018,
-    "deposits": 30_000_000,
+    "external_net": 30_000_000,
     "closing_balance": 90_000_018,
     "net_delta": 30_000_000,
 }
@@ -222,7 +222,7 @@ def test_a_clean_day_is_all_ok_and_closes_every_wallet_with_a_close() -> None:
     assert outcome.findings == []
     assert outcome.checks == {
         "transfers": "ok: every transfer's debit and credit sum to zero",
-        "conservation": "ok: sum of balances = previous sum + the day's deposits",
+        "conservation": "ok: sum of balances = previous sum + the day's money in less out",
         "wallets": "ok",
     }
     assert outcome.counts == {**dict.fromkeys(STATUSES, 0), OK: 4}
@@ -315,7 +315,7 @@ def test_a_lost_entry_inside_the_day_is_missing() -> None:
                 "day_rows": 1,
                 "day_entries": 1,
                 "day_net_delta": -5_000_003,
-                "day_deposits": 0,
+                "day_external_net": 0,
                 "first_version": 4,
                 "earliest_created_at": at(9, 5),
                 "gaps": 1,
@@ -414,7 +414,8 @@ def test_a_balance_after_one_micro_dollar_off_breaks_the_chain_the_table_and_con
             NOT_CONSERVED,
             90_000_018,
             90_000_019,
-            "sum of closing balances 90000019 ≠ sum of opening balances 60000018 + deposits 30000000",
+            "sum of closing balances 90000019 ≠ sum of opening balances 60000018"
+            " + money in less out 30000000",
         ),
     ]
     assert counted(outcome) == {MISMATCH: 1, CHAIN_BREAK: 1, NOT_CONSERVED: 1, OK: 3}
@@ -564,7 +565,7 @@ def huge_day(deposits: int) -> pa.Table:
         "opening_version": 1,
         "opening_balance": 8 * 10**18,
         "day_net_delta": 10**18,
-        "day_deposits": deposits,
+        "day_external_net": deposits,
         "day_last_version": 2,
         "day_last_balance": NINE_QUINTILLION,
         "first_version": 2,
@@ -582,7 +583,7 @@ def test_totals_past_int64_are_exact() -> None:
     # THEN the totals are exact and money is conserved
     assert outcome.totals == {
         "opening_balance": 17 * 10**18,
-        "deposits": 10**18,
+        "external_net": 10**18,
         "closing_balance": 18 * 10**18,
         "net_delta": 10**18,
     }
@@ -596,7 +597,7 @@ def test_totals_past_int64_are_exact() -> None:
             18 * 10**18 + 1,
             18 * 10**18,
             "sum of closing balances 18000000000000000000 ≠ sum of opening balances "
-            "17000000000000000000 + deposits 1000000000000000001",
+            "17000000000000000000 + money in less out 1000000000000000001",
         )
     ]
 

@@ -39,7 +39,8 @@ def _frames() -> dict[str, pd.DataFrame]:
         "daily_volume": pd.DataFrame(
             {
                 "day": days,
-                "deposit_amount": [1_000_000_000_000_001, 2_000_000, 3_000_000, 4_000_000],
+                "money_in": [1_000_000_000_000_001, 2_000_000, 3_000_000, 4_000_000],
+                "money_out": [0, 0, 1_000, 0],
                 "transfer_amount": [500_000, 0, 250_000, 1_000_000],
             }
         ),
@@ -102,7 +103,7 @@ def test_money_is_shown_in_usd_exactly_and_labelled(tmp_path: Path) -> None:
     # THEN a value beyond float precision keeps every digit, in USD like the plots beside it
     assert "<td class=num>1,000,000,000.000001</td>" in text
     assert "<td class=num>9.00</td>" in text
-    assert "<th>deposit_amount (USD)</th>" in text
+    assert "<th>money_in (USD)</th>" in text
     assert "1,000,000,000,000,001" not in text
 
 
@@ -130,8 +131,8 @@ def _conservation() -> pd.DataFrame:
     return pd.DataFrame(
         {
             "day": ["2026-03-01"],
-            "deposits": pd.array([400], dtype="Int64"),
-            "deposit_amount": pd.array([1_234_567_890_123], dtype="Int64"),
+            "money_in_entries": pd.array([400], dtype="Int64"),
+            "money_in": pd.array([1_234_567_890_123], dtype="Int64"),
             "transfer_debits": pd.array([1000], dtype="Int64"),
             "debit_amount": pd.array([987_654_321_000], dtype="Int64"),
             "transfer_credits": pd.array([1000], dtype="Int64"),
@@ -158,7 +159,7 @@ def test_statement_ids_are_short_nulls_empty_and_usd_twins_not_repeated(tmp_path
     assert "<td class=num>0.000010</td>" in section
     # AND a one-row result is a key/value table
     conservation = text[text.index('<section id="query-money_conservation">') :]
-    assert "<tr><th>deposit_amount (USD)</th><td>1,234,567.890123</td></tr>" in conservation
+    assert "<tr><th>money_in (USD)</th><td>1,234,567.890123</td></tr>" in conservation
 
 
 def test_verdict_badge_and_failing_findings_are_shown(tmp_path: Path) -> None:
@@ -181,7 +182,7 @@ def test_long_results_are_cut_with_a_note(tmp_path: Path) -> None:
 
 
 def test_empty_frame_says_no_rows(tmp_path: Path) -> None:
-    text = _render(tmp_path, frames={"daily_volume": pd.DataFrame({"day": [], "deposit_amount": []})})
+    text = _render(tmp_path, frames={"daily_volume": pd.DataFrame({"day": [], "money_in": []})})
     assert '<section id="query-daily_volume"><h2>daily_volume</h2>\n<p class="note">no rows</p>' in text
 
 

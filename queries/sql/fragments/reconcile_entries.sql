@@ -1,18 +1,20 @@
--- The entries reconciliation judges, each with its checks (included after WITH by
--- reconcile_wallets and reconcile_wallet_problems; it ends with a comma, so the including query's
--- own CTEs follow). Reads the ledger partitions from the day through the snapshot's day, one
+-- The entries reconciliation judges, each with its checks (included after WITH and movement_legs
+-- by reconcile_wallets and reconcile_wallet_problems; it ends with a comma, so the including
+-- query's own CTEs follow). is_external: the entry is money entering or leaving the system. Reads the ledger partitions from the day through the snapshot's day, one
 -- partition of daily_balances and one snapshot: cost follows a day or two of ledger plus the
 -- wallet count. The opening (the day before's reconciled close) and the snapshot join each
 -- wallet's ledger rows as marker rows (kind 0 sorts before the wallet's entries, kind 2 after
 -- them), so a single window pairs every entry with the one before it (the first with the opening).
 marked AS (
     SELECT
-        wallet_id, wallet_version, balance_after, delta, created_at, 1 AS kind,
-        dt = :date AS in_day,
-        txn_type = 'deposit' AS is_deposit,
-        amount <= 0 OR delta <> CASE WHEN direction = 'credit' THEN amount ELSE -amount END AS is_bad_amount
-    FROM ledger
-    WHERE dt >= :date AND dt <= :snapshot_date
+        l.wallet_id, l.wallet_version, l.balance_after, l.delta, l.created_at, 1 AS kind,
+        l.dt = :date AS in_day,
+        coalesce(m.flow <> 0, false) AS is_external,
+        l.amount <= 0 OR l.delta <> CASE WHEN l.direction = 'credit' THEN l.amount ELSE -l.amount END
+            AS is_bad_amount
+    FROM ledger l
+    LEFT JOIN movement_legs m ON m.txn_type = l.txn_type AND m.direction = l.direction
+    WHERE l.dt >= :date AND l.dt <= :snapshot_date
     UNION ALL
     SELECT
         wallet_id, closing_version, closing_balance, CAST(NULL AS bigint), CAST(NULL AS timestamp), 0,
