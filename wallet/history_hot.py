@@ -4,7 +4,8 @@ Every movement puts one record in its own transaction (:mod:`contracts.idempoten
 ``by_wallet`` index finds the wallet's deposits and the transfers it paid, ``by_payee`` the
 transfers it received, each by time. A record says the request, not the entry: the wallet's side
 of it (direction, delta, counterparty) is the posting's own leg (:func:`wallet.posting.legs_of`),
-so the history and the write path cannot disagree on what a movement does to a wallet. Declined
+so the history and the write path cannot disagree on what a movement does to a wallet: the
+record's type names its legs in the registry (:mod:`contracts.movement_types`). Declined
 and voided records moved nothing and are left out.
 
 An index is eventually consistent: a movement committed a moment ago may be missing from it.
@@ -18,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from contracts.idempotency_table import BY_PAYEE, BY_WALLET, OUTCOME, OUTCOME_APPLIED
-from contracts.wallets_table import TXN_TRANSFER, Attr, IndexSpec
+from contracts.wallets_table import Attr, IndexSpec
 from wallet.commands import Deposit, Movement, Transfer
 from wallet.dynamodb_calls import DynamoDBCalls
 from wallet.history_seam import Movement as HotMovement
@@ -60,9 +61,10 @@ def _command(record: Mapping[str, Any]) -> Movement:
     amount = int(record[Attr.AMOUNT]["N"])
     nonce = record[Attr.NONCE]["S"]
     by = record[Attr.INITIATED_BY]["S"] if Attr.INITIATED_BY in record else None
-    if record[Attr.TYPE]["S"] == TXN_TRANSFER:
-        return Transfer(wallet, record[Attr.TO_WALLET_ID]["S"], amount, nonce, by)
-    return Deposit(wallet, amount, nonce, by)
+    kind = record[Attr.TYPE]["S"]
+    if Attr.TO_WALLET_ID in record:  # a movement between two wallets (a transfer, or its kin)
+        return Transfer(wallet, record[Attr.TO_WALLET_ID]["S"], amount, nonce, by, kind)
+    return Deposit(wallet, amount, nonce, by, kind)
 
 
 async def _query(
