@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from contracts.history_entry import Boundary, HistoryEntry
+from contracts.history_entry import HistoryEntry
 from contracts.lake_tables import INITIATED_BY, PARTITION_COLUMN
 from contracts.settings import Settings
 from lake.iceberg_catalog import open_catalog
@@ -68,16 +68,36 @@ class LakeLedger:
         self._lock = threading.Lock()
         self._table: Table | None = None
         self._loaded_at = 0.0
+        self._reloading: threading.Thread | None = None
 
     def table(self, *, fresh: bool = False) -> Table:
-        """The ledger at a snapshot at most ``metadata_seconds`` old (``fresh``: loaded now)."""
+        """The ledger at a recent snapshot (``fresh``: loaded now).
+
+        The first call loads it; later ones reuse it, and once it is ``metadata_seconds`` old a
+        thread of its own loads the next one while requests go on with this one (a reload is two
+        round trips to the catalog: never on a request's path). With ``metadata_seconds`` 0 every
+        call loads it.
+        """
         with self._lock:
-            now = self._clock()
-            if fresh or self._table is None or now - self._loaded_at >= self.metadata_seconds:
-                catalog = open_catalog(self.settings)
-                self._table = catalog.load_table(identifier(self.settings.glue_database, "ledger"))
-                self._loaded_at = now
-            return self._table
+            current, age = self._table, self._clock() - self._loaded_at
+            if current is not None and not fresh and age < self.metadata_seconds:
+                return current
+            if current is not None and not fresh and self.metadata_seconds > 0:
+                if self._reloading is None or not self._reloading.is_alive():
+                    self._reloading = threading.Thread(
+                        target=self._reload, name="ledger-metadata", daemon=True
+                    )
+                    self._reloading.start()
+                return current
+        return self._reload()
+
+    def _reload(self) -> Table:
+        loaded_at = self._clock()
+        table = open_catalog(self.settings).load_table(identifier(self.settings.glue_database, "ledger"))
+        with self._lock:
+            if loaded_at >= self._loaded_at:
+                self._table, self._loaded_at = table, loaded_at
+            return self._table or table
 
     def newest(
         self,
@@ -89,30 +109,20 @@ class LakeLedger:
         oldest_day: datetime.date,
         admits: Callable[[HistoryEntry], bool] = lambda entry: True,
         table: Table | None = None,
+        first_width: int = 1,
     ) -> list[HistoryEntry]:
         """Up to ``limit`` of the wallet's newest admitted entries below version ``below``, newest first,
-        from days ``oldest_day`` … ``newest_day``."""
+        from days ``oldest_day`` … ``newest_day``, in windows of ``first_width`` days, then twice
+        as many each time."""
         table = table or self.table()
         found: list[HistoryEntry] = []
-        high, width = newest_day, 1
+        high, width = newest_day, max(1, first_width)
         while high >= oldest_day and len(found) < limit:
             low = max(oldest_day, high - (width - 1) * _DAY)
             found += [entry for entry in self._scan(table, wallet_id, low, high, below) if admits(entry)]
             high, width = low - _DAY, width * 2
         found.sort(key=lambda entry: entry.version, reverse=True)
         return found[:limit]
-
-    def boundary(
-        self, wallet_id: str, *, newest_day: datetime.date, oldest_day: datetime.date, table: Table
-    ) -> Boundary:
-        """The lake's newest entry of the wallet at ``table``'s snapshot (version 0: none yet)."""
-        found = self.newest(
-            wallet_id, limit=1, below=None, newest_day=newest_day, oldest_day=oldest_day, table=table
-        )
-        if not found:
-            return Boundary()
-        newest = found[0]
-        return Boundary(newest.version, newest.created_at_ms, newest.balance_after)
 
     def entry(self, wallet_id: str, txn_id: str) -> HistoryEntry | None:
         """The wallet's entry of a transaction, from every day (a lookup, not a page)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import math
 import time
 from collections.abc import Callable
 from typing import Any, Final, Protocol
@@ -37,12 +38,6 @@ class LakeEntries(Protocol):
         """The ledger at a recent snapshot: every read of one page goes through the same one."""
         ...
 
-    def boundary(
-        self, wallet_id: str, *, newest_day: datetime.date, oldest_day: datetime.date, table: Any
-    ) -> Boundary:
-        """The lake's newest entry of the wallet at ``table``'s snapshot."""
-        ...
-
     def newest(
         self,
         wallet_id: str,
@@ -53,6 +48,7 @@ class LakeEntries(Protocol):
         oldest_day: datetime.date,
         admits: Callable[[HistoryEntry], bool] = ...,
         table: Any = None,
+        first_width: int = 1,
     ) -> list[HistoryEntry]:
         """The wallet's newest admitted entries below a version, newest first."""
         ...
@@ -100,14 +96,20 @@ class WalletHistory:
         if state.version == 0:
             return Page([], None)
         table = await asyncio.to_thread(self.lake.table) if self.lake is not None else None
-        boundary = await self._boundary(state, table)
+        newest_lake: list[HistoryEntry] = []
+        if request == PageRequest(request.wallet_id, limit=request.limit) and table is not None:
+            # a first page of no range: the lake's newest entries are its boundary and its page, one walk
+            newest_lake = await self._newest_in_lake(state, table, request.limit)
+            boundary = _boundary_of(newest_lake)
+        else:
+            boundary = await self._boundary(state, table)
         below_boundary = request.before is not None and request.before <= boundary.version + 1
         # a page wholly at or below the boundary shows no hot entry: DynamoDB is not asked
         hot = [] if below_boundary else await self._hot(state, boundary)
         wanted = request.limit - sum(1 for entry in hot if request.admits(entry))
         below = min(request.before or state.version + 1, boundary.version + 1)
-        lake: list[HistoryEntry] = []
-        if wanted > 0 and below > 1 and self.lake is not None:
+        lake: list[HistoryEntry] = newest_lake
+        if wanted > 0 and below > 1 and self.lake is not None and not newest_lake:
             newest_ms = min(
                 ms for ms in (request.before_ms, request.until_ms, boundary.created_at_ms) if ms is not None
             )
@@ -120,6 +122,7 @@ class WalletHistory:
                 oldest_day=_day(max(state.created_at_ms, request.since_ms or 0)),
                 admits=request.admits,
                 table=table,
+                first_width=_width(state, wanted),
             )
         entries = page_of(request, hot, lake)
         if len(entries) == request.limit:
@@ -162,12 +165,21 @@ class WalletHistory:
     async def _boundary(self, state: WalletState, table: Any) -> Boundary:
         if self.lake is None or table is None:
             return Boundary()
+        return _boundary_of(await self._newest_in_lake(state, table, 1))
+
+    async def _newest_in_lake(self, state: WalletState, table: Any, limit: int) -> list[HistoryEntry]:
+        """The lake's newest ``limit`` entries of the wallet: none is newer than the item's
+        ``updated_at`` (its newest entry's time), so the walk starts on that day."""
+        assert self.lake is not None
         return await asyncio.to_thread(
-            self.lake.boundary,
+            self.lake.newest,
             state.wallet_id,
-            newest_day=_day(max(self._clock_ms(), state.updated_at_ms)),
+            limit=limit,
+            below=None,
+            newest_day=_day(state.updated_at_ms),
             oldest_day=_day(state.created_at_ms),
             table=table,
+            first_width=_width(state, limit),
         )
 
     async def _hot(self, state: WalletState, boundary: Boundary) -> list[HistoryEntry]:
@@ -191,6 +203,20 @@ class WalletHistory:
                         raise LakeNeededError(state.wallet_id) from gap
                     raise HistoryUnavailableError(str(gap)) from gap
             await asyncio.sleep(INDEX_POLL_SECONDS)
+
+
+def _boundary_of(newest: list[HistoryEntry]) -> Boundary:
+    if not newest:
+        return Boundary()
+    return Boundary(newest[0].version, newest[0].created_at_ms, newest[0].balance_after)
+
+
+def _width(state: WalletState, entries: int) -> int:
+    """Days the first window spans to hold ``entries`` of the wallet at its average pace (1 to 64):
+    one wide scan reads its files in parallel, where narrow ones that double read them in turn."""
+    days = max(1.0, (state.updated_at_ms - state.created_at_ms) / 86_400_000)
+    per_day = max(state.version / days, 1e-9)
+    return max(1, min(64, math.ceil(1.5 * entries / per_day)))
 
 
 def _before_creation(request: PageRequest, state: WalletState) -> bool:
