@@ -12,7 +12,8 @@ import sys
 from collections.abc import Callable
 
 import pytest
-from support.stream_records import TableWriter, settings_env
+from support.consume_cli import settings_env
+from support.stream_records import TableWriter
 
 from contracts.settings import Settings
 from lake.committer import commit_now

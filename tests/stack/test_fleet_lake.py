@@ -15,7 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from support.stream_records import consume, read_lake_table, settings_env
+from support.consume_cli import consume, settings_env
+from support.stream_records import read_lake_table
 from support.wallet_table import contents
 
 from contracts.settings import Settings

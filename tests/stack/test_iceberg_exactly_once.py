@@ -19,7 +19,8 @@ from typing import Any
 import boto3
 import pyarrow as pa
 import pytest
-from support.stream_records import TableWriter, assert_exact_ledger, settings_env
+from support.consume_cli import settings_env
+from support.stream_records import TableWriter, assert_exact_ledger
 
 import lake.iceberg_landing
 from contracts.settings import Settings

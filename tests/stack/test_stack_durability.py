@@ -21,9 +21,10 @@ from typing import Any
 import boto3
 import psutil
 import pytest
+from support.consume_cli import consume
 from support.fresh_resources import write_path_env
 from support.ports import free_port_run
-from support.stream_records import assert_lake_matches, consume, poll_until, read_lake_table
+from support.stream_records import assert_lake_matches, poll_until, read_lake_table
 
 from contracts.settings import Settings
 from lake.compaction_units import compact_day

@@ -12,16 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from support.consume_cli import consume, settings_env
 from support.fresh_resources import fresh_settings
-from support.stream_records import (
-    TableWriter,
-    assert_lake_matches,
-    consume,
-    lake_keys,
-    poll_until,
-    read_lake_table,
-    settings_env,
-)
+from support.stream_records import TableWriter, assert_lake_matches, lake_keys, poll_until, read_lake_table
 
 from contracts.settings import LAKE_FORMAT_VARIABLE, Settings
 from walletlake.api_server import ApiServer

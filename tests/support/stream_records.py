@@ -13,10 +13,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import itertools
-import json
-import os
-import subprocess
-import sys
 import time
 import uuid
 from collections import defaultdict
@@ -26,7 +22,6 @@ from typing import Any
 import boto3
 
 from contracts.movement_types import ADDRESSED, TARGET, movement_type
-from contracts.settings import Settings
 from contracts.wallets_table import (
     ENTITY_TRANSACTION,
     ENTITY_USER,
@@ -568,31 +563,6 @@ def assert_exact_ledger(ledger: Any, expected: list[Entry]) -> None:
         for row in wallet_rows:
             running += row["delta"]
             assert running == row["balance_after"], (wallet_id, row["wallet_version"])
-
-
-def settings_env(settings: Settings) -> dict[str, str]:
-    return {
-        "WALLETLAKE_TABLE": settings.table,
-        "WALLETLAKE_IDEMPOTENCY_TABLE": settings.idempotency_table,
-        "WALLETLAKE_OWNERS_TABLE": settings.owners_table,
-        "WALLETLAKE_BUCKET": settings.bucket,
-        "WALLETLAKE_LAKE_PREFIX": settings.lake_prefix,
-        "WALLETLAKE_CHECKPOINT_TABLE": settings.checkpoint_table,
-    }
-
-
-def consume(settings: Settings, *args: str) -> dict[str, Any]:
-    """`walletlake consume --json`, as an operator runs it; returns its summary."""
-    done = subprocess.run(
-        [sys.executable, "-m", "walletlake.cli", "consume", "--json", *args],
-        env={**os.environ, **settings_env(settings)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
 
 
 def assert_lake_matches(ledger: Any, report: WorkloadReport) -> None:
