@@ -26,7 +26,7 @@ from support.fresh_resources import write_path_env
 from support.ports import free_port_run
 from support.stream_records import assert_lake_matches, poll_until, read_lake_table
 
-from contracts.settings import Settings
+from contracts.settings import LAKE_FORMAT_VARIABLE, Settings
 from lake.compaction_units import compact_day
 from lake.snapshots import take_snapshot
 from queries import run_query
@@ -40,8 +40,13 @@ pytestmark = [pytest.mark.stack, pytest.mark.slow]
 
 @contextlib.contextmanager
 def own_stack(data_dir: Path, **ports: int) -> Iterator[EmbeddedStack]:
-    """A stack on ``data_dir`` with the SDK pointed at it for the block (the session's is restored)."""
-    with EmbeddedStack(data_dir, **ports) as stack, patched_environ(stack.environment()):
+    """A stack on ``data_dir`` with the SDK pointed at it for the block (the session's is restored),
+    its lake the tests' plain Parquet one whether or not the session's stack set it already (these
+    tests read the lake's files by key: alone, they once ran on the default Iceberg lake and failed)."""
+    with (
+        EmbeddedStack(data_dir, **ports) as stack,
+        patched_environ({**stack.environment(), LAKE_FORMAT_VARIABLE: "parquet"}),
+    ):
         yield stack
 
 
