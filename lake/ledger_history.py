@@ -179,8 +179,3 @@ def _entry(row: dict[str, Any]) -> HistoryEntry:
         balance_after=row["balance_after"],
         initiated_by=row[INITIATED_BY],
     )
-
-
-def day_of(ms: int) -> datetime.date:
-    """The UTC day of an epoch-milliseconds time (the ledger's ``dt`` of an entry made then)."""
-    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).date()
