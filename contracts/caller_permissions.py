@@ -50,9 +50,29 @@ _PARAMETER: Final = re.compile(r"\{(\w+)\}")
 CONTROL_CHARACTER: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+def holds_control_character(text: str) -> bool:
+    """Whether ``text`` holds a :data:`CONTROL_CHARACTER`.
+
+    A printable text holds none (every control character is unprintable), and ``isprintable``
+    is one pass in C where the pattern is a character-set test per character: the regular
+    expression decides only a text that is not printable (a space other than U+0020, a control).
+
+    Examples
+    --------
+    >>> holds_control_character("/api/v1/wallets/a/deposit"), holds_control_character("/deposit\\n")
+    (False, True)
+    >>> holds_control_character("/wallets/\\u00a0")  # unprintable, but no control character
+    False
+    """
+    return not text.isprintable() and CONTROL_CHARACTER.search(text) is not None
+
+
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
 class Route:
     """One route of the API: the endpoint that serves it, the operation it is, and how it is matched.
+
+    A route is its row of :data:`ROUTES`, so it is equal only to itself (``eq=False``: identity,
+    and a set's or dict's hash costs nothing per request).
 
     Everything about a route derives from its row in :data:`ROUTES`: the FastAPI routes
     (:mod:`wallet.api` registers :attr:`spellings`), the fast movement path
@@ -149,6 +169,11 @@ ROUTES: Final[tuple[Route, ...]] = (
 )
 #: Each route by its name, for the code that serves it.
 ROUTE_NAMED: Final[Mapping[str, Route]] = {route.name: route for route in ROUTES}
+#: The rows of each method, in table order (a request is matched only against its own method's).
+_ROUTES_OF_METHOD: Final[Mapping[str, tuple[Route, ...]]] = {
+    method: tuple(route for route in ROUTES if route.method == method)
+    for method in dict.fromkeys(route.method for route in ROUTES)
+}
 
 
 def match_route(method: str, path: str) -> RouteMatch | None:
@@ -164,13 +189,12 @@ def match_route(method: str, path: str) -> RouteMatch | None:
     >>> match_route("PUT", "/api/v1/wallets/8a6e0804-2bd0-4672-b79d-d97027f9071a/deposit\\n") is None
     True
     """
-    if CONTROL_CHARACTER.search(path):
+    if holds_control_character(path):
         return None
-    for route in ROUTES:
-        if route.method == method:
-            matched = route.pattern.fullmatch(path)
-            if matched is not None:
-                return RouteMatch(route, matched.groupdict())
+    for route in _ROUTES_OF_METHOD.get(method, ()):
+        matched = route.pattern.fullmatch(path)
+        if matched is not None:
+            return RouteMatch(route, matched.groupdict())
     return None
 
 

@@ -52,11 +52,12 @@ class LegSpec:
     direction: str
     #: The wallet on the other side; None: outside the system (money enters or leaves through it).
     counterparty: Party | None
+    #: -1 on a debit, +1 on a credit: the leg's delta is ``sign * amount``.
+    sign: int = dataclasses.field(init=False)
 
-    @property
-    def sign(self) -> int:
-        """-1 on a debit, +1 on a credit: the leg's delta is ``sign * amount``."""
-        return -1 if self.direction == DIRECTION_DEBIT else 1
+    def __post_init__(self) -> None:
+        # A plain attribute, not a property: every posting reads it per leg.
+        object.__setattr__(self, "sign", -1 if self.direction == DIRECTION_DEBIT else 1)
 
     @property
     def external(self) -> bool:

@@ -8,6 +8,7 @@ create the table from :data:`WALLETS_TABLE`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 from typing import Final, Literal
 
@@ -140,13 +141,15 @@ def user_key(user_id: str) -> str:
     return f"{user_id}#{ENTITY_USER}"
 
 
+@functools.lru_cache(maxsize=4_096)
 def caller_tag(principal: str | None) -> str:
     """The caller in a request's keys: 32 hex digits of the principal's SHA-256 (None: no one's).
 
     Nonces are the caller's own (issue 44): one caller's request or lookup never decides another's,
     so every key a request is stored under names its caller. A digest, not the principal: fixed
     length (a key stays parseable whatever the principal holds, ``#`` and ``_`` included, and far
-    under DynamoDB's 2,048 bytes), and nobody's identity in a key.
+    under DynamoDB's 2,048 bytes), and nobody's identity in a key. Remembered for the latest
+    callers: one request names its caller in up to five keys, and the digest never changes.
 
     Examples
     --------

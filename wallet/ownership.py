@@ -100,15 +100,12 @@ class OwnerGate:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Refuse a wallet that is not the caller's; pass everything else on untouched."""
         permissions = self.settings.caller_permissions
-        match = matched(scope) if scope["type"] == "http" else None
+        if permissions is None or self.settings.trust_front == "none" or scope["type"] != "http":
+            await self.app(scope, receive, send)  # no owner rule without a verified caller and a map
+            return
+        match = matched(scope)
         wallet_id = match.parameters.get("wallet_id") if match is not None else None
-        if (
-            match is None
-            or wallet_id is None
-            or permissions is None
-            or self.settings.trust_front == "none"
-            or not validation.is_uuid(wallet_id)
-        ):
+        if match is None or wallet_id is None or not validation.is_uuid(wallet_id):
             await self.app(scope, receive, send)
             return
         principal = principal_of(scope, self.settings.trust_front, self.settings.default_principal)

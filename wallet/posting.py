@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from contracts.idempotency_table import TTL_MARGIN_SECONDS
 from contracts.money import MAX_BALANCE
-from contracts.movement_types import ADDRESSED, movement_type
+from contracts.movement_types import ADDRESSED, TARGET, movement_type
 from contracts.wallets_table import DIRECTION_DEBIT
 from wallet.commands import Movement
 
@@ -90,26 +90,19 @@ def legs_of(command: Movement) -> tuple[Leg, ...]:
     >>> [(leg.wallet_id, leg.delta) for leg in legs_of(Transfer("a", "b", 5, "n"))]
     [('a', -5), ('b', 5)]
     """
+    kind = movement_type(command.txn_type)
     addressed, target, amount = command.wallet_id, command.to_wallet_id, command.amount
-    return tuple(
-        Leg(
-            addressed if spec.wallet == ADDRESSED else _target(target),
-            spec.direction,
-            spec.sign * amount,
-            None
-            if spec.counterparty is None
-            else addressed
-            if spec.counterparty == ADDRESSED
-            else _target(target),
+    if target is None:
+        if kind.has_target:
+            raise ValueError("this movement type names a target wallet; the request has none")
+        target = addressed  # never read: no leg of such a type names the target
+    parties = {ADDRESSED: addressed, TARGET: target}
+    legs = []
+    for spec in kind.legs:
+        legs.append(
+            Leg(parties[spec.wallet], spec.direction, spec.sign * amount, parties.get(spec.counterparty))
         )
-        for spec in movement_type(command.txn_type).legs
-    )
-
-
-def _target(wallet_id: str | None) -> str:
-    if wallet_id is None:
-        raise ValueError("this movement type names a target wallet; the request has none")
-    return wallet_id
+    return tuple(legs)
 
 
 def post(

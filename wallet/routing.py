@@ -19,7 +19,7 @@ from urllib.parse import unquote_to_bytes
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from contracts.caller_permissions import CONTROL_CHARACTER, RouteMatch, match_route
+from contracts.caller_permissions import RouteMatch, holds_control_character, match_route
 from wallet.http_errors import error_response
 from wallet.telemetry import Telemetry
 
@@ -27,6 +27,8 @@ from wallet.telemetry import Telemetry
 ROUTE_KEY: Final = "walletlake.route"
 #: The error code of a path with a control character.
 INVALID_PATH: Final = "invalid_path"
+#: The C0 control bytes and DEL, in a path as sent (its percent-escapes decoded or not).
+_CONTROL_BYTES: Final = bytes(range(0x20)) + b"\x7f"
 #: What the OpenAPI document says of it (every route lists it, as it lists 413).
 INVALID_PATH_MEANING: Final = "the path holds a control character; nothing was done."
 
@@ -49,12 +51,18 @@ def has_control_character(scope: Scope) -> bool:
     >>> has_control_character({"path": "/api/v1/wallets/%0A", "raw_path": b"/api/v1/wallets/%250A"})
     False
     """
-    if CONTROL_CHARACTER.search(scope["path"]):
+    if holds_control_character(scope["path"]):
         return True
     raw = scope.get("raw_path")
     if not raw:
         return False
-    return any(byte < 0x20 or byte == 0x7F for byte in unquote_to_bytes(bytes(raw).split(b"?", 1)[0]))
+    raw = bytes(raw).split(b"?", 1)[0]
+    return _holds_control_byte(raw) or (b"%" in raw and _holds_control_byte(unquote_to_bytes(raw)))
+
+
+def _holds_control_byte(raw: bytes) -> bool:
+    """Whether ``raw`` holds a C0 control byte or DEL (one pass in C: the bytes deleted, lengths compared)."""
+    return len(raw.translate(None, _CONTROL_BYTES)) != len(raw)
 
 
 class PathGuard:

@@ -51,7 +51,6 @@ import copy
 import dataclasses
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -89,6 +88,7 @@ from wallet.errors import (
 from wallet.group_commit import GroupCommitter, Job, applied_receipt
 from wallet.nonce_memory import NonceMemory, Remembered
 from wallet.outcomes import Decline, Fingerprint, answer_repeat, decline_of, lookup_answer, window_ends_at
+from wallet.random_ids import random_uuid
 from wallet.receipts import Receipt, alive
 from wallet.telemetry import Telemetry
 from wallet.write_requests import create_wallet_request, declined_record_put, void_record_put
@@ -156,7 +156,7 @@ class WalletStore:
         ``{user_id}#user``, both with ``attribute_not_exists``. If the claim exists the user already
         has a wallet, whose id the claim holds: ``(existing_id, False)``.
         """
-        wallet_id = str(uuid.uuid4())
+        wallet_id = random_uuid()
         payload = create_wallet_request(
             self.table,
             wallet_id,
@@ -356,7 +356,7 @@ class WalletStore:
 
     async def _write(self, command: Movement, fingerprint: Fingerprint) -> Receipt:
         """:meth:`execute`'s write with its retries; a failure after an unanswered attempt is unknown."""
-        job = Job.of(command, fingerprint.current, str(uuid.uuid4()))  # one txn_id across retries
+        job = Job.of(command, fingerprint.current, random_uuid())  # one txn_id across retries
         try:
             return await self._attempts(job, fingerprint)
         except OutcomeUnknownError as error:

@@ -11,8 +11,8 @@ record exists, whatever the servers' clocks say.
 
 from __future__ import annotations
 
+import functools
 import time
-import uuid
 from typing import Any, Final
 
 from contracts.idempotency_table import (
@@ -38,6 +38,7 @@ from contracts.wallets_table import (
 )
 from wallet.commands import Movement
 from wallet.posting import Leg, Posting, WalletWrite, wallet_writes
+from wallet.random_ids import random_uuid
 
 _NOT_EXISTS: Final = "attribute_not_exists(#pk)"
 #: A hot transaction item is new, or past its hot TTL (the record, not this item, guards the nonce).
@@ -55,6 +56,9 @@ _ENTRY_NAMES: Final = {
 #: The entry's fields every movement sets (the optional ones are set or removed per leg).
 _SET_ENTRY: Final = ", ".join(f"{field.name} = {field.value}" for field in ENTRY_FIELDS if field.required)
 _OPTIONAL_FIELDS: Final = tuple(field for field in ENTRY_FIELDS if not field.required)
+#: Each field's column, value placeholder and type tag: the required ones, then the optional ones.
+_REQUIRED_VALUES: Final = tuple((f.column, f.value, f.type_tag) for f in ENTRY_FIELDS if f.required)
+_OPTIONAL_VALUES: Final = tuple((f.column, f.value, f.type_tag) for f in _OPTIONAL_FIELDS)
 _ADD_MOVEMENT: Final = " ADD #b :delta, #v :count"
 _EXISTS: Final = "attribute_exists(#pk)"
 
@@ -93,7 +97,7 @@ def transaction_request(
             *({"Put": _transaction_put(table, p, now)} for p in postings),
             *records,
         ],
-        "ClientRequestToken": str(uuid.uuid4()),
+        "ClientRequestToken": random_uuid(),
     }
 
 
@@ -289,40 +293,63 @@ def _wallet_update(table: str, write: WalletWrite) -> dict[str, Any]:
         ":count": _n(len(write.legs)),
     }
     entry = _entry_values(posting, leg)
-    sets = [_SET_ENTRY]
-    removes = []
-    for field in ENTRY_FIELDS:
-        if (value := entry[field.column]) is not None:
-            values[field.value] = {field.type_tag: str(value)}
-            if not field.required:
-                sets.append(f"{field.name} = {field.value}")
-        elif field.required:
-            raise ValueError(f"a ledger entry needs its {field.column}")
-        else:
-            removes.append(field.name)
+    for column, value_name, type_tag in _REQUIRED_VALUES:
+        if (value := entry[column]) is None:
+            raise ValueError(f"a ledger entry needs its {column}")
+        values[value_name] = {type_tag: str(value)}
+    present = []
+    for column, value_name, type_tag in _OPTIONAL_VALUES:
+        value = entry[column]
+        present.append(value is not None)
+        if value is not None:
+            values[value_name] = {type_tag: str(value)}
     if earlier:
-        sets.append("#eb = :eb")
         values[":eb"] = {"L": [{"M": _entry_map(p, earlier_leg)} for p, earlier_leg in earlier]}
-    else:
-        removes.append("#eb")
-    remove = f" REMOVE {', '.join(removes)}" if removes else ""
-    conditions = [_EXISTS]
     if (floor := write.floor) is not None:
-        conditions.append("#b >= :floor")
         values[":floor"] = _n(floor)
     if (ceiling := write.ceiling) is not None:
-        conditions.append("#b <= :ceiling")
         values[":ceiling"] = _n(ceiling)
-    conditions.append("#u < :since")
     return {
         "TableName": table,
         "Key": {Attr.PK: _s(wallet_key(write.wallet_id))},
-        "UpdateExpression": f"SET {', '.join(sets)}{remove}{_ADD_MOVEMENT}",
-        "ConditionExpression": " AND ".join(conditions),
+        "UpdateExpression": _update_expression(tuple(present), bool(earlier)),
+        "ConditionExpression": _condition_expression(floor is not None, ceiling is not None),
         "ExpressionAttributeNames": _ENTRY_NAMES,
         "ExpressionAttributeValues": values,
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }
+
+
+@functools.cache
+def _update_expression(present: tuple[bool, ...], earlier: bool) -> str:
+    """The update of an entry whose optional fields ``present`` says (in :data:`_OPTIONAL_FIELDS`
+    order), with ``entries_before`` when the write applies ``earlier`` legs: a few shapes, each
+    made once."""
+    sets = [_SET_ENTRY]
+    removes = []
+    for field, is_present in zip(_OPTIONAL_FIELDS, present, strict=True):
+        if is_present:
+            sets.append(f"{field.name} = {field.value}")
+        else:
+            removes.append(field.name)
+    if earlier:
+        sets.append("#eb = :eb")
+    else:
+        removes.append("#eb")
+    remove = f" REMOVE {', '.join(removes)}" if removes else ""
+    return f"SET {', '.join(sets)}{remove}{_ADD_MOVEMENT}"
+
+
+@functools.cache
+def _condition_expression(floor: bool, ceiling: bool) -> str:
+    """The wallet's conditions: it exists, the balance bounds the write has, the clock rule."""
+    conditions = [_EXISTS]
+    if floor:
+        conditions.append("#b >= :floor")
+    if ceiling:
+        conditions.append("#b <= :ceiling")
+    conditions.append("#u < :since")
+    return " AND ".join(conditions)
 
 
 def _entry_values(posting: Posting, leg: Leg) -> dict[str, str | int | None]:
