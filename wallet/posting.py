@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from contracts.idempotency_table import TTL_MARGIN_SECONDS
 from contracts.money import MAX_BALANCE
-from contracts.movement_types import ADDRESSED, TARGET, movement_type
+from contracts.movement_types import ADDRESSED, TARGET, Party, movement_type
 from contracts.wallets_table import DIRECTION_DEBIT
 from wallet.commands import Movement
 
@@ -96,11 +96,16 @@ def legs_of(command: Movement) -> tuple[Leg, ...]:
         if kind.has_target:
             raise ValueError("this movement type names a target wallet; the request has none")
         target = addressed  # never read: no leg of such a type names the target
-    parties = {ADDRESSED: addressed, TARGET: target}
+    parties: dict[Party | None, str | None] = {ADDRESSED: addressed, TARGET: target, None: None}
     legs = []
     for spec in kind.legs:
         legs.append(
-            Leg(parties[spec.wallet], spec.direction, spec.sign * amount, parties.get(spec.counterparty))
+            Leg(
+                addressed if spec.wallet == ADDRESSED else target,
+                spec.direction,
+                spec.sign * amount,
+                parties[spec.counterparty],
+            )
         )
     return tuple(legs)
 
