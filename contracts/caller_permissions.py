@@ -19,6 +19,7 @@ Pure: no I/O, no AWS.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Final, Literal
@@ -351,8 +352,13 @@ class CallerPermissions:
         return any(operation in ops and self._is(name, principal) for name, ops in self.anyone)
 
     @staticmethod
+    @functools.lru_cache(maxsize=4_096)
     def _is(name: str, principal: str) -> bool:
-        """Whether ``principal`` is the map's caller ``name``: a session of that role, or that subject."""
+        """Whether ``principal`` is the map's caller ``name``: a session of that role, or that subject.
+
+        Remembered for the latest pairs: a request asks it of every role of the map in the permission
+        check, the owner rule and the lookup's fence, and the answer never changes.
+        """
         named = _ROLE_ARN.fullmatch(name)
         if named is None:
             return name == principal

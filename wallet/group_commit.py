@@ -278,6 +278,7 @@ class GroupCommitter:
             txn_id=job.txn_id,
             request_hash=job.request_hash,
             idempotency_window_seconds=self.settings.idempotency_window_seconds,
+            legs=job.legs or None,
         )
         return job.posting
 

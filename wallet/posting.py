@@ -118,12 +118,14 @@ def post(
     txn_id: str,
     request_hash: str,
     idempotency_window_seconds: int | None = None,
+    legs: tuple[Leg, ...] | None = None,
 ) -> Posting:
     """The posting of ``command`` stamped at ``now_ms``; money rules are DynamoDB's conditions.
 
     ``now_ms`` is the server's clock, raised by the store past a wallet's ``updated_at`` when a
     refusal showed that wallet stamped at or after it (a server whose clock lags another's, or
-    two entries in one millisecond). ``idempotency_window_seconds`` defaults to the hot TTL.
+    two entries in one millisecond). ``idempotency_window_seconds`` defaults to the hot TTL;
+    ``legs`` are ``legs_of(command)``, given when the caller has them already.
     """
     window = hot_ttl_seconds if idempotency_window_seconds is None else idempotency_window_seconds
     return Posting(
@@ -132,7 +134,7 @@ def post(
         request_hash=request_hash,
         created_at=now_ms,
         expires_at=now_ms // 1000 + hot_ttl_seconds,
-        legs=legs_of(command),
+        legs=legs_of(command) if legs is None else legs,
         remembered_until=-(-now_ms // 1000) + window,
     )
 

@@ -19,6 +19,8 @@ identity headers count only when the server is configured to trust the front tha
 
 from __future__ import annotations
 
+import functools
+import types
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -26,6 +28,8 @@ from contracts.settings import TrustFront
 
 #: The caller identity header VPC Lattice adds to a request it forwards (ASGI spelling).
 LATTICE_IDENTITY_HEADER: Final = b"x-amzn-lattice-identity"
+#: How many distinct header values the parsers remember (a deployment's callers, with room).
+_REMEMBERED_HEADERS: Final = 4_096
 #: Longest principal stored (an assumed-role ARN with its session name is well under it).
 MAX_PRINCIPAL_LENGTH: Final = 512
 
@@ -51,6 +55,7 @@ def principal_of(scope: Mapping[str, Any], trust: TrustFront, default: str) -> s
     return default
 
 
+@functools.lru_cache(maxsize=_REMEMBERED_HEADERS)
 def lattice_principal(header: str) -> str | None:
     """The ``Principal`` field of an ``x-amzn-lattice-identity`` value (``key=value`` pairs, ``;``-separated).
 
@@ -73,8 +78,13 @@ def lattice_principal(header: str) -> str | None:
     return _bounded(principal) if principal else None
 
 
-def header_fields(header: str) -> dict[str, str]:
+@functools.lru_cache(maxsize=_REMEMBERED_HEADERS)
+def header_fields(header: str) -> Mapping[str, str]:
     """The ``key=value`` fields of a Lattice header (``;``-separated; the first of a repeated key).
+
+    Remembered for the latest headers, read-only: a caller's headers are the same on every request,
+    and one request reads its identity and target headers in several layers (the permission check,
+    the owner rule, the movement, the audit line).
 
     Examples
     --------
@@ -86,7 +96,7 @@ def header_fields(header: str) -> dict[str, str]:
         key, _, value = field.strip().partition("=")
         if key and key not in fields:
             fields[key] = value.strip()
-    return fields
+    return types.MappingProxyType(fields)
 
 
 def _api_gateway_principal(event: object) -> str | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from typing import Any, Final
 
 from contracts.idempotency_table import (
@@ -56,9 +57,6 @@ _ENTRY_NAMES: Final = {
 #: The entry's fields every movement sets (the optional ones are set or removed per leg).
 _SET_ENTRY: Final = ", ".join(f"{field.name} = {field.value}" for field in ENTRY_FIELDS if field.required)
 _OPTIONAL_FIELDS: Final = tuple(field for field in ENTRY_FIELDS if not field.required)
-#: Each field's column, value placeholder and type tag: the required ones, then the optional ones.
-_REQUIRED_VALUES: Final = tuple((f.column, f.value, f.type_tag) for f in ENTRY_FIELDS if f.required)
-_OPTIONAL_VALUES: Final = tuple((f.column, f.value, f.type_tag) for f in _OPTIONAL_FIELDS)
 _ADD_MOVEMENT: Final = " ADD #b :delta, #v :count"
 _EXISTS: Final = "attribute_exists(#pk)"
 
@@ -292,17 +290,7 @@ def _wallet_update(table: str, write: WalletWrite) -> dict[str, Any]:
         ":delta": _n(write.delta),
         ":count": _n(len(write.legs)),
     }
-    entry = _entry_values(posting, leg)
-    for column, value_name, type_tag in _REQUIRED_VALUES:
-        if (value := entry[column]) is None:
-            raise ValueError(f"a ledger entry needs its {column}")
-        values[value_name] = {type_tag: str(value)}
-    present = []
-    for column, value_name, type_tag in _OPTIONAL_VALUES:
-        value = entry[column]
-        present.append(value is not None)
-        if value is not None:
-            values[value_name] = {type_tag: str(value)}
+    present = _set_entry_values(values, posting, posting.command, leg)
     if earlier:
         values[":eb"] = {"L": [{"M": _entry_map(p, earlier_leg)} for p, earlier_leg in earlier]}
     if (floor := write.floor) is not None:
@@ -312,7 +300,7 @@ def _wallet_update(table: str, write: WalletWrite) -> dict[str, Any]:
     return {
         "TableName": table,
         "Key": {Attr.PK: _s(wallet_key(write.wallet_id))},
-        "UpdateExpression": _update_expression(tuple(present), bool(earlier)),
+        "UpdateExpression": _update_expression(present, bool(earlier)),
         "ConditionExpression": _condition_expression(floor is not None, ceiling is not None),
         "ExpressionAttributeNames": _ENTRY_NAMES,
         "ExpressionAttributeValues": values,
@@ -352,26 +340,79 @@ def _condition_expression(floor: bool, ceiling: bool) -> str:
     return " AND ".join(conditions)
 
 
-def _entry_values(posting: Posting, leg: Leg) -> dict[str, str | int | None]:
-    """One leg's entry, by its :data:`~contracts.wallets_table.ENTRY_FIELDS` column (None: absent)."""
-    command = posting.command
-    return {
-        "created_at": posting.created_at,
-        "txn_id": posting.txn_id,
-        "txn_type": command.txn_type,
-        "direction": leg.direction,
-        "amount": command.amount,
-        "nonce": command.nonce,
-        "counterparty_wallet_id": leg.counterparty,
-        "initiated_by": command.initiated_by,
-    }
+#: Where each :data:`~contracts.wallets_table.ENTRY_FIELDS` column's value comes from, in a
+#: posting (``posting``, its ``command``) and one of its legs (``leg``); None is an absent field.
+#: A new entry field is a line here too, or the module refuses to load.
+_ENTRY_SOURCES: Final[dict[str, str]] = {
+    "created_at": "posting.created_at",
+    "txn_id": "posting.txn_id",
+    "txn_type": "command.txn_type",
+    "direction": "leg.direction",
+    "amount": "command.amount",
+    "nonce": "command.nonce",
+    "counterparty_wallet_id": "leg.counterparty",
+    "initiated_by": "command.initiated_by",
+}
+
+
+def _compile_entry_writers() -> tuple[Callable[..., tuple[bool, ...]], Callable[..., dict[str, Any]]]:
+    """The two ways a leg's entry is written, made from :data:`ENTRY_FIELDS` and :data:`_ENTRY_SOURCES`.
+
+    ``set_values(values, posting, command, leg)`` puts the latest entry's placeholders into an
+    update's ``values`` and says which optional fields it has (the update's shape);
+    ``entry_map(posting, command, leg)`` is an earlier entry as ``entries_before`` holds it (each
+    field's ``key``). Plain statements, one per field, what CPython runs fastest: a request writes
+    every field of two entries.
+    """
+    missing = [field.column for field in ENTRY_FIELDS if field.column not in _ENTRY_SOURCES]
+    if missing:
+        raise RuntimeError(
+            f"the write path has no value for the ledger entry's {missing}: add to _ENTRY_SOURCES"
+        )
+    setting, mapping, present = [], [], []
+    for index, field in enumerate(ENTRY_FIELDS):
+        source, tag = _ENTRY_SOURCES[field.column], field.type_tag
+        if field.required:
+            setting += [
+                f"    v = {source}",
+                f"    if v is None: raise ValueError('a ledger entry needs its {field.column}')",
+                f"    values[{field.value!r}] = {{{tag!r}: str(v)}}",
+            ]
+            mapping += [
+                f"    v = {source}",
+                f"    if v is None: raise ValueError('a ledger entry needs its {field.column}')",
+                f"    entry[{field.key!r}] = {{{tag!r}: str(v)}}",
+            ]
+        else:
+            setting += [
+                f"    v = {source}",
+                f"    p{index} = v is not None",
+                f"    if p{index}: values[{field.value!r}] = {{{tag!r}: str(v)}}",
+            ]
+            mapping += [
+                f"    v = {source}",
+                f"    if v is not None: entry[{field.key!r}] = {{{tag!r}: str(v)}}",
+            ]
+            present.append(f"p{index}")
+    source = "\n".join(
+        [
+            "def set_values(values, posting, command, leg):",
+            *setting,
+            f"    return ({', '.join(present)}{',' if present else ''})",
+            "def entry_map(posting, command, leg):",
+            "    entry = {}",
+            *mapping,
+            "    return entry",
+        ]
+    )
+    namespace: dict[str, Any] = {"__name__": __name__}
+    exec(compile(source, "<write_requests: entry writers>", "exec"), namespace)  # noqa: S102
+    return namespace["set_values"], namespace["entry_map"]
+
+
+_set_entry_values, _entry_map_of = _compile_entry_writers()
 
 
 def _entry_map(posting: Posting, leg: Leg) -> dict[str, Any]:
     """One earlier entry of a group commit, as ``entries_before`` holds it (each field's ``key``)."""
-    entry = _entry_values(posting, leg)
-    return {
-        field.key: {field.type_tag: str(value)}
-        for field in ENTRY_FIELDS
-        if (value := entry[field.column]) is not None
-    }
+    return _entry_map_of(posting, posting.command, leg)
