@@ -36,13 +36,17 @@ _WALLET_GLOB: Final = "????????-????-????-????-????????????"
 #: A transaction id (a UUID too), spelled the same way.
 _TXN_GLOB: Final = _WALLET_GLOB
 API_PREFIX: Final = "/api/v1/wallets"
+#: A segment is matched possessively (``++``): it cannot hold the ``/`` that follows it, so giving
+#: characters back could never make a match, and a path that is not the route fails without
+#: stepping back through a UUID once per character.
+_SEGMENT: Final = r"[^/]++"
 #: Each path parameter a route template may hold: (its pattern for the server, its Lattice glob).
 #: A parameter is one path segment; a nonce's glob is ``*`` (its characters are the server's to check).
 _PARAMETERS: Final[dict[str, tuple[str, str]]] = {
-    "wallet_id": (r"[^/]+", _WALLET_GLOB),
-    "target_wallet_id": (r"[^/]+", _WALLET_GLOB),
-    "nonce": (r"[^/]+", "*"),
-    "txn_id": (r"[^/]+", _TXN_GLOB),
+    "wallet_id": (_SEGMENT, _WALLET_GLOB),
+    "target_wallet_id": (_SEGMENT, _WALLET_GLOB),
+    "nonce": (_SEGMENT, "*"),
+    "txn_id": (_SEGMENT, _TXN_GLOB),
 }
 _PARAMETER: Final = re.compile(r"\{(\w+)\}")
 #: A control character (Unicode category Cc: C0, DEL, C1). A path holding one is no route: ``$`` in
