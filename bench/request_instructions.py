@@ -91,7 +91,11 @@ def drive(requests: int, kind: str, front: str) -> None:
     import uvloop
 
     from contracts.settings import Settings
-    from wallet.service import create_service
+
+    try:
+        from wallet.service import create_service
+    except ImportError:  # a tree from before wallet/service.py (0ea1ce7 and earlier)
+        from wallet.api import create_service  # type: ignore[attr-defined,no-redef]
 
     app = create_service(Settings.from_env())
     payer, payee = str(uuid.uuid4()), str(uuid.uuid4())
