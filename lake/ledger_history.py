@@ -29,6 +29,7 @@ from lake.iceberg_catalog import open_catalog
 from lake.iceberg_tables import identifier
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.table import Table
 
@@ -119,7 +120,8 @@ class LakeLedger:
         high, width = newest_day, max(1, first_width)
         while high >= oldest_day and len(found) < limit:
             low = max(oldest_day, high - (width - 1) * _DAY)
-            found += [entry for entry in self._scan(table, wallet_id, low, high, below) if admits(entry)]
+            window = self._scan(table, wallet_id, low, high, below)
+            found += _newest_admitted(window, limit - len(found), admits)
             high, width = low - _DAY, width * 2
         found.sort(key=lambda entry: entry.version, reverse=True)
         return found[:limit]
@@ -133,7 +135,7 @@ class LakeLedger:
 
     def _scan(
         self, table: Table, wallet_id: str, low: datetime.date, high: datetime.date, below: int | None
-    ) -> list[HistoryEntry]:
+    ) -> pa.Table:
         from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan, LessThanOrEqual, Reference
         from pyiceberg.expressions.literals import literal
 
@@ -146,15 +148,35 @@ class LakeLedger:
         )
         if below is not None:
             condition = And(condition, LessThan(term=Reference("wallet_version"), value=literal(below)))
-        return self._read(table, condition)
+        return self._arrow(table, condition)
 
     def _read(self, table: Table, condition: BooleanExpression) -> list[HistoryEntry]:
+        return [_entry(row) for row in self._arrow(table, condition).to_pylist()]
+
+    def _arrow(self, table: Table, condition: BooleanExpression) -> pa.Table:
         try:
-            arrow = table.scan(row_filter=condition, selected_fields=COLUMNS).to_arrow()
+            return table.scan(row_filter=condition, selected_fields=COLUMNS).to_arrow()
         except FileNotFoundError:
             # a file of this snapshot is gone (compacted away and deleted): read a newer snapshot
-            arrow = self.table(fresh=True).scan(row_filter=condition, selected_fields=COLUMNS).to_arrow()
-        return [_entry(row) for row in arrow.to_pylist()]
+            return self.table(fresh=True).scan(row_filter=condition, selected_fields=COLUMNS).to_arrow()
+
+
+def _newest_admitted(
+    window: pa.Table, wanted: int, admits: Callable[[HistoryEntry], bool]
+) -> list[HistoryEntry]:
+    """The ``wanted`` newest admitted entries of a window's rows, newest first.
+
+    Rows become entries newest first, a page's worth at a time, until the page has its entries: a
+    page deep in a busy day scans the day's rows below its cursor but builds only what it shows
+    (building every row made paging a day's entries quadratic in the day's length).
+    """
+    ordered = window.sort_by([("wallet_version", "descending")])
+    chosen: list[HistoryEntry] = []
+    start, step = 0, max(wanted, 16)
+    while len(chosen) < wanted and start < ordered.num_rows:
+        chosen += [entry for entry in map(_entry, ordered.slice(start, step).to_pylist()) if admits(entry)]
+        start += step
+    return chosen[:wanted]
 
 
 def _equal(column: str, value: str) -> BooleanExpression:
