@@ -71,8 +71,13 @@ class LakeLedger:
         self._loaded_at = 0.0
         self._reloading: threading.Thread | None = None
 
-    def table(self, *, fresh: bool = False) -> Table:
-        """The ledger at a recent snapshot (``fresh``: loaded now).
+    def table(self, *, fresh: bool = False) -> Table | None:
+        """The ledger at a recent snapshot (``fresh``: loaded now); None while it does not exist.
+
+        A new deployment's ledger is created by the committer's first run (``ensure_tables``):
+        until then the lake holds no entry, and every entry is still DynamoDB's (its records
+        outlive the first commit by days), so the history answers from DynamoDB alone. Its absence
+        is not remembered: each call asks the catalog again until the table is there.
 
         The first call loads it; later ones reuse it, and once it is ``metadata_seconds`` old a
         thread of its own loads the next one while requests go on with this one (a reload is two
@@ -92,9 +97,14 @@ class LakeLedger:
                 return current
         return self._reload()
 
-    def _reload(self) -> Table:
+    def _reload(self) -> Table | None:
+        from pyiceberg.exceptions import NoSuchTableError
+
         loaded_at = self._clock()
-        table = open_catalog(self.settings).load_table(identifier(self.settings.glue_database, "ledger"))
+        try:
+            table = open_catalog(self.settings).load_table(identifier(self.settings.glue_database, "ledger"))
+        except NoSuchTableError:
+            return None
         with self._lock:
             if loaded_at >= self._loaded_at:
                 self._table, self._loaded_at = table, loaded_at
@@ -116,6 +126,8 @@ class LakeLedger:
         from days ``oldest_day`` … ``newest_day``, in windows of ``first_width`` days, then twice
         as many each time."""
         table = table or self.table()
+        if table is None:  # no ledger yet: the lake holds none of the wallet's entries
+            return []
         found: list[HistoryEntry] = []
         high, width = newest_day, max(1, first_width)
         while high >= oldest_day and len(found) < limit:
@@ -130,7 +142,10 @@ class LakeLedger:
         """The wallet's entry of a transaction, from every day (a lookup, not a page)."""
         from pyiceberg.expressions import And
 
-        rows = self._read(self.table(), And(_equal("wallet_id", wallet_id), _equal("txn_id", txn_id)))
+        table = self.table()
+        if table is None:
+            return None
+        rows = self._read(table, And(_equal("wallet_id", wallet_id), _equal("txn_id", txn_id)))
         return rows[0] if rows else None
 
     def _scan(
@@ -158,7 +173,10 @@ class LakeLedger:
             return table.scan(row_filter=condition, selected_fields=COLUMNS).to_arrow()
         except FileNotFoundError:
             # a file of this snapshot is gone (compacted away and deleted): read a newer snapshot
-            return self.table(fresh=True).scan(row_filter=condition, selected_fields=COLUMNS).to_arrow()
+            fresh = self.table(fresh=True)
+            if fresh is None:  # the table itself is gone: nothing this page can be read from
+                raise
+            return fresh.scan(row_filter=condition, selected_fields=COLUMNS).to_arrow()
 
 
 def _newest_admitted(

@@ -35,7 +35,8 @@ class LakeEntries(Protocol):
     """What the history needs of the lake's ledger (:class:`lake.ledger_history.LakeLedger`)."""
 
     def table(self, *, fresh: bool = False) -> Any:
-        """The ledger at a recent snapshot: every read of one page goes through the same one."""
+        """The ledger at a recent snapshot (every read of one page goes through the same one);
+        None while the lake has no ledger yet (a new deployment before its first commit)."""
         ...
 
     def newest(
@@ -109,7 +110,7 @@ class WalletHistory:
         wanted = request.limit - sum(1 for entry in hot if request.admits(entry))
         below = min(request.before or state.version + 1, boundary.version + 1)
         lake: list[HistoryEntry] = newest_lake
-        if wanted > 0 and below > 1 and self.lake is not None and not newest_lake:
+        if wanted > 0 and below > 1 and self.lake is not None and table is not None and not newest_lake:
             newest_ms = min(
                 ms for ms in (request.before_ms, request.until_ms, boundary.created_at_ms) if ms is not None
             )

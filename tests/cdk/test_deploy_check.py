@@ -224,6 +224,9 @@ def test_signed_callers_get_what_the_map_allows_and_the_task_refuses_what_lattic
         "writer deposits": 204,
         "reader reads": 200,
     }
+    # AND the owner's own views, as the task deploys them: its wallets and the wallet's history
+    # (the step checks their contents: the one deposit, named as the writer's)
+    assert (lattice["writer's wallets"], lattice["writer's history"]) == (200, 200)
     assert {
         lattice[name] for name in ("reader deposits", "stranger reads", "unsigned read", "forged signature")
     } == {403}

@@ -8,6 +8,7 @@ the callers' VPC. :func:`run_lattice_step` then proves, against the running task
 - through the stand-in (the template's own auth policies): the writer's operations are served;
   the reader's deposit, the stranger's read, an unsigned request and a forged signature are
   refused 403 and never reach the task; a client-sent ``x-amzn-lattice-identity`` never reaches it;
+  the writer's own views are served as deployed: its wallets (``me``) and the wallet's history;
 - straight to the task (what a second service with auth type ``NONE`` would deliver), the server
   itself refuses what Lattice would not have vouched for: no identity, a forged identity of a role
   not permitted the operation, another Lattice service, a session name that is no person's.
@@ -115,6 +116,22 @@ def run_lattice_step(front: LatticeStandIn, task: ContainerProcess) -> dict[str,
         _expect(answer.status == status, f"{name}: {status}", answer)
         _expect(answer.forwarded == (status != 403), f"{name}: the task saw it only if allowed", answer)
         outcomes[name] = answer.status
+    # The owner's own views, served by the task as deployed: its wallets (seed 000's ``me``) and the
+    # wallet's history (the deposit, from DynamoDB: the lake holds nothing of it yet).
+    mine = front.request(WRITER, "GET", "/api/v1/wallets/me/")
+    # (the check's person opened wallets in earlier steps too: this one must be among them)
+    _expect(mine.status == 200 and wallet in json.loads(mine.body)["wallets"], "the writer's wallets", mine)
+    history = front.request(WRITER, "GET", f"/api/v1/wallets/{wallet}/transactions")
+    entries = json.loads(history.body).get("entries") if history.status == 200 else None
+    _expect(
+        entries is not None
+        and [(e["version"], e["type"], e["amount"], e["balance_after"], e["nonce"]) for e in entries]
+        == [(1, "deposit", "7", "7", "lattice-1")]
+        and entries[0]["initiated_by"] == WRITER.principal,
+        "the writer's history: its one deposit, named as its caller",
+        history,
+    )
+    outcomes["writer's wallets"], outcomes["writer's history"] = mine.status, history.status
     denials = {entry["authDeniedReason"] for entry in front.access_log if entry["responseCode"] == 403}
     _expect(denials == {"Service", "Network", "Unauthenticated"}, "Lattice's denial reasons logged", denials)
 
