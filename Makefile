@@ -57,10 +57,11 @@ pytest: install-dev tools
 
 test: lint typecheck pytest
 
-# The unit tests alone (tests/unit: no server, no Java, no node), in seconds; tests/stack and
-# tests/cdk run in `make test`.
+# The unit tests alone (tests/unit: no server, no Java, no node), in seconds, on the same xdist
+# workers as `make test` (PYTEST_WORKERS=0 runs them in this process); tests/stack and tests/cdk run
+# in `make test`.
 test-unit: install-dev
-	$(BIN)/pytest -q tests/unit
+	$(BIN)/pytest -q $(PYTEST_ARGS) tests/unit
 
 # Every Lambda function of the synthesized app imported and invoked from the files it ships, and both
 # state machines executed, on an embedded stack of its own (docs/operations.md, "Deploy check").

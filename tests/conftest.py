@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -90,12 +91,53 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     once, not on both workers), in this order (``--no-loadscope-reorder``): modules holding a test
     marked ``slow``, then those using the embedded stack, then the rest, each in collection order.
     The sort is stable and ranks a module as a whole, so its tests stay together and in their order.
+    The modules of tests/cdk reading shared syntheses are one scope (:func:`xdist_scope`).
     """
     ranks: dict[str, int] = {}
     for item in items:
         module = item.nodeid.split("::", 1)[0]
         ranks[module] = min(ranks.get(module, 2), _rank(item))
     items.sort(key=lambda item: ranks[item.nodeid.split("::", 1)[0]])
+
+
+#: The modules of tests/cdk that read syntheses of the app (``support.cdk_synthesis``) are one xdist
+#: scope, so one worker synthesizes each context once for all of them. The deploy check synthesizes
+#: its own app (real dependency layers) and stays a scope of its own.
+SYNTHESIS_SCOPE = "tests/cdk"
+OWN_SCOPES_IN_CDK = ("tests/cdk/test_deploy_check.py",)
+
+
+def xdist_scope(nodeid: str) -> str:
+    """A test's xdist scope (``--dist loadscope``): its module, or tests/cdk for the synthesis readers.
+
+    >>> xdist_scope("tests/cdk/test_cdk.py::test_x"), xdist_scope("tests/stack/test_bank.py::test_y")
+    ('tests/cdk', 'tests/stack/test_bank.py')
+    """
+    module = nodeid.split("::", 1)[0]
+    if module.startswith(f"{SYNTHESIS_SCOPE}/") and module not in OWN_SCOPES_IN_CDK:
+        return SYNTHESIS_SCOPE
+    return module
+
+
+class _ScopeScheduling:
+    """xdist's ``loadscope`` with :func:`xdist_scope`'s scopes (registered only when xdist is)."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        if config.getvalue("dist") != "loadscope":
+            return None
+        from xdist.scheduler import LoadScopeScheduling
+
+        class Scheduling(LoadScopeScheduling):  # type: ignore[misc]
+            def _split_scope(self, nodeid: str) -> str:
+                return xdist_scope(nodeid)
+
+        return Scheduling(config, log)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_ScopeScheduling(), "walletlake-scope-scheduling")
 
 
 def _rank(item: pytest.Item) -> int:

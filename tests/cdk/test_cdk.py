@@ -1,4 +1,4 @@
-"""The CDK app, synthesized once per module with no Docker, no network and no AWS credentials.
+"""The CDK app, synthesized once per session and context with no Docker, no network and no AWS credentials.
 
 Assertions read the synthesized CloudFormation template and compare it with the project's own
 definitions (``contracts.wallets_table``, ``lake.glue``, ``contracts.settings``, ``queries/sql``).
@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -18,6 +19,8 @@ from unittest import mock
 import pytest
 from aws_cdk import assertions
 from cfnlint.api import lint_file
+from support.cdk_synthesis import CONTEXT as SYNTHESIS_CONTEXT
+from support.cdk_synthesis import Synthesis
 
 from contracts import lambda_metrics
 from contracts.audit_log import AUDIT_TABLE
@@ -63,33 +66,25 @@ ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow
 
-BUCKET = "walletlake-lake-test"
-CALLER = "arn:aws:iam::123456789012:role/payments-api-caller"
-CONTEXT = {
-    "lambda_deps": "skip",
-    "bucket_name": BUCKET,
-    "alarm_email": "oncall@example.com",
-    "api_callers": CALLER,
-    "caller_vpc_ids": "vpc-0123456789abcdef0",
-    "lattice_prefix_list_id": "pl-0123456789abcdef0",
-}
+#: The context of every synthesis here (``support.cdk_synthesis``), and what it names.
+CONTEXT = SYNTHESIS_CONTEXT
+BUCKET = CONTEXT["bucket_name"]
+CALLER = CONTEXT["api_callers"]
 SETTINGS = Settings()
 
 
 class Synthesized:
-    """The synthesized app: its template as a dict and as an assertions object, and its files."""
+    """The synthesized app: its template as a dict and as an assertions object, and its files.
 
-    def __init__(self, outdir: Path, **context: str) -> None:
-        with mock.patch.dict(os.environ):
-            for name in ("CDK_OUTDIR", "CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION", "CDK_CONTEXT_JSON"):
-                os.environ.pop(name, None)
-            app, self.stack = build_app({**CONTEXT, **context}, outdir=str(outdir))
-            self.assembly = app.synth()
-        self.directory = Path(self.assembly.directory)
-        self.template_path = (
-            self.directory / self.assembly.get_stack_by_name(self.stack.stack_name).template_file
-        )
-        self.template: dict[str, Any] = json.loads(self.template_path.read_text())
+    The synthesis is shared (``tests/cdk/conftest.py``'s ``synthesize``); the template is this
+    object's own copy.
+    """
+
+    def __init__(self, synthesis: Synthesis) -> None:
+        self.assembly = synthesis.assembly
+        self.directory = synthesis.directory
+        self.template_path = synthesis.template_path
+        self.template: dict[str, Any] = synthesis.template()
         self.assertions = assertions.Template.from_json(self.template)
 
     def resources(self, resource_type: str) -> dict[str, dict[str, Any]]:
@@ -116,20 +111,20 @@ class Synthesized:
 
 
 @pytest.fixture(scope="module")
-def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    return Synthesized(tmp_path_factory.mktemp("cdk.out"))
+def synthesized(synthesize: Callable[..., Synthesis]) -> Synthesized:
+    return Synthesized(synthesize())
 
 
 @pytest.fixture(scope="module")
-def parquet(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+def parquet(synthesize: Callable[..., Synthesis]) -> Synthesized:
     """The plain-Parquet lake (``-c lake_format=parquet``), kept deployable behind one switch."""
-    return Synthesized(tmp_path_factory.mktemp("cdk.out-parquet"), lake_format="parquet")
+    return Synthesized(synthesize(lake_format="parquet"))
 
 
 @pytest.fixture(scope="module")
-def lambda_front(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+def lambda_front(synthesize: Callable[..., Synthesis]) -> Synthesized:
     """The low-load variant: the write path on API Gateway + Lambda (``-c api_front=lambda``)."""
-    return Synthesized(tmp_path_factory.mktemp("cdk.out-lambda"), api_front="lambda")
+    return Synthesized(synthesize(api_front="lambda"))
 
 
 def functions_by_handler(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
@@ -1416,9 +1411,9 @@ def test_an_environment_agnostic_synthesis_without_a_prefix_list_id_refuses_in_o
     assert completed.stderr.splitlines() == [f"error: {LATTICE_PREFIX_LIST_REQUIRED}"]
 
 
-def test_caller_vpcs_are_associated_with_the_service_network(tmp_path: Path) -> None:
+def test_caller_vpcs_are_associated_with_the_service_network(synthesize: Callable[..., Synthesis]) -> None:
     # GIVEN two caller VPCs in the context
-    synthesized = Synthesized(tmp_path, caller_vpc_ids="vpc-0123456789abcdef0,vpc-0fedcba9876543210")
+    synthesized = Synthesized(synthesize(caller_vpc_ids="vpc-0123456789abcdef0,vpc-0fedcba9876543210"))
     associations = synthesized.resources("AWS::VpcLattice::ServiceNetworkVpcAssociation").values()
     vpcs = [association["Properties"]["VpcIdentifier"] for association in associations]
     # THEN each joins the network, and nothing else: the API's own VPC calls nothing through it

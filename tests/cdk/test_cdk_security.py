@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from support.cdk_synthesis import Synthesis
 from test_cdk import BUCKET, CONTEXT, Synthesized, as_list, policy_statements, role_of
 
 from contracts import api_metrics
@@ -39,11 +40,9 @@ ACCOUNT, REGION, PARTITION = "123456789012", "eu-west-1", "aws"
 
 
 @pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+def template(synthesize: Callable[..., Synthesis]) -> Synthesized:
     """Three callers: one may deposit and read, one is named bare (defaults), one of another account reads."""
-    return Synthesized(
-        tmp_path_factory.mktemp("cdk.out-callers"), api_callers=CALLERS, caller_vpc_ids=",".join(VPCS)
-    )
+    return Synthesized(synthesize(api_callers=CALLERS, caller_vpc_ids=",".join(VPCS)))
 
 
 def resolve(value: Any, template: Synthesized) -> Any:
@@ -195,9 +194,11 @@ def test_only_the_callers_vpcs_join_the_network_and_the_tasks_admit_only_lattice
     }
 
 
-def test_gateway_egress_is_limited_to_their_prefix_lists_when_given(tmp_path: Path) -> None:
+def test_gateway_egress_is_limited_to_their_prefix_lists_when_given(
+    synthesize: Callable[..., Synthesis],
+) -> None:
     synthesized = Synthesized(
-        tmp_path, dynamodb_prefix_list_id="pl-0aaaaaaaaaaaaaaaa", s3_prefix_list_id="pl-0bbbbbbbbbbbbbbbb"
+        synthesize(dynamodb_prefix_list_id="pl-0aaaaaaaaaaaaaaaa", s3_prefix_list_id="pl-0bbbbbbbbbbbbbbbb")
     )
     egress = task_egress(synthesized)
     assert sorted(rule.get("DestinationPrefixListId", "vpc") for rule in egress) == [

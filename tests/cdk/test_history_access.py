@@ -1,14 +1,16 @@
 """The API tasks read the ledger's Iceberg table for a wallet's history: only that, through their endpoints.
 
-Synthesized once with the Lattice front (the fleet), as tests/cdk/test_cdk_security.py does.
+Synthesized with the Lattice front (the fleet) and test_cdk_security.py's callers: its synthesis.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from support.cdk_synthesis import Synthesis
 from test_cdk import Synthesized, as_list, policy_statements
 from test_cdk_security import BUCKET, CALLERS, VPCS, resolve
 
@@ -18,10 +20,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    return Synthesized(
-        tmp_path_factory.mktemp("cdk.out-history"), api_callers=CALLERS, caller_vpc_ids=",".join(VPCS)
-    )
+def template(synthesize: Callable[..., Synthesis]) -> Synthesized:
+    return Synthesized(synthesize(api_callers=CALLERS, caller_vpc_ids=",".join(VPCS)))
 
 
 def _endpoint(template: Synthesized, name: str) -> dict[str, Any]:

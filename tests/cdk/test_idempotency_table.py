@@ -1,29 +1,27 @@
 """The idempotency table as the CDK app deploys it: the contract's key and TTL, no stream, the write
 path's grants and the variable naming it, read from the synthesized template.
 
-Synthesized once per front (the ECS fleet, the default; the Lambda tier), with no Docker, no
-network and no AWS credentials, as tests/cdk/test_cdk.py does.
+Synthesized per front (the ECS fleet, the default; the Lambda tier), with no Docker, no network and
+no AWS credentials: the syntheses tests/cdk/test_cdk.py reads (``support.cdk_synthesis``).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Template
+from support.cdk_synthesis import Synthesis
 
 from contracts.idempotency_table import IDEMPOTENCY_TABLE
 from contracts.owners_table import OWNERS_TABLE
 from contracts.settings import DEPLOYED_VARIABLES, IDEMPOTENCY_TABLE_VARIABLE, OWNERS_TABLE_VARIABLE, Settings
 from contracts.wallets_table import TableSpec
-from walletlake_cdk.assembly import build_app, error_messages
+from walletlake_cdk.assembly import error_messages
 from walletlake_cdk.config import DeploymentConfig
 from walletlake_cdk.idempotency_table import HISTORY_ACTIONS, IDEMPOTENCY_ACTIONS, build_idempotency_table
 from walletlake_cdk.owners_table import OWNERS_ACTIONS
@@ -38,14 +36,6 @@ LATTICE_DEFAULTS = {
     "caller_vpc_ids": "vpc-0123456789abcdef0",
     "lattice_prefix_list_id": "pl-0123456789abcdef0",
 }
-CONTEXT = {
-    "lambda_deps": "skip",
-    "bucket_name": "walletlake-lake-test",
-    "alarm_email": "oncall@example.com",
-    "api_callers": CALLER,
-    "caller_vpc_ids": "vpc-0123456789abcdef0",
-    "lattice_prefix_list_id": "pl-0123456789abcdef0",
-}
 SETTINGS = Settings()
 
 
@@ -54,24 +44,11 @@ def config_with_callers(get: Callable[[str], Any]) -> DeploymentConfig:
     return DeploymentConfig.from_context(lambda key: get(key) or LATTICE_DEFAULTS.get(key))
 
 
-def _synthesize(outdir: Path, **context: str) -> tuple[dict[str, Any], list[str]]:
-    """The template and the error annotations (unsuppressed cdk-nag findings) of the app."""
-    with mock.patch.dict(os.environ):
-        for name in ("CDK_OUTDIR", "CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION", "CDK_CONTEXT_JSON"):
-            os.environ.pop(name, None)
-        app, stack = build_app({**CONTEXT, **context}, outdir=str(outdir))
-        assembly = app.synth()
-    template_file = Path(assembly.directory) / assembly.get_stack_by_name(stack.stack_name).template_file
-    return json.loads(template_file.read_text()), error_messages(assembly)
-
-
 @pytest.fixture(scope="module", params=["lattice", "lambda"])
-def synthesized(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    template, errors = _synthesize(
-        tmp_path_factory.mktemp(f"cdk.out-{request.param}"), api_front=request.param
-    )
-    assert errors == []
-    return {"front": request.param, "template": template}
+def synthesized(request: pytest.FixtureRequest, synthesize: Callable[..., Synthesis]) -> dict[str, Any]:
+    synthesis = synthesize(api_front=request.param)
+    assert error_messages(synthesis.assembly) == []
+    return {"front": request.param, "template": synthesis.template()}
 
 
 def _resources(template: dict[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:

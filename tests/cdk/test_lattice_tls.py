@@ -9,6 +9,7 @@ The other fronts keep plain HTTP (an ALB's target group is HTTP; a function has 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk.assertions import Template
+from support.cdk_synthesis import Synthesis
 from test_cdk import CONTEXT, Synthesized
 from test_cdk_units import config_with_callers
 
@@ -34,9 +36,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+def synthesized(synthesize: Callable[..., Synthesis]) -> Synthesized:
     """The whole app as deployed by default (``api_front=lattice``)."""
-    return Synthesized(tmp_path_factory.mktemp("cdk.out"))
+    return Synthesized(synthesize())
 
 
 def _container(template: dict[str, Any]) -> dict[str, Any]:

@@ -9,29 +9,19 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
-import os
 import re
 import shlex
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from unittest import mock
 
 import pytest
+from support.cdk_synthesis import Synthesis
 
 from walletlake.cli import build_parser
-from walletlake_cdk.assembly import build_app
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNBOOK = ROOT / "docs" / "operations.md"
-CONTEXT = {
-    "lambda_deps": "skip",
-    "bucket_name": "walletlake-lake-test",
-    "alarm_email": "oncall@example.com",
-    "api_callers": "arn:aws:iam::123456789012:role/payments-api-caller",
-    "caller_vpc_ids": "vpc-0123456789abcdef0",
-    "lattice_prefix_list_id": "pl-0123456789abcdef0",
-}
 #: The deployments whose alarms the runbook covers: the default (ECS fleet, Iceberg lake) and the
 #: low-load front (API Gateway + Lambda), which has alarms of its own.
 VARIANTS = ({}, {"api_front": "lambda"})
@@ -50,21 +40,11 @@ def runbook() -> str:
 
 
 @pytest.fixture(scope="module")
-def template_alarms(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
+def template_alarms(synthesize: Callable[..., Synthesis]) -> set[str]:
     """Every alarm the app creates in any variant, by its name (the logical id before ``Alarm``)."""
     names: set[str] = set()
     for context in VARIANTS:
-        with mock.patch.dict(os.environ):
-            for name in ("CDK_OUTDIR", "CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION", "CDK_CONTEXT_JSON"):
-                os.environ.pop(name, None)
-            outdir = tmp_path_factory.mktemp("cdk.out-runbook")
-            app, stack = build_app({**CONTEXT, **context}, outdir=str(outdir))
-            assembly = app.synth()
-        template = json.loads(
-            (
-                Path(assembly.directory) / assembly.get_stack_by_name(stack.stack_name).template_file
-            ).read_text()
-        )
+        template = synthesize(**context).template()
         names |= {
             logical_id.split("Alarm")[0]
             for logical_id, resource in template["Resources"].items()

@@ -1,6 +1,6 @@
 """Every state machine the CDK app synthesizes is valid Amazon States Language (``asl-validator``).
 
-The app is synthesized once per module, as in ``tests/cdk/test_cdk.py``; the definitions are read back
+The app is synthesized once per lake format (``support.cdk_synthesis``); the definitions are read back
 from the template with CloudFormation's intrinsics resolved (``deploy_check.assembly``), so the
 validator sees the JSON Step Functions would receive. The validator (npm, pinned in
 ``cdk/package.json``) is installed into ``cdk/node_modules`` on first use.
@@ -9,15 +9,13 @@ validator sees the JSON Step Functions would receive. The validator (npm, pinned
 from __future__ import annotations
 
 import copy
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import pytest
+from support.cdk_synthesis import Synthesis
 
-from walletlake_cdk.assembly import build_app
 from walletlake_cdk.deploy_check.asl import validate
 from walletlake_cdk.deploy_check.assembly import CloudAssembly
 
@@ -25,15 +23,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow
 
-CALLER = "arn:aws:iam::123456789012:role/payments-api-caller"
-CONTEXT = {
-    "lambda_deps": "skip",
-    "bucket_name": "walletlake-lake-test",
-    "alarm_email": "oncall@example.com",
-    "api_callers": CALLER,
-    "caller_vpc_ids": "vpc-0123456789abcdef0",
-    "lattice_prefix_list_id": "pl-0123456789abcdef0",
-}
 #: The state machines of each lake format: Iceberg tables are compacted by Glue's optimizers (no
 #: hourly machine); the plain-Parquet lake keeps its hourly compaction.
 MACHINE_PREFIXES = {"iceberg": ("Nightly",), "parquet": ("Hourly", "Nightly")}
@@ -48,16 +37,10 @@ def lake_format(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="module")
-def definitions(tmp_path_factory: pytest.TempPathFactory, lake_format: str) -> dict[str, Definition]:
-    """Every state machine's definition of the synthesized template, by logical id."""
-    with mock.patch.dict(os.environ):
-        for name in ("CDK_OUTDIR", "CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION", "CDK_CONTEXT_JSON"):
-            os.environ.pop(name, None)
-        app, stack = build_app(
-            {**CONTEXT, "lake_format": lake_format}, outdir=str(tmp_path_factory.mktemp("cdk.out"))
-        )
-        assembly = app.synth()
-    return CloudAssembly(Path(assembly.directory), stack.stack_name).state_machines()
+def definitions(synthesize: Callable[..., Synthesis], lake_format: str) -> dict[str, Definition]:
+    """Every state machine's definition of the synthesized template, by logical id (read afresh)."""
+    synthesis = synthesize(lake_format=lake_format)
+    return CloudAssembly(synthesis.directory, synthesis.stack_name).state_machines()
 
 
 def machine(definitions: dict[str, Definition], prefix: str) -> str:

@@ -2,7 +2,7 @@
 in the lake exactly once, every instant reads exactly what was committed then, or is refused, and
 every night planned replays exactly what it pinned, or is refused once its tags expired.
 
-A schedule (hypothesis: 60 of up to 20 steps, and one written out: a night, commits, an expiry)
+A schedule (hypothesis: 40 of up to 20 steps, and ones written out: a night, commits, an expiry)
 mixes stream batches, late (dead-lettered) batches, export chunks, quarantine replays, a misfit
 and its re-land, reruns of landed batches, two committers listing the log at different moments,
 crashes before any step of a commit, expiries (also between a committer's decision and its
@@ -236,7 +236,7 @@ def int_wallet_version(table: str) -> pa.Schema:
     return schema.set(index, schema.field(index).with_type(pa.int32()))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @example(
     schedule=[
         ("land-and-commit", None),

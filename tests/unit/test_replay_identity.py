@@ -53,7 +53,7 @@ def rows(indexes: list[int]) -> pa.Table:
     return table.set_column(table.schema.get_field_index("created_at"), "created_at", times)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(history=steps)
 def test_any_outage_and_replays_end_with_every_entry_once(
     tmp_path_factory: object, history: list[tuple]
