@@ -165,13 +165,11 @@ def test_an_owner_reads_only_their_own_wallets_history(make_settings: Callable[.
             assert error_of(theirs) == (403, "not_wallet_owner")
 
 
-def test_four_thousand_entries_page_whole_across_the_seam_while_the_lake_lags_and_ttl_deletes(
+def test_ten_thousand_entries_page_whole_across_the_seam_while_the_lake_lags_and_ttl_deletes(
     make_settings: Callable[..., Settings],
 ) -> None:
-    # GIVEN a wallet with 4,000 entries (deposits, and transfers both ways with a second wallet),
-    # written through the write path in bursts of concurrent requests (group commits): 12 pages of
-    # 200 from the lake, 8 from the hot store, the seam inside the walk (10,000 entries paged the
-    # same seam in 3.5 minutes of the suite; the size is bench/history.py's to measure)
+    # GIVEN a wallet with 10,000 entries (deposits, and transfers both ways with a second wallet),
+    # written through the write path in bursts of concurrent requests (group commits)
     settings = make_settings(lake_format="iceberg")
     store = WalletStore(settings)
     rng = random.Random(44)
@@ -201,25 +199,25 @@ def test_four_thousand_entries_page_whole_across_the_seam_while_the_lake_lags_an
     loop = asyncio.new_event_loop()
     try:
         mine, other = loop.run_until_complete(setup())
-        loop.run_until_complete(write(2_399, mine, other, 0))
-        # WHEN the lake takes the first 2,400 and the consumer then lags behind 1,600 more
+        loop.run_until_complete(write(5_999, mine, other, 0))
+        # WHEN the lake takes the first 6,000 and the consumer then lags behind 4,000 more
         _commit(settings)
-        loop.run_until_complete(write(1_600, mine, other, 2_400))
+        loop.run_until_complete(write(4_000, mine, other, 6_000))
     finally:
         loop.run_until_complete(store.drain())
         loop.close()
         store.client.close()
     wallet = _wallet(settings, mine)
-    assert wallet["version"] == 4_000
+    assert wallet["version"] == 10_000
     # AND TTL deletes the records of entries the lake already holds (a sample of them)
-    _delete_records(settings, mine, [f"d-{n}" for n in range(0, 2_399, 7)])
+    _delete_records(settings, mine, [f"d-{n}" for n in range(0, 5_999, 7)])
     with serve(settings, lake=LakeLedger(settings, metadata_seconds=0)) as api:
-        # THEN paging from the newest gives versions 4,000..1 once each, balances chained
-        _assert_whole(_walk(api, mine, 200), 4_000, wallet["balance"])
+        # THEN paging from the newest gives versions 10,000..1 once each, balances chained
+        _assert_whole(_walk(api, mine, 200), 10_000, wallet["balance"])
         # AND while it paged the consumer resumed: the same walk again is the same history
         _commit(settings)
         again = _walk(api, mine, 200)
-        _assert_whole(again, 4_000, wallet["balance"])
+        _assert_whole(again, 10_000, wallet["balance"])
 
 
 def test_a_record_lost_before_the_lake_has_its_entry_makes_the_page_wait_never_show_a_hole(
