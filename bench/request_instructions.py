@@ -35,7 +35,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -208,25 +207,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     # imported here, not at the top: a counted process (--drive) imports nothing but the tree it serves
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from write_path import _listening
-
-    from walletlake.local import free_port
+    from write_path import canned_dynamodb
 
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not on PATH (Debian: apt-get install valgrind)")
     trees = [("this tree", _ROOT)]
     if args.baseline:
         trees.append(("baseline", Path(args.baseline).resolve()))
-    port = free_port()
-    canned = subprocess.Popen(
-        [sys.executable, str(_ROOT / "bench" / "write_path.py"), "--serve-canned-dynamodb", str(port), "0"]
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not _listening(port):
-            if canned.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("the canned DynamoDB did not start")
-            time.sleep(0.05)
+    with canned_dynamodb(0) as port:
         rows = []
         for kind in args.kinds.split(","):
             for front in args.fronts.split(","):
@@ -235,9 +223,6 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"counting {kind} ({front}) in {name} ({tree}) ...", flush=True)
                     figures.append(per_request(tree, port, args, kind, front))
                 rows.append((kind, front, figures))
-    finally:
-        canned.terminate()
-        canned.wait(10)
     print("\ninstructions per request (callgrind, the API process, a canned DynamoDB)")
     header = f"{'request':10} {'front':8} {'this tree':>12}"
     if args.baseline:

@@ -399,11 +399,12 @@ def _default_stack_parent() -> str | None:
     return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
 
 
-def measure_canned(args: argparse.Namespace, tmp: Path) -> tuple[Phase, Phase, list[str]]:
-    """The phases against the canned DynamoDB (see ``--canned-latency-ms``)."""
+@contextlib.contextmanager
+def canned_dynamodb(latency_ms: float) -> Iterator[int]:
+    """:func:`serve_canned_dynamodb` in a process of its own, on a free loopback port (yielded)."""
     port = free_port()
     canned = subprocess.Popen(
-        [sys.executable, __file__, "--serve-canned-dynamodb", str(port), str(args.canned_latency_ms)]
+        [sys.executable, __file__, "--serve-canned-dynamodb", str(port), str(latency_ms)]
     )
     try:
         deadline = time.monotonic() + 30
@@ -411,15 +412,21 @@ def measure_canned(args: argparse.Namespace, tmp: Path) -> tuple[Phase, Phase, l
             if canned.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit("the canned DynamoDB did not start")
             time.sleep(0.05)
+        yield port
+    finally:
+        canned.terminate()
+        canned.wait(10)
+
+
+def measure_canned(args: argparse.Namespace, tmp: Path) -> tuple[Phase, Phase, list[str]]:
+    """The phases against the canned DynamoDB (see ``--canned-latency-ms``)."""
+    with canned_dynamodb(args.canned_latency_ms) as port:
         environment = {
             "AWS_ENDPOINT_URL_DYNAMODB": f"http://127.0.0.1:{port}",
             "AWS_DEFAULT_REGION": "us-east-1",
             **LOCAL_CREDENTIALS,
         }
         return measure(args, environment, tmp)
-    finally:
-        canned.terminate()
-        canned.wait(10)
 
 
 def _listening(port: int) -> bool:
