@@ -4,7 +4,7 @@ A synthesis takes seconds of node (jsii) and cdk-nag; the modules of tests/cdk o
 wrote (the template, the assembly's manifest and messages, the nag reports), so one synthesis of a
 context serves every module asking for it (``tests/cdk/conftest.py``'s ``synthesize`` fixture).
 The modules that share syntheses run on one xdist worker (``tests/conftest.py``,
-``pytest_xdist_make_scope``), so the whole folder synthesizes each context once.
+its ``pytest_xdist_make_scheduler``), so the whole folder synthesizes each context once.
 
 Each reader gets its own copy of the template (:meth:`Synthesis.template`): a test that edits what
 it read cannot change what another module reads.

@@ -91,11 +91,10 @@ def test_random_uuids_are_canonical_version_4_and_distinct() -> None:
         assert (str(parsed), parsed.version, parsed.variant) == (text, 4, uuid.RFC_4122)
 
 
-def _plain_update(table: str, write: Any) -> dict[str, Any]:
-    """The wallet update as the module made it before its writers were compiled: a loop over the fields."""
-    *earlier, (posting, leg) = write.legs
+def _plain_entry(posting: Posting, leg: Any) -> dict[str, Any]:
+    """A leg's entry by column, as the module read it before its writers were compiled."""
     command = posting.command
-    entry = {
+    return {
         "created_at": posting.created_at,
         "txn_id": posting.txn_id,
         "txn_type": command.txn_type,
@@ -105,6 +104,22 @@ def _plain_update(table: str, write: Any) -> dict[str, Any]:
         "counterparty_wallet_id": leg.counterparty,
         "initiated_by": command.initiated_by,
     }
+
+
+def _plain_entry_map(posting: Posting, leg: Any) -> dict[str, Any]:
+    """An earlier entry as ``entries_before`` holds it: each present field under its key."""
+    entry = _plain_entry(posting, leg)
+    return {
+        field.key: {field.type_tag: str(value)}
+        for field in ENTRY_FIELDS
+        if (value := entry[field.column]) is not None
+    }
+
+
+def _plain_update(table: str, write: Any) -> dict[str, Any]:
+    """The wallet update as the module made it before its writers were compiled: a loop over the fields."""
+    *earlier, (posting, leg) = write.legs
+    entry = _plain_entry(posting, leg)
     values: dict[str, Any] = {
         ":since": {"N": str(write.legs[0][0].created_at)},
         ":delta": {"N": str(write.delta)},
@@ -121,7 +136,7 @@ def _plain_update(table: str, write: Any) -> dict[str, Any]:
             removes.append(field.name)
     if earlier:
         sets.append("#eb = :eb")
-        values[":eb"] = {"L": [{"M": write_requests._entry_map(p, other)} for p, other in earlier]}
+        values[":eb"] = {"L": [{"M": _plain_entry_map(p, other)} for p, other in earlier]}
     else:
         removes.append("#eb")
     conditions = ["attribute_exists(#pk)"]
