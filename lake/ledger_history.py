@@ -27,6 +27,7 @@ from contracts.lake_tables import INITIATED_BY, PARTITION_COLUMN
 from contracts.settings import Settings
 from lake.iceberg_catalog import open_catalog
 from lake.iceberg_tables import identifier
+from lake.wallet_file_rows import WalletFileRows
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -70,6 +71,7 @@ class LakeLedger:
         self._table: Table | None = None
         self._loaded_at = 0.0
         self._reloading: threading.Thread | None = None
+        self._files = WalletFileRows()
 
     def table(self, *, fresh: bool = False) -> Table | None:
         """The ledger at a recent snapshot (``fresh``: loaded now); None while it does not exist.
@@ -163,7 +165,41 @@ class LakeLedger:
         )
         if below is not None:
             condition = And(condition, LessThan(term=Reference("wallet_version"), value=literal(below)))
-        return self._arrow(table, condition)
+        try:
+            return self._wallet_rows(table, condition, wallet_id, below)
+        except FileNotFoundError:
+            # a file of this snapshot is gone (compacted away and deleted): read a newer snapshot
+            fresh = self.table(fresh=True)
+            if fresh is None:  # the table itself is gone: nothing this page can be read from
+                raise
+            return self._wallet_rows(fresh, condition, wallet_id, below)
+
+    def _wallet_rows(
+        self, table: Table, condition: BooleanExpression, wallet_id: str, below: int | None
+    ) -> pa.Table:
+        """The rows ``condition`` selects: the files planned by it, each file's wallet rows kept.
+
+        The manifests prune the files (the day range, the wallet's and versions' bounds); each
+        file left gives the wallet's rows it holds, read once per process (:mod:`lake.wallet_file_rows`),
+        and the page's version bound is applied to them here. A day is one partition (identity),
+        so a planned file's rows are all within the day range.
+        """
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        scan = table.scan(row_filter=condition, selected_fields=COLUMNS)
+        tasks = list(scan.plan_files())
+        if any(task.delete_files for task in tasks):  # never written by walletlake: pyiceberg applies them
+            return scan.to_arrow()
+        parts = self._files.rows(scan, tasks, _equal("wallet_id", wallet_id), wallet_id)
+        if not parts:  # no file holds the wallet's rows of the window
+            from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+            return schema_to_pyarrow(scan.projection(), include_field_ids=False).empty_table()
+        rows = pa.concat_tables(parts, promote_options="permissive")
+        if below is not None:
+            rows = rows.filter(pc.less(rows["wallet_version"], below))
+        return rows
 
     def _read(self, table: Table, condition: BooleanExpression) -> list[HistoryEntry]:
         return [_entry(row) for row in self._arrow(table, condition).to_pylist()]

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 from support.botocore_models import share_one_loader
-from support.fresh_resources import fresh_settings, remove_resources
+from support.fresh_resources import fresh_settings, removal
 
 from contracts.settings import LAKE_FORMAT_VARIABLE, Settings
 from walletlake.local import EmbeddedStack, patched_environ, provision
@@ -41,8 +42,25 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedStack]:
         yield embedded
 
 
+@pytest.fixture(scope="session")
+def removals(stack: EmbeddedStack) -> Iterator[Callable[[Settings], None]]:
+    """Removes a test's resources in the background, so the next test starts at once.
+
+    Every removal is waited for, and a failed one fails the session here, before the stack stops:
+    nothing is left behind silently, and no removal outlives the servers it talks to.
+    """
+    pending: list[Future[None]] = []
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="removals") as pool:
+        yield lambda settings: pending.append(pool.submit(removal(settings)))
+    failed = [future.exception() for future in pending if future.exception() is not None]
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(pending)} test resource removals failed: {failed[0]!r}")
+
+
 @pytest.fixture
-def make_settings(stack: EmbeddedStack) -> Iterator[Callable[..., Settings]]:
+def make_settings(
+    stack: EmbeddedStack, removals: Callable[[Settings], None]
+) -> Iterator[Callable[..., Settings]]:
     """Factory of settings naming fresh, provisioned resources; removes them after the test."""
     made: list[Settings] = []
 
@@ -54,7 +72,7 @@ def make_settings(stack: EmbeddedStack) -> Iterator[Callable[..., Settings]]:
 
     yield _make
     for settings in made:
-        remove_resources(settings)
+        removals(settings)
 
 
 @pytest.fixture

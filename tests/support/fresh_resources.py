@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import boto3
 
@@ -45,7 +47,18 @@ def write_path_env(settings: Settings) -> dict[str, str]:
 
 def remove_resources(settings: Settings) -> None:
     """Delete the tables and the bucket ``fresh_settings`` named (what is already gone is skipped)."""
+    removal(settings)()
+
+
+def removal(settings: Settings) -> Callable[[], None]:
+    """What deletes ``settings``' tables and bucket, its clients made now, to be run now or later.
+
+    The clients are made by the caller's thread, from the endpoints it sees: a removal run later
+    (``tests/conftest.py``'s ``removals``) cannot follow a later test's patched environment to
+    another server. The deletions run side by side: each waits on its server.
+    """
     dynamodb = boto3.client("dynamodb", region_name=settings.region)
+    bucket = boto3.resource("s3", region_name=settings.region).Bucket(settings.bucket)
     tables = (
         settings.table,
         settings.idempotency_table,
@@ -53,9 +66,19 @@ def remove_resources(settings: Settings) -> None:
         settings.checkpoint_table,
         settings.lease_table,
     )
-    for table in tables:
+
+    def drop(table: str) -> None:
         with contextlib.suppress(dynamodb.exceptions.ResourceNotFoundException):
             dynamodb.delete_table(TableName=table)
-    bucket = boto3.resource("s3", region_name=settings.region).Bucket(settings.bucket)
-    bucket.objects.all().delete()
-    bucket.delete()
+
+    def empty_and_drop_bucket() -> None:
+        bucket.objects.all().delete()
+        bucket.delete()
+
+    def remove() -> None:
+        with ThreadPoolExecutor(max_workers=len(tables) + 1, thread_name_prefix="remove") as pool:
+            done = [pool.submit(drop, table) for table in tables] + [pool.submit(empty_and_drop_bucket)]
+            for future in done:
+                future.result()
+
+    return remove

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import boto3
@@ -32,21 +33,36 @@ _logger = logging.getLogger(__name__)
 
 
 def provision(settings: Settings, session: boto3.Session | None = None) -> list[str]:
-    """Create what is missing and return one line per resource saying what was done."""
+    """Create what is missing and return one line per resource saying what was done.
+
+    The DynamoDB tables are made side by side, beside the lake: each is a few round trips that
+    wait on the server, and a test, `walletlake local up` and the demo all provision before their
+    first step. The lake stays one chain (bucket, Glue database, Iceberg tables), since the
+    catalog writes each table's metadata into the bucket and may keep its namespace in Glue.
+    """
     session = session or boto3.Session(region_name=settings.region)
     dynamodb: DynamoDBClient = session.client("dynamodb")
     s3: S3Client = session.client("s3")
     glue: GlueClient = session.client("glue")
-    return [
-        ensure_table(dynamodb, settings.table, WALLETS_TABLE),
-        ensure_table(dynamodb, settings.idempotency_table, IDEMPOTENCY_TABLE),
-        ensure_table(dynamodb, settings.owners_table, OWNERS_TABLE),
-        ensure_table(dynamodb, settings.checkpoint_table, CHECKPOINT_TABLE),
-        ensure_table(dynamodb, settings.lease_table, LEASE_TABLE),
-        ensure_bucket(s3, settings.bucket, settings.region),
-        *ensure_glue(glue, settings),
-        *ensure_tables(open_catalog(settings, session), settings.glue_database),
-    ]
+    tables = (
+        (settings.table, WALLETS_TABLE),
+        (settings.idempotency_table, IDEMPOTENCY_TABLE),
+        (settings.owners_table, OWNERS_TABLE),
+        (settings.checkpoint_table, CHECKPOINT_TABLE),
+        (settings.lease_table, LEASE_TABLE),
+    )
+
+    def lake() -> list[str]:
+        return [
+            ensure_bucket(s3, settings.bucket, settings.region),
+            *ensure_glue(glue, settings),
+            *ensure_tables(open_catalog(settings, session), settings.glue_database),
+        ]
+
+    with ThreadPoolExecutor(max_workers=len(tables) + 1, thread_name_prefix="provision") as pool:
+        made = [pool.submit(ensure_table, dynamodb, name, spec) for name, spec in tables]
+        lake_lines = pool.submit(lake)
+        return [*(table.result() for table in made), *lake_lines.result()]
 
 
 def ensure_table(dynamodb: DynamoDBClient, name: str, spec: TableSpec) -> str:
