@@ -374,13 +374,14 @@ def _rewrite_day(
 
 
 def _download(s3: S3Client, paths: Sequence[str], folder: Path) -> list[str]:
+    from lake.compaction import download
     from lake.iceberg_landing import split_bucket_key
 
     def fetch(indexed: tuple[int, str]) -> str:
         index, path = indexed
         bucket, key = split_bucket_key(path)
         target = folder / f"input-{index:06d}.parquet"
-        s3.download_file(bucket, key, str(target))
+        download(s3, bucket, key, target)
         return str(target)
 
     with ThreadPoolExecutor(max_workers=_READERS) as pool:
