@@ -562,7 +562,7 @@ def landed_paths(s3: S3Client, settings: Settings, table: Table) -> set[str]:
         source: int(progress[source][0]) if source in progress else None
         for source in list_sources(s3, settings.bucket, settings.lake_prefix)
     }
-    records = records_after(s3, settings.bucket, settings.lake_prefix, after)
+    records = records_after(s3, settings.bucket, settings.lake_prefix, after, table.io)  # as the committer
     return {file.path for record in records for file in record.files}
 
 
