@@ -20,7 +20,8 @@ Glue, DuckDB for SQL), as the product runs it:
    interleave as in production, one commit per ``--commit-seconds`` of landed batches. The
    product commits every 30 s (2,880 commits a day); by default the bench commits once per hour
    of the day (24 commits), each appending that hour's batches. Prints the commit time per commit
-   (median, max) and the rows per commit.
+   (median, max), its CPU (median, the first and the last: a cost growing with the day shows) and
+   the rows per commit.
 3. **Nightly maintenance** of every Iceberg table for the day, as the nightly job does
    (:func:`lake.iceberg_maintenance.maintain`). For the ledger its three parts are timed apart:
    ``compact_day`` (the day's files rewritten into sorted files of at most 256 MB, in one atomic
@@ -162,7 +163,9 @@ def run(settings: Settings, fraction: float, commit_seconds: int, memory: Memory
     print(
         f"committer: {len(times)} commits ({product.total:.1f} s wall, {product.cpu:.1f} CPU-seconds), "
         f"{sum(commits.rows):,} rows in {sum(commits.files):,} files; per commit: median "
-        f"{statistics.median(times):.2f} s, max {max(times):.2f} s; rows per commit median "
+        f"{statistics.median(times):.2f} s, max {max(times):.2f} s, CPU median "
+        f"{statistics.median(commits.cpu):.2f} s (first {commits.cpu[0]:.2f} s, "
+        f"last {commits.cpu[-1]:.2f} s); rows per commit median "
         f"{statistics.median(commits.rows):,.0f}, max {max(commits.rows):,}; peak memory "
         f"{commits.commit_peak / 2**30:.2f} GiB",
         flush=True,
@@ -268,6 +271,7 @@ class Committer:
         self.settings, self.client, self.catalog = settings, client, catalog
         self.clock, self.memory = clock, memory
         self.seconds: list[float] = []
+        self.cpu: list[float] = []
         self.rows: list[int] = []
         self.files: list[int] = []
         self.commit_peak = 0
@@ -282,6 +286,7 @@ class Committer:
         self.commit_peak = max(self.commit_peak, self.memory.step_tree)
         self.clock.add(wall, cpu)
         self.seconds.append(wall)
+        self.cpu.append(cpu)
         self.rows.append(report.rows)
         self.files.append(sum(table.files for table in report.tables))
 

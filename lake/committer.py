@@ -288,7 +288,8 @@ def commit_landed(
     full = now % FULL_LISTING_EVERY_SECONDS < 2 * settings.commit_interval_seconds
     live = list_sources(s3, settings.bucket, settings.lake_prefix)
     sources = [source for source in live if full or not _quiet(source, positions, now)]
-    records = records_after(s3, settings.bucket, settings.lake_prefix, _floor(sources, positions))
+    io = loaded[0].io if loaded else None  # pyarrow's S3 client: botocore's GETs cost more CPU
+    records = records_after(s3, settings.bucket, settings.lake_prefix, _floor(sources, positions), io)
     presence = FilePresence(s3)  # one HEAD per landed file this cycle, whatever the tables naming it
     results = [
         commit_table(
@@ -509,6 +510,7 @@ def commit_decision(
     from pyiceberg.table.update import AssertRefSnapshotId
 
     from lake.iceberg_catalog import strict_commits
+    from lake.iceberg_transaction import StagedMetadataTransaction
 
     strict = strict_commits(table)
     every = [file for record in decision.chosen for file in record.files]
@@ -551,7 +553,7 @@ def commit_decision(
             quarantine_misfit(table, file.path, reason, misfits_root)
     # the table's own files of a batch left out whole: counted as missing when gone, else only left out
     aside += [(file, _BATCH_LEFT_OUT, not present[file.path]) for file in files if file.path in left_out]
-    transaction = strict.transaction()
+    transaction = StagedMetadataTransaction(strict)  # pyiceberg's rebuilds metadata at every read
     main = table.metadata.refs.get("main")
     expected = AssertRefSnapshotId(snapshot_id=main.snapshot_id if main else None, ref="main")  # type: ignore[call-arg]
     transaction._stage((), (expected,))

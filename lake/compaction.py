@@ -48,6 +48,7 @@ _logger = logging.getLogger(__name__)
 #: a handful of files that still spread over Athena's workers.
 DEFAULT_TARGET_FILE_BYTES: Final = 256 * 2**20
 _PARQUET_TYPE: Final = "application/vnd.apache.parquet"
+_DOWNLOAD_CHUNK_BYTES: Final = 1 << 20
 
 #: Time columns whose row-group min/max compacted files keep (time-range queries prune on them).
 _PRUNING_TIME_COLUMNS: Final = tuple(dict.fromkeys(table.day_column for table in STREAM_TABLES.values()))
@@ -76,6 +77,19 @@ class TableCompaction:
 #: Called with ``("wrote", key)`` after each output and ``("deleting", keys)`` before the inputs go:
 #: a seam to watch progress, and for tests to stop a run at a chosen step.
 StepHook = Callable[[str, Any], None]
+
+
+def download(s3: S3Client, bucket: str, key: str, target: Path) -> None:
+    """One object into a local file: one GET, its body streamed to disk.
+
+    Not boto3's ``download_file``: that starts a transfer manager (its own threads, futures and
+    a HEAD before ranged GETs) per object, which for a day of small landed files cost more CPU
+    than the sort (6.5 ms per file against about 2 ms for one GET, measured on a 0.1 % day).
+    """
+    body = s3.get_object(Bucket=bucket, Key=key)["Body"]
+    with target.open("wb") as out:
+        for chunk in body.iter_chunks(_DOWNLOAD_CHUNK_BYTES):
+            out.write(chunk)
 
 
 def read_footer(s3: S3Client, bucket: str, key: str) -> pq.FileMetaData:
@@ -217,7 +231,7 @@ def compact_inputs(
         local = []
         for index, key in enumerate(keys_in):
             path = Path(scratch) / f"input-{index:06d}{PARQUET_SUFFIX}"
-            s3.download_file(settings.bucket, key, str(path))
+            download(s3, settings.bucket, key, path)
             local.append(str(path))
         done = compact_files(
             table_name,

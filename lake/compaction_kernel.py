@@ -178,15 +178,28 @@ def _check_copies(connection: duckdb.DuckDBPyConnection, table_name: str, source
     """Raise :class:`CompactionConflictError` if copies of a row differ in a stable column.
 
     A pass of its own, before the sorted one: a conflict found half way through the sorted pass
-    would come after the caller had written outputs.
+    would come after the caller had written outputs. It reads the key columns alone to find the
+    keys held more than once (none, on a lake committed exactly once), and hashes the stable
+    columns of those rows only: hashing every column of every row, as it first did, decoded the
+    whole day a second time (a sixth of a 1 % day's compaction).
     """
     layout = STREAM_TABLES[table_name].layout
     key = ", ".join(_identifier(name) for name in layout.key)
-    stable = ", ".join(_identifier(n) for n in TABLES[table_name].names if n not in layout.volatile)
+    connection.execute(
+        f"CREATE OR REPLACE TEMPORARY TABLE repeated_keys AS "
+        f"SELECT {key} FROM {source} GROUP BY {key} HAVING count(*) > 1"
+    )
+    repeated = connection.sql("SELECT count(*) FROM repeated_keys").fetchone()
+    if not repeated or not repeated[0]:
+        return
+    # nulls equal nulls, as in the GROUP BY that found the keys
+    on = " AND ".join(f"s.{_identifier(n)} IS NOT DISTINCT FROM r.{_identifier(n)}" for n in layout.key)
+    keys = ", ".join(f"s.{_identifier(name)}" for name in layout.key)
+    stable = ", ".join(f"s.{_identifier(n)}" for n in TABLES[table_name].names if n not in layout.volatile)
     rows = connection.sql(
         f"SELECT {key}, count(*) AS copies, min(h) <> max(h) AS differ "
-        f"FROM (SELECT {key}, hash({stable}) AS h FROM {source}) "
-        f"GROUP BY {key} HAVING count(*) > 1"
+        f"FROM (SELECT {keys}, hash({stable}) AS h FROM {source} AS s SEMI JOIN repeated_keys AS r ON {on}) "
+        f"GROUP BY {key}"
     ).fetchall()
     conflicts = [row[: len(layout.key)] for row in rows if row[-1]]
     if conflicts:

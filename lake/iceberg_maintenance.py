@@ -374,13 +374,14 @@ def _rewrite_day(
 
 
 def _download(s3: S3Client, paths: Sequence[str], folder: Path) -> list[str]:
+    from lake.compaction import download
     from lake.iceberg_landing import split_bucket_key
 
     def fetch(indexed: tuple[int, str]) -> str:
         index, path = indexed
         bucket, key = split_bucket_key(path)
         target = folder / f"input-{index:06d}.parquet"
-        s3.download_file(bucket, key, str(target))
+        download(s3, bucket, key, target)
         return str(target)
 
     with ThreadPoolExecutor(max_workers=_READERS) as pool:
@@ -561,7 +562,7 @@ def landed_paths(s3: S3Client, settings: Settings, table: Table) -> set[str]:
         source: int(progress[source][0]) if source in progress else None
         for source in list_sources(s3, settings.bucket, settings.lake_prefix)
     }
-    records = records_after(s3, settings.bucket, settings.lake_prefix, after)
+    records = records_after(s3, settings.bucket, settings.lake_prefix, after, table.io)  # as the committer
     return {file.path for record in records for file in record.files}
 
 

@@ -30,6 +30,7 @@ from lake.objects import iter_objects, put_if_absent
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+    from pyiceberg.io import FileIO
 
 _WIDTH: Final = 40  # DynamoDB Streams sequence numbers are decimal, at most 40 digits
 #: Streams (the first part of a source) whose sources can land again at any time, so their
@@ -268,34 +269,51 @@ def keys_after(s3: S3Client, bucket: str, lake_prefix: str, source: str, after: 
     return keys
 
 
-def read_record(s3: S3Client, bucket: str, key: str) -> LandingRecord:
-    """One landing record."""
-    return LandingRecord.from_json(s3.get_object(Bucket=bucket, Key=key)["Body"].read(), key)
+def read_record(s3: S3Client, bucket: str, key: str, io: FileIO | None = None) -> LandingRecord:
+    """One landing record: through ``io`` when given (a table's FileIO: pyarrow's S3 client, in
+    C++ and outside the GIL), else one boto3 GET.
+
+    A committer cycle reads every record landed since the last one, about 500 an hour's worth at
+    1 % of the seed's load: through boto3 each GET cost about 1.6 ms of CPU under the GIL, through
+    pyarrow about 0.9 ms outside it (measured alternated on the embedded stack)."""
+    if io is None:
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    else:
+        with io.new_input(f"s3://{bucket}/{key}").open(seekable=False) as stream:
+            body = stream.read()
+    return LandingRecord.from_json(body, key)
 
 
 def records_after(
-    s3: S3Client, bucket: str, lake_prefix: str, after: Mapping[str, int | None]
+    s3: S3Client,
+    bucket: str,
+    lake_prefix: str,
+    after: Mapping[str, int | None],
+    io: FileIO | None = None,
 ) -> list[LandingRecord]:
     """The records of each ``stream/shard`` in ``after`` that start past its sequence number there
     (all of the shard's if None): one LIST per shard from that position (:func:`keys_after`), then
     one GET per record not read before (:func:`read_records`). What the committer lists each cycle
-    and what orphan removal protects."""
+    and what orphan removal protects. ``io``: read the records through it (:func:`read_record`)."""
     keys = [
         key
         for source, position in after.items()
         for key in keys_after(s3, bucket, lake_prefix, source, position)
     ]
-    return read_records(s3, bucket, keys)
+    return read_records(s3, bucket, keys, io)
 
 
-def read_records(s3: S3Client, bucket: str, keys: Sequence[str]) -> list[LandingRecord]:
-    """Landing records, read in parallel (one GET each; records are a few hundred bytes), each at
-    most once per process (records are immutable: written once, never replaced)."""
+def read_records(
+    s3: S3Client, bucket: str, keys: Sequence[str], io: FileIO | None = None
+) -> list[LandingRecord]:
+    """Landing records, read in parallel (one GET each through ``io`` when given, else boto3:
+    :func:`read_record`; a record describing its files is about 10 KB), each at most once per
+    process (records are immutable: written once, never replaced)."""
     from concurrent.futures import ThreadPoolExecutor
 
     missing = [key for key in keys if f"{bucket}/{key}" not in _cache]
     with ThreadPoolExecutor(max_workers=16) as pool:
-        read = list(pool.map(lambda key: read_record(s3, bucket, key), missing))
+        read = list(pool.map(lambda key: read_record(s3, bucket, key, io), missing))
     found = {key: _cache[f"{bucket}/{key}"] for key in keys if f"{bucket}/{key}" in _cache}
     found.update(zip(missing, read, strict=True))
     if len(_cache) + len(read) > _CACHED_RECORDS:

@@ -179,6 +179,29 @@ def test_quarantine_keeps_the_earliest_copy_and_treats_missing_sequences_as_equa
     assert all(row["quarantined_at"] == T0 for row in out)
 
 
+def test_one_differing_copy_among_many_agreeing_ones_is_refused(tmp_path: Path) -> None:
+    # GIVEN a day landed twice (a re-delivery: every key repeated, the copies agreeing) and one
+    # entry landed a third time with another amount
+    rows = busy_day(wallets=3, rounds=2).rows
+    forged = {**rows[5], "amount": rows[5]["amount"] + 1}
+    paths = [
+        write(tmp_path, "a.parquet", ledger_table(rows)),
+        write(tmp_path, "b.parquet", ledger_table(later_copies(rows))),
+        write(tmp_path, "c.parquet", ledger_table([forged])),
+    ]
+    # WHEN merged THEN refused, naming that entry alone, before any row is handed on
+    handed: list[pa.Table] = []
+    with pytest.raises(CompactionConflictError) as refused:
+        merge_files("ledger", paths, handed.append)
+    assert forged["entry_id"] in str(refused.value)
+    assert all(row["entry_id"] not in str(refused.value) for row in rows if row is not rows[5])
+    assert handed == []
+    # and without the forged copy the same inputs merge into one copy of each
+    out, counts, _ = merged("ledger", paths[:2])
+    assert len(out) == len(rows)
+    assert (counts.rows_in, counts.rows_out) == (2 * len(rows), len(rows))
+
+
 def test_merging_only_takes_the_stream_tables(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="landing table"):
         merge_files("reconciliation", [], lambda _: None)
