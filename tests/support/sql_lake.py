@@ -133,3 +133,15 @@ def record(
 def column(catalog: SqlCatalog, table: str, name: str) -> list[object]:
     """A column of the table's current snapshot."""
     return catalog.load_table(identifier(NAMESPACE, table)).scan().to_arrow().column(name).to_pylist()
+
+
+def commit_wallet_batches(catalog: SqlCatalog, folder: Path, count: int) -> tuple[str, str]:
+    """``count`` commits of the wallets table, one landed batch of one new wallet each, as the
+    committer makes them; the table's identifier."""
+    from lake.committer import commit_table
+
+    table_id = identifier(NAMESPACE, "wallets")
+    for index in range(count):
+        listed = [record(folder, wallets=[f"w{index}"])]
+        commit_table(catalog, table_id, listed, live_sources={r.source for r in listed})
+    return table_id

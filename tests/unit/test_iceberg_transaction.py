@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from pyiceberg.table import Transaction
-from support.sql_lake import NAMESPACE, column, record, sql_catalog
+from support.sql_lake import NAMESPACE, column, commit_wallet_batches, record, sql_catalog
 
 from lake.committer import commit_table
 from lake.iceberg_tables import identifier as table_identifier
@@ -17,10 +17,7 @@ from lake.iceberg_transaction import StagedMetadataTransaction
 def test_metadata_is_built_once_per_staged_change_and_equals_pyicebergs(tmp_path: Path) -> None:
     # GIVEN a table with a few commits
     catalog = sql_catalog(tmp_path)
-    table_id = table_identifier(NAMESPACE, "wallets")
-    for index in range(3):
-        listed = [record(tmp_path, wallets=[f"w{index}"])]
-        commit_table(catalog, table_id, listed, live_sources={r.source for r in listed})
+    table_id = commit_wallet_batches(catalog, tmp_path, 3)
     table = catalog.load_table(table_id)
     transaction = StagedMetadataTransaction(table)
 

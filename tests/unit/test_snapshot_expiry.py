@@ -6,21 +6,17 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from support.sql_lake import NAMESPACE, column, record, sql_catalog
+from support.sql_lake import NAMESPACE, column, commit_wallet_batches, sql_catalog
 
-from lake.committer import commit_table, read_progress
+from lake.committer import read_progress
 from lake.iceberg_tables import SNAPSHOT_RETENTION_HOURS
-from lake.iceberg_tables import identifier as table_identifier
 from lake.snapshot_expiry import expirable, expire_snapshots
 
 
 def test_old_snapshots_expire_but_tagged_recent_and_rows_stay(tmp_path: Path) -> None:
     # GIVEN a table with 14 commits, the 3rd tagged (an audit's `reconciled-` tag)
     catalog = sql_catalog(tmp_path)
-    table_id = table_identifier(NAMESPACE, "wallets")
-    for index in range(14):
-        listed = [record(tmp_path, wallets=[f"w{index}"])]
-        commit_table(catalog, table_id, listed, live_sources={r.source for r in listed})
+    table_id = commit_wallet_batches(catalog, tmp_path, 14)
     table = catalog.load_table(table_id)
     history = [snapshot.snapshot_id for snapshot in table.snapshots()]
     assert len(history) == 14
@@ -50,20 +46,14 @@ def test_old_snapshots_expire_but_tagged_recent_and_rows_stay(tmp_path: Path) ->
 
 def test_snapshots_within_retention_are_kept(tmp_path: Path) -> None:
     catalog = sql_catalog(tmp_path)
-    table_id = table_identifier(NAMESPACE, "wallets")
-    for index in range(12):
-        listed = [record(tmp_path, wallets=[f"w{index}"])]
-        commit_table(catalog, table_id, listed, live_sources={r.source for r in listed})
+    table_id = commit_wallet_batches(catalog, tmp_path, 12)
     table = catalog.load_table(table_id)
     assert expirable(table.metadata, time.time()) == []
 
 
 def _committed(tmp_path: Path, count: int) -> tuple[object, tuple[str, str], list[int]]:
     catalog = sql_catalog(tmp_path)
-    table_id = table_identifier(NAMESPACE, "wallets")
-    for index in range(count):
-        listed = [record(tmp_path, wallets=[f"w{index}"])]
-        commit_table(catalog, table_id, listed, live_sources={r.source for r in listed})
+    table_id = commit_wallet_batches(catalog, tmp_path, count)
     history = [snapshot.snapshot_id for snapshot in catalog.load_table(table_id).snapshots()]
     return catalog, table_id, history
 
