@@ -208,7 +208,9 @@ class DelayingProxy(DynamoDBProxy):
 
     ``delay`` seconds are added before every TransactWriteItems is forwarded. While ``hold`` is set,
     TransactWriteItems are held instead (``held`` counts them) until :meth:`release`, and then
-    dropped: the connection closes with no answer and DynamoDB never sees them.
+    dropped: the connection closes with no answer and DynamoDB never sees them. Every
+    TransactWriteItems body is kept, so a test can tell which requests the server had read
+    (:meth:`wrote`).
     """
 
     def __init__(self, upstream: str, delay: float = 0.0) -> None:
@@ -217,6 +219,7 @@ class DelayingProxy(DynamoDBProxy):
         self.hold = False
         self.held = 0
         self.writes = 0
+        self._bodies: list[bytes] = []
         self._released = threading.Event()
         self._lock = threading.Lock()
 
@@ -224,11 +227,18 @@ class DelayingProxy(DynamoDBProxy):
         """Let held writes go (dropped, unanswered)."""
         self._released.set()
 
+    def wrote(self, text: str) -> bool:
+        """Whether a TransactWriteItems that reached the proxy carried ``text`` (a request's nonce)."""
+        needle = text.encode()
+        with self._lock:
+            return any(needle in body for body in self._bodies)
+
     def handle(self, request: http.server.BaseHTTPRequestHandler, operation: str, body: bytes) -> None:
         """Delay or hold a TransactWriteItems; forward everything else."""
         if operation == "TransactWriteItems":
             with self._lock:
                 self.writes += 1
+                self._bodies.append(body)
             if self.hold:
                 with self._lock:
                     self.held += 1
