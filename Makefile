@@ -63,7 +63,11 @@ pytest: install-dev tools
 	@command -v chromium >/dev/null 2>&1 || echo "NOTE: no chromium on PATH: the report render check will be skipped (Debian: apt-get install chromium; .ci/run installs it)"
 	$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
 
-test: lint typecheck pytest
+# Lint, type check and pytest side by side: ruff and mypy are one process each, run while the pytest
+# workers start their servers and wait on them; output is kept whole per line. `make lint typecheck
+# pytest` runs them one after the other.
+test: install-dev tools
+	@$(MAKE) --no-print-directory -j3 --output-sync=line lint typecheck pytest
 
 # The unit tests alone (tests/unit: no server, no Java, no node), in seconds, on the same xdist
 # workers as `make test` (PYTEST_WORKERS=0 runs them in this process); tests/stack and tests/cdk run
