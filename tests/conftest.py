@@ -42,10 +42,14 @@ os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedStack]:
-    """The embedded stack, with the SDK's endpoint variables pointing at it for the session."""
+    """The embedded stack, with the SDK's endpoint variables pointing at it for the session.
+
+    Its DynamoDB Local keeps the tables in memory: nothing of the session's outlives it, and a test
+    of what survives a restart starts a stack of its own on disk (tests/stack/test_stack_durability.py).
+    """
     environment = {LAKE_FORMAT_VARIABLE: TEST_LAKE_FORMAT}
     with (
-        EmbeddedStack(tmp_path_factory.mktemp("stack")) as embedded,
+        EmbeddedStack(tmp_path_factory.mktemp("stack"), dynamodb_in_memory=True) as embedded,
         patched_environ({**embedded.environment(), **environment}),
     ):
         yield embedded

@@ -62,3 +62,17 @@ def test_without_javac_or_when_it_fails_the_source_launcher_runs(tmp_path: Path)
         str(LAUNCHER),
         "127.0.0.1",
     ]
+
+
+def test_a_stack_in_memory_gives_dynamodb_local_no_data_folder(tmp_path: Path) -> None:
+    on_disk = dynamodb_local_argv("java", tmp_path, 8000, tmp_path / "db", "127.0.0.1", LAUNCHER)
+    in_memory = dynamodb_local_argv(
+        "java", tmp_path, 8000, tmp_path / "db", "127.0.0.1", LAUNCHER, in_memory=True
+    )
+    assert on_disk[on_disk.index("-dbPath") + 1] == str(tmp_path / "db")
+    assert "-inMemory" not in on_disk
+    assert "-inMemory" in in_memory
+    assert "-dbPath" not in in_memory
+    assert [arg for arg in on_disk if arg not in ("-dbPath", str(tmp_path / "db"))] == [
+        arg for arg in in_memory if arg != "-inMemory"
+    ]

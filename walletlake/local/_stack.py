@@ -107,6 +107,9 @@ class EmbeddedStack:
     --------
     >>> with EmbeddedStack(data_dir=Path(".walletlake")) as stack:  # doctest: +SKIP
     ...     os.environ.update(stack.environment())
+
+    ``dynamodb_in_memory`` keeps DynamoDB Local's tables in memory, for a stack whose data need not
+    survive it (a test session's); `walletlake local up` keeps them on disk under ``data_dir``.
     """
 
     def __init__(
@@ -120,8 +123,10 @@ class EmbeddedStack:
         seaweedfs_port_base: int | None = None,
         iceberg_port: int | None = None,
         settings: Settings | None = None,
+        dynamodb_in_memory: bool = False,
     ) -> None:
         self.data_dir = data_dir.resolve()
+        self.dynamodb_in_memory = dynamodb_in_memory
         self.host = host
         self.dynamodb_port = dynamodb_port
         self.aws_port = aws_port
@@ -212,7 +217,14 @@ class EmbeddedStack:
             servers["DynamoDB Local"] = ManagedProcess(
                 "DynamoDB Local",
                 dynamodb_local_argv(
-                    java, jar_dir, dynamodb_port, db_path, self.host, _LAUNCHER, launcher_classes
+                    java,
+                    jar_dir,
+                    dynamodb_port,
+                    db_path,
+                    self.host,
+                    _LAUNCHER,
+                    launcher_classes,
+                    in_memory=self.dynamodb_in_memory,
                 ),
                 logs / "dynamodb-local.log",
                 cwd=jar_dir,

@@ -127,8 +127,15 @@ def dynamodb_local_argv(
     host: str,
     launcher: Path,
     launcher_classes: Path | None = None,
+    *,
+    in_memory: bool = False,
 ) -> list[str]:
     """The command that runs DynamoDB Local on ``host:port`` with its data on disk under ``db_path``.
+
+    ``in_memory`` keeps the data in memory instead (DynamoDB Local's ``-inMemory``): for a stack
+    that never outlives its process, as a test session's, where the disk's writes only cost time.
+    Measured on this 2-core machine, 1,500 two-item transactions and 300 consistent reads,
+    alternated twice: 9.8 s and 6.0 CPU-s on disk, 7.2 s and 5.4 CPU-s in memory.
 
     DynamoDB Local has no bind-address option, so ``launcher`` (a single-file Java program) starts
     it as its own ServerRunner does and binds the listener to ``host``: from its class in
@@ -155,8 +162,7 @@ def dynamodb_local_argv(
         host,
         "-port",
         str(port),
-        "-dbPath",
-        str(db_path),
+        *(["-inMemory"] if in_memory else ["-dbPath", str(db_path)]),
         "-sharedDb",
         "-disableTelemetry",
     ]
