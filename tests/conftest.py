@@ -10,14 +10,15 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 from support.botocore_models import share_one_loader
-from support.fresh_resources import fresh_settings, removal
+from support.fresh_resources import Removals, fresh_settings
+from support.session_dynamodb import needs_fresh_server, restart_in_memory, server_cpu_seconds
 
 from contracts.settings import LAKE_FORMAT_VARIABLE, Settings
 from walletlake.local import EmbeddedStack, patched_environ, provision
@@ -56,24 +57,35 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedStack]:
 
 
 @pytest.fixture(scope="session")
-def removals(stack: EmbeddedStack) -> Iterator[Callable[[Settings], None]]:
+def removals(stack: EmbeddedStack) -> Iterator[Removals]:
     """Removes a test's resources in the background, so the next test starts at once.
 
     Every removal is waited for, and a failed one fails the session here, before the stack stops:
     nothing is left behind silently, and no removal outlives the servers it talks to.
     """
-    pending: list[Future[None]] = []
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="removals") as pool:
-        yield lambda settings: pending.append(pool.submit(removal(settings)))
-    failed = [future.exception() for future in pending if future.exception() is not None]
-    if failed:
-        raise RuntimeError(f"{len(failed)} of {len(pending)} test resource removals failed: {failed[0]!r}")
+        pending = Removals(pool)
+        yield pending
+    pending.raise_failures()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fresh_dynamodb(request: pytest.FixtureRequest) -> None:
+    """A module of stack tests starts on a fresh DynamoDB Local once the session's has slowed down.
+
+    Why and when: :mod:`support.session_dynamodb`. Before the restart every pending removal has run,
+    so none meets the server gone; the module's own fixtures come after this one (autouse first).
+    """
+    if "stack" not in request.fixturenames:
+        return
+    stack: EmbeddedStack = request.getfixturevalue("stack")
+    if needs_fresh_server(server_cpu_seconds(stack)):
+        request.getfixturevalue("removals").wait()
+        restart_in_memory(stack)
 
 
 @pytest.fixture
-def make_settings(
-    stack: EmbeddedStack, removals: Callable[[Settings], None]
-) -> Iterator[Callable[..., Settings]]:
+def make_settings(stack: EmbeddedStack, removals: Removals) -> Iterator[Callable[..., Settings]]:
     """Factory of settings naming fresh, provisioned resources; removes them after the test."""
     made: list[Settings] = []
 

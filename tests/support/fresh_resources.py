@@ -14,7 +14,8 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 
 import boto3
 
@@ -48,6 +49,33 @@ def write_path_env(settings: Settings) -> dict[str, str]:
 def remove_resources(settings: Settings) -> None:
     """Delete the tables and the bucket ``fresh_settings`` named (what is already gone is skipped)."""
     removal(settings)()
+
+
+class Removals:
+    """Resource removals running on ``pool``, each waited for before the stack's servers go.
+
+    :meth:`wait` lets a caller that is about to restart a server wait for those pending.
+    """
+
+    def __init__(self, pool: ThreadPoolExecutor) -> None:
+        self._pool = pool
+        self._pending: list[Future[None]] = []
+
+    def __call__(self, settings: Settings) -> None:
+        self._pending.append(self._pool.submit(removal(settings)))
+
+    def wait(self) -> None:
+        """Return once every removal scheduled so far has run (failed or not)."""
+        futures_wait(self._pending)
+
+    def raise_failures(self) -> None:
+        """Wait for every removal; raise if any failed (nothing may be left behind silently)."""
+        self.wait()
+        failed = [future.exception() for future in self._pending if future.exception() is not None]
+        if failed:
+            raise RuntimeError(
+                f"{len(failed)} of {len(self._pending)} test resource removals failed: {failed[0]!r}"
+            )
 
 
 def removal(settings: Settings) -> Callable[[], None]:
