@@ -18,6 +18,8 @@ from typing import Final
 
 import pyarrow as pa
 
+from contracts.lake_table_names import STREAM_TABLE_NAMES
+
 TIMESTAMP_MS: Final = pa.timestamp("ms", tz="UTC")
 TIMESTAMP_US: Final = pa.timestamp("us", tz="UTC")
 
@@ -242,9 +244,11 @@ LAKE_TABLES: Final[Mapping[str, LakeTable]] = {
 TABLES: Final[Mapping[str, pa.Schema]] = {name: table.schema for name, table in LAKE_TABLES.items()}
 
 #: The tables the stream writes (landing files, compaction, the Iceberg tables and their committer).
-STREAM_TABLES: Final[Mapping[str, LakeTable]] = {
-    name: table for name, table in LAKE_TABLES.items() if table.time_column is not None
-}
+STREAM_TABLES: Final[Mapping[str, LakeTable]] = {name: LAKE_TABLES[name] for name in STREAM_TABLE_NAMES}
+if any((table.time_column is None) == (name in STREAM_TABLES) for name, table in LAKE_TABLES.items()):
+    raise ValueError(
+        f"the stream's tables, {', '.join(STREAM_TABLE_NAMES)}, must be those with a time column"
+    )
 
 #: Columns of few distinct values (types, directions, statuses, reasons): dictionary-encoded in
 #: every file, which makes them a few bits per row.

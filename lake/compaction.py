@@ -38,15 +38,15 @@ from lake.compaction_kernel import (
     merge_files,
 )
 from lake.compaction_output import PutFile, RollingFiles
+from lake.compaction_targets import PLAIN_TARGET_FILE_BYTES
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 _logger = logging.getLogger(__name__)
 
-#: Athena reads files of 128 MB to 1 GB most efficiently; 256 MB keeps a day of a busy ledger in
-#: a handful of files that still spread over Athena's workers.
-DEFAULT_TARGET_FILE_BYTES: Final = 256 * 2**20
+#: Largest output file (why 256 MB: :mod:`lake.compaction_targets`).
+DEFAULT_TARGET_FILE_BYTES: Final = PLAIN_TARGET_FILE_BYTES
 _PARQUET_TYPE: Final = "application/vnd.apache.parquet"
 _DOWNLOAD_CHUNK_BYTES: Final = 1 << 20
 

@@ -53,6 +53,7 @@ import pyarrow.parquet as pq
 
 from contracts.lake_tables import PARTITION_COLUMN
 from lake.commit_progress import read_progress
+from lake.compaction_targets import ICEBERG_TARGET_FILE_BYTES
 from lake.iceberg_catalog import strict_commits
 from lake.iceberg_tables import identifier
 from lake.landing_log import list_sources, records_after
@@ -71,12 +72,8 @@ _logger = logging.getLogger(__name__)
 #: Snapshot summary key naming what a maintenance commit did (the committer's commits lack it).
 OPERATION_PROPERTY: Final = "walletlake.operation"
 COMPACTION: Final = "compaction"
-#: Largest compacted file. The DuckDB kernel sorts the whole day (spilling past
-#: :data:`COMPACTION_MEMORY_LIMIT`) and writes each output a row group at a time
-#: (:mod:`lake.compaction_output`), so the size costs no memory; 128 MB keeps a 1 % day in about
-#: 22 files that spread over Athena's workers. A one-wallet read opens one or two row groups of
-#: the day whatever the size.
-DEFAULT_TARGET_FILE_BYTES: Final = 128 * 2**20
+#: Largest compacted file (why 128 MB: :mod:`lake.compaction_targets`).
+DEFAULT_TARGET_FILE_BYTES: Final = ICEBERG_TARGET_FILE_BYTES
 #: DuckDB's memory for the day's sort; past it, the sort spills to the scratch folder.
 COMPACTION_MEMORY_LIMIT: Final = "1GB"
 #: A file at or above this share of the target is left alone: rewriting it gains nothing.

@@ -62,6 +62,7 @@ from lake.compaction import read_footer
 from lake.compaction_kernel import is_compacted
 from lake.iceberg_files import partitioned_data_file
 from lake.iceberg_tables import iceberg_arrow_schema, identifier
+from lake.migration_commits import DAYS_PROPERTY, DEFAULT_FILES_PER_COMMIT, OPERATION, OPERATION_PROPERTY
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -73,14 +74,6 @@ if TYPE_CHECKING:
 
 _logger = logging.getLogger(__name__)
 
-#: Snapshot summary key and value that mark a migration's commits.
-OPERATION_PROPERTY: Final = "walletlake.operation"
-OPERATION: Final = "migration"
-#: Snapshot summary key naming the first and last day a migration commit registered files of.
-DAYS_PROPERTY: Final = "walletlake.migration-days"
-#: Files per commit: a manifest of a thousand entries is a few hundred KB, and a failed commit
-#: loses little work; a big lake becomes a few hundred commits.
-DEFAULT_FILES_PER_COMMIT: Final = 1_000
 _FOOTER_READERS: Final = 16
 
 DayState = Literal["register", "done", "skipped"]

@@ -35,9 +35,7 @@ import dataclasses
 import datetime as dt
 import logging
 import re
-import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final
 
@@ -51,6 +49,7 @@ from contracts.settings import DEFAULT_SNAPSHOT_SEGMENTS, Settings
 from contracts.timestamps import parse_utc_text, utc_text
 from contracts.wallets_table import ENTITY_WALLET, Attr
 from lake import objects
+from lake.read_budget import DEFAULT_MAX_READ_UNITS_PER_SECOND, ReadBudget
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -59,51 +58,8 @@ if TYPE_CHECKING:
 _logger = logging.getLogger(__name__)
 
 TABLE: Final = "balance_snapshots"
-#: Read units per second the snapshot may consume (see the module docstring).
-DEFAULT_MAX_READ_UNITS_PER_SECOND: Final = 1000.0
 _STAMP_FORMAT: Final = "%Y%m%dT%H%M%S"
 _OBJECT_NAME: Final = re.compile(r"snapshot-(\d{8}T\d{6}\d{3}Z)-(\d{3,})-of-(\d{3,})\.parquet$")
-
-
-class ReadBudget:
-    """A token bucket in read units, shared by the scanning threads.
-
-    Charging after the fact (a page's cost is known only from its response) lets the balance go
-    negative; the caller then sleeps until it is back to zero, so the long-run rate never exceeds
-    ``rate`` and bursts never exceed ``burst``.
-    """
-
-    def __init__(
-        self,
-        rate: float,
-        *,
-        burst: float | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        if rate <= 0:
-            raise ValueError("the read rate must be positive")
-        self.rate = rate
-        self.burst = rate if burst is None else burst
-        self._clock = clock
-        self._sleep = sleep
-        self._tokens = self.burst
-        self._last = clock()
-        self._lock = threading.Lock()
-        self.waited = 0.0
-
-    def charge(self, units: float) -> float:
-        """Spend ``units``; sleeps while the bucket is overdrawn and returns the seconds slept."""
-        with self._lock:
-            now = self._clock()
-            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
-            self._last = now
-            self._tokens -= units
-            wait = -self._tokens / self.rate if self._tokens < 0 else 0.0
-            self.waited += wait
-        if wait > 0:
-            self._sleep(wait)
-        return wait
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
-import boto3
-
 from contracts.settings import Settings
+
+if TYPE_CHECKING:
+    import boto3
 
 _LOOPBACK: Final = ("localhost", "::1")
 
@@ -55,6 +56,8 @@ def not_answering_message(url: str) -> str:
 def check_answering(settings: Settings, session: boto3.Session | None = None) -> None:
     """Raise :class:`StackNotAnsweringError` if S3, Glue or the Iceberg catalog the engine would use is
     a loopback endpoint that does not answer."""
+    import boto3  # here: the command line's probe (silent_url) runs before every command, without it
+
     session = session or boto3.Session(region_name=settings.region)
     urls = [
         session.client(service, region_name=settings.region).meta.endpoint_url for service in ("s3", "glue")

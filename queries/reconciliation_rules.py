@@ -38,10 +38,8 @@ version is absent (an entry in flight would make it fail for no fault).
 
 A day passes when every finding is ``lagging`` (:data:`PASSING_STATUSES`).
 
-``max_lag_seconds`` defaults to :data:`DEFAULT_MAX_LAG_SECONDS`, one hour: far above the stream's
-normal delivery delay (Lambda reads DynamoDB Streams within a second; batching windows are at most
-5 minutes; retries of a failing batch add minutes), and far below the stream's 24-hour retention,
-after which an undelivered record is gone: an hour leaves a day to replay it from the table.
+``max_lag_seconds`` defaults to :data:`DEFAULT_MAX_LAG_SECONDS`, one hour (why:
+:mod:`queries.reconciliation_lag`).
 """
 
 from __future__ import annotations
@@ -58,8 +56,7 @@ import pyarrow.compute as pc
 
 from contracts.lake_tables import DAILY_BALANCES
 from contracts.timestamps import utc_text
-
-DEFAULT_MAX_LAG_SECONDS: Final = 3600
+from queries.reconciliation_lag import DEFAULT_MAX_LAG_SECONDS
 
 OK: Final = "ok"
 LAGGING: Final = "lagging"

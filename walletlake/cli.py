@@ -2,6 +2,10 @@
 
 Every command has ``--help`` and fails with a one-line reason and a non-zero exit code; the
 traceback is shown only with ``--debug``.
+
+Building the parser imports every command's module, so none of them imports pandas, pyarrow,
+DuckDB, sqlglot, pyiceberg or boto3 before its command runs: a process pays only for what its
+command uses (``tests/unit/test_cli_imports.py``).
 """
 
 from __future__ import annotations
@@ -12,8 +16,6 @@ import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
-
-from botocore.exceptions import NoCredentialsError
 
 from contracts.settings import ENVIRONMENT_VARIABLES
 from queries import ParameterError
@@ -81,14 +83,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"walletlake {args.command}: error: {_one_line(error)}", file=sys.stderr)
         return error.exit_code if isinstance(error, RefusalError) else BAD_INPUT
-    except NoCredentialsError:
-        if args.debug:
-            raise
-        print(f"walletlake {args.command}: error: {credentials_hint(os.environ)}", file=sys.stderr)
-        return 1
     except Exception as error:
         if args.debug:
             raise
+        from botocore.exceptions import NoCredentialsError  # only now: botocore costs every start
+
+        if isinstance(error, NoCredentialsError):
+            print(f"walletlake {args.command}: error: {credentials_hint(os.environ)}", file=sys.stderr)
+            return 1
         from walletlake.gone_files import gone_file_refusal
 
         refusal = gone_file_refusal(error, day=getattr(args, "date", None))

@@ -1,16 +1,18 @@
 """A query's result as the terminal, a spreadsheet or a program reads it: ``table``, ``csv``, ``json``.
 
 In ``json`` integers (micro-USD amounts, versions, counts) and decimals (USD amounts) are strings of
-digits, so no JSON reader rounds them through a float.
+digits, so no JSON reader rounds them through a float. pandas is imported only by what reads a
+frame: the command line builds its ``--format`` choices from :data:`FORMATS` at every start.
 """
 
 from __future__ import annotations
 
 import decimal
 import json
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 FORMATS: Final = ("table", "csv", "json")
 
@@ -30,6 +32,8 @@ def render(frame: pd.DataFrame, output: str) -> str:
 
 
 def _json_value(value: Any) -> Any:
+    import pandas as pd  # loaded already: the value comes from a frame
+
     if value is None or value is pd.NA or value is pd.NaT:
         return None
     if isinstance(value, bool):

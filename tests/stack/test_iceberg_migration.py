@@ -18,16 +18,9 @@ from contracts.settings import Settings
 from lake import objects
 from lake.compaction_units import compact_day
 from lake.iceberg_catalog import open_catalog
-from lake.iceberg_migration import (
-    DAYS_PROPERTY,
-    OPERATION,
-    OPERATION_PROPERTY,
-    MigrationRefusedError,
-    check_file_schema,
-    migrate,
-    registered_files,
-)
+from lake.iceberg_migration import MigrationRefusedError, check_file_schema, migrate, registered_files
 from lake.iceberg_tables import iceberg_arrow_schema, identifier
+from lake.migration_commits import DAYS_PROPERTY, OPERATION, OPERATION_PROPERTY
 from walletlake.commands import lake as lake_command
 
 FIRST_DAY = dt.date(2026, 11, 20)

@@ -11,7 +11,8 @@ from support.ledger_builder import USD, Book, put_wallet_items, read_partition, 
 
 from contracts.settings import Settings
 from lake import objects
-from lake.snapshots import ReadBudget, latest_snapshot, snapshot_key, take_snapshot
+from lake.read_budget import ReadBudget
+from lake.snapshots import latest_snapshot, snapshot_key, take_snapshot
 from walletlake import cli
 
 AT = dt.datetime(2026, 11, 21, 0, 30, 0, 123456, tzinfo=dt.UTC)

@@ -9,9 +9,7 @@ import sys
 from typing import Any
 
 from contracts.settings import COMPACTION_UNIT_MINUTES_CHOICES, Settings
-from lake.compaction import DEFAULT_TARGET_FILE_BYTES
-from lake.compaction_units import closed_units, compact_day, run_units
-from lake.iceberg_maintenance import DEFAULT_TARGET_FILE_BYTES as ICEBERG_TARGET_FILE_BYTES
+from lake.compaction_targets import ICEBERG_TARGET_FILE_BYTES, PLAIN_TARGET_FILE_BYTES
 from walletlake.days import day_argument, last_closed_day
 
 
@@ -48,7 +46,7 @@ def register(subparsers: Any) -> None:
         "--target-file-mb",
         type=int,
         default=None,
-        help=f"largest output file (MB; default {DEFAULT_TARGET_FILE_BYTES // 2**20}, on the Iceberg lake "
+        help=f"largest output file (MB; default {PLAIN_TARGET_FILE_BYTES // 2**20}, on the Iceberg lake "
         f"{ICEBERG_TARGET_FILE_BYTES // 2**20})",
     )
     parser.add_argument(
@@ -84,8 +82,10 @@ def _run(args: argparse.Namespace) -> int:
         day = dt.datetime.now(dt.UTC).date() if args.closed_hours else args.date or last_closed_day()
         target_bytes = args.target_file_mb * 2**20 if args.target_file_mb else ICEBERG_TARGET_FILE_BYTES
         return _maintain_iceberg(settings, day, target_file_bytes=target_bytes, as_json=args.json)
+    from lake.compaction_units import closed_units, compact_day, run_units
+
     unit_minutes = args.unit_minutes or settings.compaction_unit_minutes
-    target = args.target_file_mb * 2**20 if args.target_file_mb else DEFAULT_TARGET_FILE_BYTES
+    target = args.target_file_mb * 2**20 if args.target_file_mb else PLAIN_TARGET_FILE_BYTES
     options = {"target_file_bytes": target, "row_group_rows": args.row_group_rows}
     on_unit = None if args.json else _progress
     if args.closed_hours:

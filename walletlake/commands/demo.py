@@ -6,9 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
-from walletlake.demo import DemoConfig, print_summary, run_demo
+from walletlake.demo_config import DemoConfig
 
 #: The line width of the demo's output when it goes to a file or a pipe.
 _PLAIN_WIDTH = 160
@@ -44,6 +42,10 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from walletlake.demo import print_summary, run_demo
+
     console = Console()
     if not console.is_terminal:
         # Off a terminal rich assumes 80 columns and cuts the summary's tables to fit them.

@@ -9,12 +9,9 @@ import json
 import sys
 from typing import Any
 
-import boto3
-
-from contracts.lake_tables import STREAM_TABLES
+from contracts.lake_table_names import STREAM_TABLE_NAMES
 from contracts.settings import Settings
-from lake.iceberg_catalog import open_catalog
-from lake.iceberg_migration import DEFAULT_FILES_PER_COMMIT, migrate
+from lake.migration_commits import DEFAULT_FILES_PER_COMMIT
 from walletlake.days import day_argument
 
 #: Exit status of a run that left days alone (the table already held other files for them).
@@ -48,7 +45,7 @@ def register(subparsers: Any) -> None:
         "--table",
         dest="tables",
         action="append",
-        choices=tuple(STREAM_TABLES),
+        choices=STREAM_TABLE_NAMES,
         default=None,
         help="a table to migrate (repeatable; default: all of them)",
     )
@@ -91,7 +88,7 @@ def register(subparsers: Any) -> None:
         "--table",
         dest="tables",
         action="append",
-        choices=tuple(STREAM_TABLES),
+        choices=STREAM_TABLE_NAMES,
         default=None,
         help="a table whose misfits to re-land (repeatable; default: all of them)",
     )
@@ -116,7 +113,7 @@ def register(subparsers: Any) -> None:
         "--table",
         dest="tables",
         action="append",
-        choices=tuple(STREAM_TABLES),
+        choices=STREAM_TABLE_NAMES,
         default=None,
         help="a table to register (repeatable; default: all of them)",
     )
@@ -128,6 +125,11 @@ def register(subparsers: Any) -> None:
 
 
 def _migrate(args: argparse.Namespace) -> int:
+    import boto3
+
+    from lake.iceberg_catalog import open_catalog
+    from lake.iceberg_migration import migrate
+
     settings = Settings.from_env()
     session = boto3.Session(region_name=settings.region)
 
@@ -138,7 +140,7 @@ def _migrate(args: argparse.Namespace) -> int:
         settings,
         open_catalog(settings, session),
         session.client("s3"),
-        tables=tuple(args.tables or STREAM_TABLES),
+        tables=tuple(args.tables or STREAM_TABLE_NAMES),
         dry_run=args.dry_run,
         progress=progress,
         include_days=frozenset(args.include_days),
@@ -162,7 +164,10 @@ def _migrate(args: argparse.Namespace) -> int:
 
 
 def _reland(args: argparse.Namespace) -> int:
+    import boto3
+
     from lake.committer import commit_now
+    from lake.iceberg_catalog import open_catalog
     from lake.misfits import reland_misfits
 
     settings = Settings.from_env()
@@ -171,7 +176,7 @@ def _reland(args: argparse.Namespace) -> int:
         settings,
         session.client("s3"),
         open_catalog(settings, session),
-        tables=tuple(args.tables or STREAM_TABLES),
+        tables=tuple(args.tables or STREAM_TABLE_NAMES),
         dry_run=args.dry_run,
     )
     landed = [reland for reland in done if reland.state == "relanded"]
@@ -194,7 +199,10 @@ def _reland(args: argparse.Namespace) -> int:
 def _register(args: argparse.Namespace) -> int:
     import dataclasses
 
+    import boto3
+
     from contracts.lake_layout import table_location_root
+    from lake.iceberg_catalog import open_catalog
     from lake.iceberg_register import register_tables
 
     settings = Settings.from_env()
@@ -204,7 +212,7 @@ def _register(args: argparse.Namespace) -> int:
         settings.glue_database,
         # where the committer places the tables (AWS), then where the catalog places them itself
         (table_location_root(settings.bucket, settings.lake_prefix), None),
-        tables=tuple(args.tables or STREAM_TABLES),
+        tables=tuple(args.tables or STREAM_TABLE_NAMES),
         dry_run=args.dry_run,
     )
     if args.json:

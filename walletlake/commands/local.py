@@ -16,7 +16,6 @@ from types import FrameType
 from typing import Any, Final
 
 from contracts.settings import Settings
-from walletlake.local import EmbeddedStack
 from walletlake.refusals import STACK_NOT_ANSWERING, RefusalError
 from walletlake.stack_probe import not_answering_message, silent_endpoint
 
@@ -103,6 +102,8 @@ def _env(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
+    from walletlake.local import EmbeddedStack  # boto3, pyarrow: not for `local env` nor `--help`
+
     stop = threading.Event()
 
     def _on_signal(signum: int, frame: FrameType | None) -> None:

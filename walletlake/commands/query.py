@@ -7,7 +7,6 @@ import textwrap
 from typing import Any
 
 from contracts.settings import Settings
-from queries import engine_for, get_query, list_queries, run_query
 from walletlake.refusals import RefusalError
 from walletlake.result_formats import FORMATS, render
 
@@ -39,6 +38,9 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if not args.name:
         raise ValueError("name a query, or use --list to see them")
+    # Here, not above: the engines load pandas, pyarrow, boto3 and sqlglot; --list needs none of them.
+    from queries import engine_for, get_query, run_query
+
     get_query(args.name)  # fails early, naming the known queries
     params = dict(_pair(text) for text in args.param)
     settings = Settings.from_env()
@@ -64,6 +66,8 @@ def _pair(text: str) -> tuple[str, str]:
 
 
 def _listing() -> str:
+    from queries import list_queries
+
     blocks = []
     for query in list_queries():
         lines = [f"{query.name}({query.signature()})"]

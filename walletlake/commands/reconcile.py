@@ -5,16 +5,15 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-from typing import Any, Final
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Final
 
 from contracts.settings import Settings
-from queries.reconciliation import ReconciliationError, reconcile, replay
-from queries.reconciliation_rules import DEFAULT_MAX_LAG_SECONDS, OK
-from queries.reconciliation_runs import ReconciliationReport
+from queries.reconciliation_lag import DEFAULT_MAX_LAG_SECONDS
 from walletlake.days import last_closed_day, parse_day, unreconcilable_reason
 from walletlake.refusals import DAY_NOT_RECONCILABLE, RefusalError
+
+if TYPE_CHECKING:
+    from queries.reconciliation_runs import ReconciliationReport
 
 _SHOWN_FINDINGS = 20
 #: The first day of the lake's partition projection: a dt bound that prunes nothing, said so.
@@ -60,6 +59,8 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from queries.reconciliation import reconcile
+
     try:
         day = parse_day(args.date) if args.date is not None else last_closed_day()
     except ValueError as error:
@@ -81,6 +82,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _replay(day: Any, *, as_json: bool) -> int:
+    from queries.reconciliation import ReconciliationError, replay
+
     try:
         replayed = replay(Settings.from_env(), day)
     except ReconciliationError as error:
@@ -110,6 +113,8 @@ def _replay(day: Any, *, as_json: bool) -> int:
 def first_day(settings: Settings) -> dt.date | None:
     """The UTC day of the lake's first wallet or entry (None for an empty lake): no day before it
     has data. Only the partition column is read."""
+    import pandas as pd
+
     from queries import engine_for
 
     engine = engine_for(settings)
@@ -152,5 +157,7 @@ def describe(report: ReconciliationReport) -> str:
 
 
 def _counts(report: ReconciliationReport) -> str:
+    from queries.reconciliation_rules import OK
+
     shown = {status: count for status, count in report.counts.items() if count or status == OK}
     return ", ".join(f"{status} {count:,}" for status, count in shown.items())

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from contracts.settings import DEFAULT_SNAPSHOT_SEGMENTS, Settings
-from lake.snapshots import DEFAULT_MAX_READ_UNITS_PER_SECOND, take_snapshot
+from lake.read_budget import DEFAULT_MAX_READ_UNITS_PER_SECOND
 
 
 def register(subparsers: Any) -> None:
@@ -36,6 +36,8 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from lake.snapshots import take_snapshot
+
     report = take_snapshot(
         Settings.from_env(), segments=args.segments, max_read_units_per_second=args.max_read_units or None
     )

@@ -14,14 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import duckdb
-import sqlglot
-from sqlglot import exp
-from sqlglot.errors import SqlglotError
-
 from contracts.settings import Settings
-from queries import engine_for
-from queries.as_of import lake_versions_at, parse_point
 from walletlake.refusals import RefusalError
 from walletlake.result_formats import FORMATS, render
 
@@ -56,6 +49,13 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    # Here, not above: DuckDB, sqlglot and the engines cost every other command's start.
+    import duckdb
+    from sqlglot.errors import SqlglotError
+
+    from queries import engine_for
+    from queries.as_of import lake_versions_at, parse_point
+
     statement = _statement(args)
     _check_read_only(statement)
     settings = Settings.from_env()
@@ -113,6 +113,10 @@ def _statement(args: argparse.Namespace) -> str:
 
 def _check_read_only(statement: str) -> None:
     """One query (SELECT, WITH, set operations, VALUES), else a one-line refusal."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
     try:
         trees = [tree for tree in sqlglot.parse(statement, read="trino") if tree is not None]
     except SqlglotError as error:
