@@ -10,7 +10,8 @@ on disk 9.6, 19.8 and 27.5. Writing the same rounds into one table got faster in
 
 So a module that uses the stack starts on a fresh DynamoDB Local when the running one has spent
 :data:`RECYCLE_AFTER_CPU_SECONDS` since its start: the same port, no tables (its tables are in memory,
-and a module's resources are made by the module), after every pending removal of an earlier test.
+and a module's resources are made by the module), after every pending removal of an earlier test;
+the stack's own tables (``stack.settings``) are provisioned again.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Final
 
 import psutil
 
-from walletlake.local import EmbeddedStack
+from walletlake.local import EmbeddedStack, patched_environ, provision
 
 #: DynamoDB Local's CPU-seconds since its start past which the next module gets a fresh server. Its
 #: start costs about 2 CPU-seconds and 2.4 s; the slowdown it removes is a quarter to a half of every
@@ -44,8 +45,14 @@ def needs_fresh_server(cpu_seconds: float, limit: float = RECYCLE_AFTER_CPU_SECO
     return cpu_seconds >= limit
 
 
-def restart_in_memory(stack: EmbeddedStack) -> None:
-    """A fresh, empty DynamoDB Local on the same port; only for a stack that keeps it in memory."""
+def restart_in_memory(stack: EmbeddedStack) -> list[str]:
+    """A fresh DynamoDB Local on the same port, holding again the tables the stack provisioned at its
+    start (``stack.settings``', which tests of the stack itself read); returns provisioning's lines.
+
+    Only for a stack that keeps DynamoDB Local in memory: one on disk keeps every table anyway.
+    """
     if not stack.dynamodb_in_memory:
         raise ValueError("a DynamoDB Local on disk keeps its tables across a restart: nothing to gain")
     stack.restart_server(SERVER)
+    with patched_environ(stack.environment()):
+        return provision(stack.settings)
