@@ -45,8 +45,6 @@ if TYPE_CHECKING:
 
 _logger = logging.getLogger(__name__)
 
-#: Largest output file (why 256 MB: :mod:`lake.compaction_targets`).
-DEFAULT_TARGET_FILE_BYTES: Final = PLAIN_TARGET_FILE_BYTES
 _PARQUET_TYPE: Final = "application/vnd.apache.parquet"
 _DOWNLOAD_CHUNK_BYTES: Final = 1 << 20
 
@@ -119,7 +117,7 @@ def compact_files(
     put: PutFile,
     *,
     name: str,
-    target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
+    target_file_bytes: int = PLAIN_TARGET_FILE_BYTES,
     row_group_rows: int | None = DEFAULT_ROW_GROUP_ROWS,
     memory_limit: str = DEFAULT_MEMORY_LIMIT,
     scratch: Path | None = None,

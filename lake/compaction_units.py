@@ -52,8 +52,9 @@ from contracts.lake_layout import PARQUET_SUFFIX, SLOT_MINUTES, partition_prefix
 from contracts.lake_tables import STREAM_TABLES
 from contracts.settings import COMPACTION_UNIT_MINUTES_CHOICES, DEFAULT_COMPACTION_UNIT_MINUTES, Settings
 from lake import objects
-from lake.compaction import DEFAULT_TARGET_FILE_BYTES, StepHook, TableCompaction, compact_inputs, read_footer
+from lake.compaction import StepHook, TableCompaction, compact_inputs, read_footer
 from lake.compaction_kernel import DEFAULT_MEMORY_LIMIT, Sizing, is_compacted
+from lake.compaction_targets import PLAIN_TARGET_FILE_BYTES
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -228,7 +229,7 @@ def compact_unit(
     settings: Settings,
     unit: CompactionUnit,
     *,
-    target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
+    target_file_bytes: int = PLAIN_TARGET_FILE_BYTES,
     row_group_rows: int | None = None,
     memory_limit: str = DEFAULT_MEMORY_LIMIT,
     on_step: StepHook | None = None,
@@ -365,7 +366,7 @@ def compact_day(
     settings: Settings,
     day: dt.date,
     *,
-    target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
+    target_file_bytes: int = PLAIN_TARGET_FILE_BYTES,
     row_group_rows: int | None = None,
     tables: Sequence[str] = tuple(STREAM_TABLES),
     memory_limit: str = DEFAULT_MEMORY_LIMIT,

@@ -72,8 +72,6 @@ _logger = logging.getLogger(__name__)
 #: Snapshot summary key naming what a maintenance commit did (the committer's commits lack it).
 OPERATION_PROPERTY: Final = "walletlake.operation"
 COMPACTION: Final = "compaction"
-#: Largest compacted file (why 128 MB: :mod:`lake.compaction_targets`).
-DEFAULT_TARGET_FILE_BYTES: Final = ICEBERG_TARGET_FILE_BYTES
 #: DuckDB's memory for the day's sort; past it, the sort spills to the scratch folder.
 COMPACTION_MEMORY_LIMIT: Final = "1GB"
 #: A file at or above this share of the target is left alone: rewriting it gains nothing.
@@ -170,7 +168,7 @@ def compact_day(
     table: str,
     day: str | dt.date,
     *,
-    target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
+    target_file_bytes: int = ICEBERG_TARGET_FILE_BYTES,
     attempts: int = DEFAULT_ATTEMPTS,
     s3: S3Client | None = None,
     before_commit: BeforeCommit | None = None,
@@ -569,7 +567,7 @@ def maintain(
     table: str,
     day: str | dt.date,
     *,
-    target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES,
+    target_file_bytes: int = ICEBERG_TARGET_FILE_BYTES,
     snapshot_age_seconds: float = DEFAULT_SNAPSHOT_AGE_SECONDS,
     retain_last: int = DEFAULT_RETAIN_LAST,
     orphan_age_seconds: float = DEFAULT_ORPHAN_AGE_SECONDS,

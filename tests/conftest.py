@@ -18,7 +18,7 @@ import boto3
 import pytest
 from support.botocore_models import share_one_loader
 from support.fresh_resources import Removals, fresh_settings
-from support.session_dynamodb import needs_fresh_server, restart_in_memory, server_cpu_seconds
+from support.session_dynamodb import restart_in_memory, slowed_down
 
 from contracts.settings import LAKE_FORMAT_VARIABLE, Settings
 from walletlake.local import EmbeddedStack, patched_environ, provision
@@ -79,7 +79,7 @@ def fresh_dynamodb(request: pytest.FixtureRequest) -> None:
     if "stack" not in request.fixturenames:
         return
     stack: EmbeddedStack = request.getfixturevalue("stack")
-    if needs_fresh_server(server_cpu_seconds(stack)):
+    if slowed_down(stack):
         request.getfixturevalue("removals").wait()
         restart_in_memory(stack)
 
