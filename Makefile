@@ -21,8 +21,11 @@ PYTEST_ARGS ?= -n $(PYTEST_WORKERS)
 
 # The venv gets uv from the registry with pip, then uv installs the project: the same versions pip
 # resolved (compared package by package); `make install-dev` from a clean clone, downloads included,
-# took 13 s here, against about 110 s with pip.
-UV := $(BIN)/uv pip install --python $(BIN)/python --quiet
+# took 13 s here, against about 110 s with pip. --compile-bytecode writes the .pyc files at install,
+# as pip does: uv does not by default, and a machine with PYTHONDONTWRITEBYTECODE=1 (this one) then
+# compiles pandas, pyarrow, boto3 and pyiceberg from source in every process: 2.7 s to import them
+# against 1.15 s with the .pyc files; the install takes 32 s instead of 16.
+UV := $(BIN)/uv pip install --python $(BIN)/python --quiet --compile-bytecode
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
