@@ -30,8 +30,11 @@ UV := $(BIN)/uv pip install --python $(BIN)/python --quiet --compile-bytecode
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# uv's version range is the one pyproject.toml's dev extra gives.
+UV_REQUIREMENT := $(shell sed -n 's/^ *"\(uv[<>=][^"]*\)",.*/\1/p' pyproject.toml)
+
 $(BIN)/uv: | $(BIN)/python
-	$(BIN)/pip install -q 'uv>=0.13,<0.14'
+	$(BIN)/pip install -q '$(UV_REQUIREMENT)'
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/uv
 	$(UV) -e '.[local,notebooks]'
