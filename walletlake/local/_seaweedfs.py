@@ -23,6 +23,7 @@ import sysconfig
 from pathlib import Path
 from typing import Final
 
+from contracts.settings import Settings
 from walletlake.local._servers import StackError, ensure_port_free, free_port
 
 #: The internal listeners ``weed mini`` opens besides S3, by its flag names. Each gets a port.
@@ -157,6 +158,25 @@ def weed_argv(
     }
     # glog's flags are weed's own, so they come before the sub-command.
     return [weed, f"-logdir={log_dir}", "mini", *(f"-{flag}={value}" for flag, value in flags.items())]
+
+
+def table_bucket_found(settings: Settings) -> bool:
+    """Whether the Iceberg catalog lists the table bucket's namespaces (a signed request).
+
+    ``weed mini`` creates its table bucket after its catalog has begun to answer: a provisioning
+    that came first failed with "table bucket walletlake-tables not found" (two of three test
+    workers starting together from a clean clone). An unsigned probe cannot tell: the catalog
+    answers it 403 whether the bucket exists or not.
+    """
+    from pyiceberg.exceptions import NoSuchNamespaceError, RESTError
+
+    from lake.iceberg_catalog import open_catalog
+
+    try:
+        open_catalog(settings).list_namespaces()
+    except (NoSuchNamespaceError, RESTError):
+        return False
+    return True
 
 
 def remove_stale_sockets(data_dir: Path) -> None:

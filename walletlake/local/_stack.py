@@ -31,6 +31,7 @@ from walletlake.local._seaweedfs import (
     SeaweedPorts,
     find_weed,
     remove_stale_sockets,
+    table_bucket_found,
     weed_argv,
     write_identities,
 )
@@ -271,6 +272,12 @@ class EmbeddedStack:
             # The stack's settings name its own catalog, as Settings.from_env() does under environment().
             self.settings = self.settings.replace(iceberg_catalog_uri=endpoints.iceberg)
             with patched_environ(self.environment()):
+                wait_until(
+                    lambda: table_bucket_found(self.settings),
+                    timeout=60,
+                    what="SeaweedFS's table bucket",
+                    process=servers["SeaweedFS"].process,
+                )
                 self.provisioned = provision(self.settings)
                 if f"s3 bucket {self.settings.bucket}: created" in self.provisioned:
                     self.provisioned.append(forget_checkpoints(self.settings))
