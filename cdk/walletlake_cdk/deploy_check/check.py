@@ -115,8 +115,8 @@ class DeployCheck:
     work:
         Where the merged ``/opt`` trees and the functions' logs go.
     cache:
-        What outlives a run: the API image's root folder and pip's cache (building the image is
-        the check's slowest step). By default the project's ``.cache/deploy-check``, which is
+        What outlives a run: the API image's root folder and the ARM64 wheel check's verdict.
+        By default the project's ``.cache/deploy-check``, which is
         also ``make deploy-check``'s ``work``.
     """
 

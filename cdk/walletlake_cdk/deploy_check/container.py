@@ -99,8 +99,7 @@ def build_image_root(context: Path, dockerfile: str, cache: Path) -> ImageRoot:
     """Carry out the Dockerfile's instructions into a folder (cached by the context's content).
 
     The cache outlives a run (``make deploy-check`` and the tests keep it under ``.cache/``): the
-    image's pip install is the slowest step of the check, and the same context builds the same
-    image. A new image is built under a staging name and renamed into place once complete, so
+    same context builds the same image. A new image is built under a staging name and renamed into place once complete, so
     runs sharing the cache (two test sessions, ``make deploy-check`` beside them) never see half
     of one: the first to finish wins and the other's copy is dropped.
     """
