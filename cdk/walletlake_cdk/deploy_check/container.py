@@ -99,9 +99,9 @@ def build_image_root(context: Path, dockerfile: str, cache: Path) -> ImageRoot:
     """Carry out the Dockerfile's instructions into a folder (cached by the context's content).
 
     The cache outlives a run (``make deploy-check`` and the tests keep it under ``.cache/``): the
-    same context builds the same image. A new image is built under a staging name and renamed into place once complete, so
-    runs sharing the cache (two test sessions, ``make deploy-check`` beside them) never see half
-    of one: the first to finish wins and the other's copy is dropped.
+    same context builds the same image. A new image is built under a staging name and renamed
+    into place once complete, so runs sharing the cache (two test sessions, ``make deploy-check``
+    beside them) never see half of one: the first to finish wins and the other's copy is dropped.
     """
     path = context / dockerfile
     digest = hashlib.sha256()
