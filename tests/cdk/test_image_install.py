@@ -8,7 +8,6 @@ They ask the package registry (as the layers' installs do); uv's cache keeps wha
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,14 @@ from walletlake_cdk.deploy_check.container import (
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".cache" / "deploy-check"
-os.environ.setdefault("UV_CACHE_DIR", str(ROOT / ".cache" / "uv"))
+
+
+@pytest.fixture(autouse=True)
+def _uv_cache_in_the_project(monkeypatch: pytest.MonkeyPatch) -> None:
+    """uv's cache where the Makefile puts it, when these tests run outside make."""
+    import os
+
+    monkeypatch.setenv("UV_CACHE_DIR", os.environ.get("UV_CACHE_DIR", str(ROOT / ".cache" / "uv")))
 
 
 def _lock(tmp_path: Path, *lines: str) -> Path:

@@ -259,11 +259,14 @@ class EmbeddedStack:
                 iceberg=f"http://{self.host}:{seaweed_ports.iceberg}",
             )
             self.endpoints = endpoints
+            catalog = self.settings.replace(iceberg_catalog_uri=endpoints.iceberg)
             self._readiness = {
                 "DynamoDB Local": lambda: _answers(endpoints.dynamodb),
+                # Its catalog answers before its table bucket exists: ready once the bucket is found.
                 "SeaweedFS": lambda: (
                     _s3_answers(endpoints.s3, self.settings.region)
                     and _answers(endpoints.iceberg + "/v1/config")
+                    and _table_bucket_found(catalog, endpoints)
                 ),
                 "moto server": lambda: _answers(endpoints.aws + "/moto-api/"),
             }
@@ -272,12 +275,6 @@ class EmbeddedStack:
             # The stack's settings name its own catalog, as Settings.from_env() does under environment().
             self.settings = self.settings.replace(iceberg_catalog_uri=endpoints.iceberg)
             with patched_environ(self.environment()):
-                wait_until(
-                    lambda: table_bucket_found(self.settings),
-                    timeout=60,
-                    what="SeaweedFS's table bucket",
-                    process=servers["SeaweedFS"].process,
-                )
                 self.provisioned = provision(self.settings)
                 if f"s3 bucket {self.settings.bucket}: created" in self.provisioned:
                     self.provisioned.append(forget_checkpoints(self.settings))
@@ -398,6 +395,11 @@ def _s3_answers(url: str, region: str) -> bool:
         if listed:
             client.get_object(Bucket=bucket["Name"], Key=listed[0]["Key"], Range="bytes=0-0")["Body"].read()
     return True
+
+
+def _table_bucket_found(settings: Settings, endpoints: Endpoints) -> bool:
+    with patched_environ(endpoints.environment(settings.region)):
+        return table_bucket_found(settings)
 
 
 def _answers(url: str) -> bool:

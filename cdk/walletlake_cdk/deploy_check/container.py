@@ -25,7 +25,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
 import shlex
 import shutil
 import signal
@@ -43,7 +42,7 @@ from typing import Any, Final
 from contracts.settings import TLS_VARIABLE
 from walletlake_cdk.deploy_check.assembly import AssemblyError
 from walletlake_cdk.deploy_check.sandbox import folder_bytes
-from walletlake_cdk.lambda_code import PIP_PYTHON_VERSION
+from walletlake_cdk.lambda_code import PIP_PYTHON_VERSION, normalized
 
 BOOTSTRAP: Final = Path(__file__).with_name("container_bootstrap.py")
 #: The image's platform, for the ARM64 wheel check: Debian bookworm's glibc 2.36 takes every
@@ -197,7 +196,7 @@ def lock_pins(lock: Path) -> dict[str, str]:
         text = line.split("#", 1)[0].strip()
         if text:
             name, _, version = text.partition("==")
-            pins[_normalized(name)] = version.strip()
+            pins[normalized(name.strip())] = version.strip()
     return pins
 
 
@@ -206,12 +205,8 @@ def installed_pins(site: Path) -> dict[str, str]:
     pins = {}
     for info in site.glob("*.dist-info"):
         name, _, version = info.name.removesuffix(".dist-info").rpartition("-")
-        pins[_normalized(name)] = version
+        pins[normalized(name)] = version
     return pins
-
-
-def _normalized(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name.strip()).lower()
 
 
 def install_lock(arguments: list[str], lock: Path, site: Path, cache: Path) -> None:
@@ -264,7 +259,7 @@ def missing_arm64_wheels(lock: Path, cache: Path) -> list[str]:
     if completed.returncode != 0:
         return [line for line in completed.stderr.splitlines() if line.strip()][:20] or ["uv failed"]
     found = {
-        _normalized(line.split("==")[0].lstrip(" +"))
+        normalized(line.split("==")[0].lstrip(" +"))
         for line in completed.stderr.splitlines()
         if line.lstrip().startswith("+ ")
     }
