@@ -210,12 +210,19 @@ def installed_pins(site: Path) -> dict[str, str]:
 
 
 def install_lock(arguments: list[str], lock: Path, site: Path, cache: Path) -> None:
+    """Carry out the Dockerfile's ``pip install ARGUMENTS`` of ``lock`` into ``site`` with uv.
+
+    Only the pip options uv can carry out the same way are accepted, and the result must hold
+    exactly the lock's pins. Nothing is compiled at install: the task's ``python -I`` ignores
+    ``PYTHONDONTWRITEBYTECODE`` and writes the .pyc files of what it imports, once, into the
+    cached image; compiling all of site-packages first took 12.9 CPU-seconds of a cold check.
+    """
     flags = [word for word in arguments if word.startswith("-") and word != "-r"]
     unknown = [flag for flag in flags if flag not in _PIP_OPTIONS and flag not in _PIP_QUIET]
     if unknown:
         raise AssemblyError(f"the deploy check cannot carry out pip's {' '.join(unknown)}")
     options = [word for flag in flags for word in _PIP_OPTIONS.get(flag, [])]
-    completed = uv_command([*options, "--compile-bytecode", "--target", str(site), "-r", str(lock)], cache)
+    completed = uv_command([*options, "--target", str(site), "-r", str(lock)], cache)
     if completed.returncode != 0:
         raise AssemblyError(f"could not install the image's lock {lock.name}:\n{completed.stderr[-2000:]}")
     wanted, found = lock_pins(lock), installed_pins(site)
