@@ -13,17 +13,16 @@ from __future__ import annotations
 
 import functools
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 import boto3
 
+from contracts.aws_endpoints import configured_endpoint_url, is_aws_host
 from contracts.settings import Settings
 
 if TYPE_CHECKING:
     from pyiceberg.catalog.rest import RestCatalog
     from pyiceberg.table import Table
 
-_AWS_HOST_SUFFIXES = (".amazonaws.com", ".amazonaws.com.cn")
 #: SigV4's service name for Glue's Iceberg endpoint; SeaweedFS's catalog checks signatures made so.
 SIGNING_NAME = "glue"
 
@@ -58,9 +57,8 @@ def catalog_properties(settings: Settings, session: boto3.Session | None = None)
         if frozen.token:
             properties["client.session-token"] = frozen.token
             properties["s3.session-token"] = frozen.token
-    endpoint = session.client("s3", region_name=region).meta.endpoint_url
-    host = urlsplit(endpoint).hostname or ""
-    if not host.endswith(_AWS_HOST_SUFFIXES):
+    endpoint = configured_endpoint_url(session, "s3")
+    if endpoint is not None and not is_aws_host(endpoint):
         properties["s3.endpoint"] = endpoint
         properties["s3.force-virtual-addressing"] = "false"
     return properties

@@ -51,6 +51,7 @@ import sqlglot
 from sqlglot import exp
 
 from contracts.audit_log import AUDIT_TABLE
+from contracts.aws_endpoints import configured_endpoint_url, is_aws_host
 from contracts.lake_tables import PARTITION_COLUMN, TABLES, glue_type
 from contracts.settings import Settings
 from lake.iceberg_catalog import load_table
@@ -93,7 +94,6 @@ _PANDAS_TYPES: Final[dict[pa.DataType, Any]] = {
     pa.bool_(): pd.BooleanDtype(),
     pa.float64(): pd.Float64Dtype(),
 }
-_AWS_HOST_SUFFIXES: Final = (".amazonaws.com", ".amazonaws.com.cn")
 
 
 #: Extensions loaded into every connection, and those the Iceberg views need (avro first: the
@@ -171,7 +171,7 @@ def connect(
 
 def s3_secret_sql(session: boto3.Session, region: str) -> str:
     """``CREATE SECRET`` for the endpoint and credentials boto3 would use for S3."""
-    endpoint = session.client("s3", region_name=session.region_name or region).meta.endpoint_url
+    endpoint = configured_endpoint_url(session, "s3")
     options = {"TYPE": "s3", "REGION": _quote(session.region_name or region)}
     credentials = session.get_credentials()
     if credentials is not None:
@@ -180,10 +180,9 @@ def s3_secret_sql(session: boto3.Session, region: str) -> str:
         options["SECRET"] = _quote(frozen.secret_key or "")
         if frozen.token:
             options["SESSION_TOKEN"] = _quote(frozen.token)
-    parts = urlsplit(endpoint)
-    host = parts.hostname or ""
-    if not host.endswith(_AWS_HOST_SUFFIXES):
+    if endpoint is not None and not is_aws_host(endpoint):
         # A custom endpoint (moto, MinIO, a VPC endpoint...): path-style, as botocore uses for them.
+        parts = urlsplit(endpoint)
         options["ENDPOINT"] = _quote(parts.netloc)
         options["URL_STYLE"] = "'path'"
         options["USE_SSL"] = "true" if parts.scheme == "https" else "false"

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
+from contracts.aws_endpoints import configured_endpoint_url
 from contracts.settings import Settings
 
 if TYPE_CHECKING:
@@ -59,9 +60,7 @@ def check_answering(settings: Settings, session: boto3.Session | None = None) ->
     import boto3  # here: the command line's probe (silent_url) runs before every command, without it
 
     session = session or boto3.Session(region_name=settings.region)
-    urls = [
-        session.client(service, region_name=settings.region).meta.endpoint_url for service in ("s3", "glue")
-    ]
+    urls = [url for service in ("s3", "glue") if (url := configured_endpoint_url(session, service))]
     if settings.lake_format == "iceberg":
         urls.append(settings.iceberg_catalog_uri or "")
     silent = silent_url(urls)

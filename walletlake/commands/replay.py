@@ -8,6 +8,7 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
+from contracts.aws_endpoints import is_aws_host
 from contracts.settings import Settings
 
 _DESCRIPTION = """\
@@ -161,8 +162,7 @@ def sqs_for(queue_url: str, settings: Settings) -> Any:
     import boto3
 
     parts = urlsplit(queue_url)
-    host = parts.hostname or ""
-    if parts.scheme and not host.endswith((".amazonaws.com", ".amazonaws.com.cn")):
+    if parts.scheme and not is_aws_host(queue_url):
         return boto3.client(
             "sqs", region_name=settings.region, endpoint_url=f"{parts.scheme}://{parts.netloc}"
         )

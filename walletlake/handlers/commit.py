@@ -23,6 +23,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from contracts import lambda_metrics as names
+from contracts.aws_endpoints import is_aws_host
 from contracts.lake_layout import table_location_root
 from contracts.lake_tables import STREAM_TABLES
 from contracts.settings import (
@@ -116,7 +117,4 @@ def handler(event: dict[str, Any] | None, context: LambdaContext) -> dict[str, A
 
 def _on_glue(settings: Settings) -> bool:
     """True when the catalog is Glue's Iceberg endpoint (not the embedded stack's)."""
-    from urllib.parse import urlsplit
-
-    host = urlsplit(settings.catalog_uri).hostname or ""
-    return host.endswith((".amazonaws.com", ".amazonaws.com.cn"))
+    return is_aws_host(settings.catalog_uri)
