@@ -7,7 +7,9 @@ JSON): three such clients took 0.7 s of a 3.3 s ``walletlake sql`` (py-spy). The
 is *configured* with (``AWS_ENDPOINT_URL_<SERVICE>``, ``AWS_ENDPOINT_URL``, the shared config
 file's ``services`` section; ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`` honoured) is read here by
 botocore's own provider for it, without a client; ``None`` is the SDK's default, which is AWS.
-``tests/unit/test_aws_endpoints.py`` holds the answer equal to a client's over those sources.
+botocore calls that provider private, so ``tests/unit/test_aws_endpoints.py`` holds the answer
+equal to a real client's over every one of those sources: a botocore release that changes it fails
+there, not in a query.
 """
 
 from __future__ import annotations
