@@ -59,6 +59,10 @@ def provision(settings: Settings, session: boto3.Session | None = None) -> list[
             *ensure_tables(open_catalog(settings, session), settings.glue_database),
         ]
 
+    # botocore builds a client's exception classes on their first use, unguarded: threads racing
+    # that first use can raise one ResourceNotFoundException class and test for another, so a
+    # missing table escaped ensure_table's except (seen in a clean-clone suite). Built here, once.
+    _ = dynamodb.exceptions
     with ThreadPoolExecutor(max_workers=len(tables) + 1, thread_name_prefix="provision") as pool:
         made = [pool.submit(ensure_table, dynamodb, name, spec) for name, spec in tables]
         lake_lines = pool.submit(lake)
