@@ -23,10 +23,9 @@ PYTEST_ARGS ?= -n $(PYTEST_WORKERS)
 # extra (one resolve, one unpack): the same versions pip resolved (compared package by package).
 # Nothing is compiled at install: each process writes the .pyc files of what it imports, the first
 # time it imports them (Python's default, which this machine turns off with PYTHONDONTWRITEBYTECODE=1,
-# so it is exported empty here). From a clean clone, downloads included, the install took 7.5 s, against
-# 29 s when uv compiled all of site-packages first (--compile-bytecode) and about 110 s with pip; the
-# first import of pandas, pyarrow, boto3, pyiceberg, duckdb and aws_cdk then took 6.2 s and every
-# later one 1.95 s.
+# so it is exported empty here). In a fresh clone, uv's cache empty, downloads included, the uv call
+# took 7.5 s against 29 s with --compile-bytecode (and about 110 s with pip); the first import of
+# pandas, pyarrow, boto3, pyiceberg, duckdb and aws_cdk then took 6.2 s and every later one 1.95 s.
 export PYTHONDONTWRITEBYTECODE :=
 UV := $(BIN)/uv pip install --python $(BIN)/python --quiet
 

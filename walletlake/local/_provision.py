@@ -59,22 +59,33 @@ def provision(settings: Settings, session: boto3.Session | None = None) -> list[
             *ensure_tables(open_catalog(settings, session), settings.glue_database),
         ]
 
-    # botocore builds a client's exception classes on their first use, unguarded: threads racing
-    # that first use can raise one ResourceNotFoundException class and test for another, so a
-    # missing table escaped ensure_table's except (seen in a clean-clone suite). Built here, once.
-    _ = dynamodb.exceptions
     with ThreadPoolExecutor(max_workers=len(tables) + 1, thread_name_prefix="provision") as pool:
         made = [pool.submit(ensure_table, dynamodb, name, spec) for name, spec in tables]
         lake_lines = pool.submit(lake)
         return [*(table.result() for table in made), *lake_lines.result()]
 
 
-def ensure_table(dynamodb: DynamoDBClient, name: str, spec: TableSpec) -> str:
-    """Create an on-demand table with ``spec``'s keys, indexes, stream and TTL unless it exists."""
+def table_exists(dynamodb: DynamoDBClient, name: str) -> bool:
+    """Whether DynamoDB has the table, told by the error's code, not by its class.
+
+    botocore builds a client's exception classes on their first use, unguarded, and
+    :func:`provision` asks from threads sharing one fresh client: threads racing that first use
+    raised one ``ResourceNotFoundException`` class and tested for another, so a missing table
+    escaped ``except dynamodb.exceptions.ResourceNotFoundException`` (seen in a clean-clone suite).
+    """
     try:
         dynamodb.describe_table(TableName=name)
-        created = False
-    except dynamodb.exceptions.ResourceNotFoundException:
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+            raise
+        return False
+    return True
+
+
+def ensure_table(dynamodb: DynamoDBClient, name: str, spec: TableSpec) -> str:
+    """Create an on-demand table with ``spec``'s keys, indexes, stream and TTL unless it exists."""
+    created = False
+    if not table_exists(dynamodb, name):
         kwargs: dict[str, object] = {
             "TableName": name,
             "AttributeDefinitions": [
