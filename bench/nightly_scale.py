@@ -84,8 +84,9 @@ from lake import parquet
 from lake.committer import commit_landed
 from lake.compaction import read_footer
 from lake.iceberg_catalog import load_table, open_catalog
+from lake.iceberg_cleanup import expire_snapshots, remove_orphan_files
 from lake.iceberg_landing import TableLayout, land_rows, split_bucket_key, table_layouts
-from lake.iceberg_maintenance import compact_day, expire_snapshots, maintain, remove_orphan_files
+from lake.iceberg_maintenance import compact_day, maintain
 from queries.reconciliation import reconcile
 from walletlake.local import EmbeddedStack, patched_environ
 

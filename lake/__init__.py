@@ -9,8 +9,9 @@ Modules, by job (the tables' specs and the S3 layout they follow are contracts, 
 - :mod:`lake.landing_log`, :mod:`lake.iceberg_landing`, :mod:`lake.committer`: the Iceberg lake's
   exactly-once path, landed files → a log record per batch → one commit per interval;
 - :mod:`lake.iceberg_catalog`, :mod:`lake.iceberg_tables`, :mod:`lake.iceberg_files`,
-  :mod:`lake.iceberg_maintenance`, :mod:`lake.iceberg_migration`: the catalog, the tables' creation
-  and properties, compaction and expiry as atomic rewrites, and the move from plain Parquet;
+  :mod:`lake.iceberg_maintenance`, :mod:`lake.iceberg_cleanup`, :mod:`lake.iceberg_migration`: the
+  catalog, the tables' creation and properties, compaction as an atomic rewrite, snapshot expiry
+  and orphan removal, and the move from plain Parquet;
 - :mod:`lake.compaction_kernel` (pure), :mod:`lake.compaction`, :mod:`lake.compaction_units`: the
   plain-Parquet lake's compaction, in bounded units;
 - :mod:`lake.compaction_lease`: one compaction at a time across the state machines;

@@ -1,4 +1,4 @@
-"""Maintenance of the Iceberg tables: compaction of a day, snapshot expiry and orphan removal.
+"""Maintenance of the Iceberg tables: compaction of a day, then (:func:`maintain`) expiry and orphans.
 
 The committer appends the landed files of every interval as they are (:mod:`lake.committer`), so a
 day of a busy table is thousands of small files in arrival order: every reader opens them all, and
@@ -13,7 +13,8 @@ exactly its inputs and adds its outputs, while the committer keeps appending. Wh
   the compaction refreshes the table itself and checks that every input is still live. If one is
   gone (another compaction took it), this attempt is abandoned and its output deleted, rather than
   rebased into a snapshot that would hold those rows twice. If all are live, the same output is
-  committed again onto the new head (bounded attempts).
+  committed again onto the new head (bounded attempts; a refusal by appends alone is not counted
+  against them, as the committer does not count one by a compaction).
 - A commit whose outcome is unknown (a lost response) is recognised on the next attempt: the
   output is already live, and nothing is committed twice.
 - Rows are not deduplicated: the committer appends every landed batch once, so a copy of a row is
@@ -22,12 +23,8 @@ exactly its inputs and adds its outputs, while the committer keeps appending. Wh
 - The committer's progress (table property ``walletlake.committed-through``) is never set here:
   pyiceberg carries properties forward, so a compaction leaves the stream positions as they were.
 
-:func:`expire_snapshots` drops old snapshots from the metadata, never the current one, a tagged
-one (reconciliation tags the snapshots it read, so an audit can read them again) nor the last few.
-pyiceberg only edits the metadata; the files no snapshot references any more are deleted by
-:func:`remove_orphan_files`, which also keeps every file a landing record names (landed, perhaps not
-yet committed) and every file younger than a threshold far above the commit interval (landed but
-its record not yet written, or the output of a compaction in flight).
+Snapshot expiry and orphan removal, which :func:`maintain` runs after the compaction, are in
+:mod:`lake.iceberg_cleanup`.
 
 pyiceberg 0.12 has no manifest rewrite (Java's ``RewriteManifests``): manifests are merged by the
 committer's ``merge_append`` once a table has ``commit.manifest.min-count-to-merge`` of them, which
@@ -52,11 +49,18 @@ import boto3
 import pyarrow.parquet as pq
 
 from contracts.lake_tables import PARTITION_COLUMN
-from lake.commit_progress import read_progress
 from lake.compaction_targets import ICEBERG_TARGET_FILE_BYTES
 from lake.iceberg_catalog import strict_commits
+from lake.iceberg_cleanup import (
+    DEFAULT_ORPHAN_AGE_SECONDS,
+    DEFAULT_RETAIN_LAST,
+    DEFAULT_SNAPSHOT_AGE_SECONDS,
+    ExpiryResult,
+    OrphanResult,
+    expire_snapshots,
+    remove_orphan_files,
+)
 from lake.iceberg_tables import identifier
-from lake.landing_log import list_sources, records_after
 from lake.objects import delete_keys
 
 if TYPE_CHECKING:
@@ -76,20 +80,19 @@ COMPACTION: Final = "compaction"
 COMPACTION_MEMORY_LIMIT: Final = "1GB"
 #: A file at or above this share of the target is left alone: rewriting it gains nothing.
 SMALL_FILE_SHARE: Final = 0.75
-#: Commit attempts of one compaction: each refusal means another commit won the race.
+#: Refusals after which a compaction gives up, counting only those where something other than
+#: the committer's appends moved ``main`` (a rewrite, an expiry, an unknown outcome). A refusal by
+#: appends alone is committed again without counting, up to :data:`MAX_REFUSALS` in all: each one
+#: means the committer made progress, and on a hot table (a commit every interval, the rewrite's
+#: commit spanning a good share of one) five in a row is a matter of luck, not of a conflict.
 DEFAULT_ATTEMPTS: Final = 5
-#: Snapshots younger than this are kept: a reader (or a rerun pinned to a snapshot) needs them.
-DEFAULT_SNAPSHOT_AGE_SECONDS: Final = 5 * 24 * 3600
-#: The newest snapshots of the main branch kept whatever their age.
-DEFAULT_RETAIN_LAST: Final = 10
-#: Files younger than this are never orphans: a batch's files are written before its landing
-#: record, and a compaction's output before its commit. A day is far above either gap.
-DEFAULT_ORPHAN_AGE_SECONDS: Final = 24 * 3600
-_READERS: Final = 16
+#: Commit attempts of one compaction in all, whatever refused them (as :mod:`lake.committer`'s).
+MAX_REFUSALS: Final = 50
 
 #: Called with the attempt number after the output is written and before each commit: a seam for
 #: tests to commit something concurrently at exactly that point.
 BeforeCommit = Callable[[int], None]
+_READERS: Final = 16
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -115,34 +118,6 @@ class CompactionResult:
     def as_dict(self) -> dict[str, Any]:
         """Plain values, for logs and JSON."""
         return {**dataclasses.asdict(self), "paths_out": list(self.paths_out)}
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ExpiryResult:
-    """Snapshots expired and kept."""
-
-    table: str
-    expired: tuple[int, ...]
-    kept: int
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain values, for logs and JSON."""
-        return {"table": self.table, "expired": list(self.expired), "kept": self.kept}
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class OrphanResult:
-    """Files under the table's ``data/`` that were deleted, and why the others were kept."""
-
-    table: str
-    deleted: tuple[str, ...]
-    referenced: int
-    landed: int
-    young: int
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain values, for logs and JSON."""
-        return {**dataclasses.asdict(self), "deleted": list(self.deleted)}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -183,7 +158,6 @@ def compact_day(
     refuses, so reconciliation reports them. See the module docstring for why a concurrent append
     can neither lose nor double a row.
     """
-    from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
 
     day_text = day.isoformat() if isinstance(day, dt.date) else day
     ident = identifier(settings.glue_database, table)
@@ -210,6 +184,28 @@ def compact_day(
     if result.rows != rows_in:  # the rewrite must hold exactly the rows it read
         _delete_paths(s3, paths_out)
         raise RuntimeError(f"{table} dt={day_text}: compaction read {rows_in} rows but wrote {result.rows}")
+    return _commit_compaction(
+        catalog, ident, current, result, inputs, outputs, s3, attempts=attempts, before_commit=before_commit
+    )
+
+
+def _commit_compaction(
+    catalog: Catalog,
+    ident: tuple[str, str],
+    current: Table,
+    result: CompactionResult,
+    inputs: Sequence[DataFile],
+    outputs: Sequence[DataFile],
+    s3: S3Client,
+    *,
+    attempts: int,
+    before_commit: BeforeCommit | None,
+) -> CompactionResult:
+    """Commit the written rewrite, checking again after each refusal (the module docstring says
+    why each outcome is safe): at most ``attempts`` refusals not explained by appends alone."""
+    from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
+
+    table, day_text, paths_out = result.table, result.day, result.paths_out
     summary = {
         OPERATION_PROPERTY: COMPACTION,
         "walletlake.compaction.day": day_text,
@@ -218,16 +214,21 @@ def compact_day(
     }
     wanted = [file.file_path for file in inputs]
     checked: tuple[int | None, list[DataFile]] | None = None  # (snapshot, inputs) last found live
-    for attempt in range(1, attempts + 1):
+    refused = conflicts = 0  # conflicts: the refusals not explained by appends alone
+    for attempt in range(1, MAX_REFUSALS + 1):
         if attempt > 1:
             current = catalog.load_table(ident)
         if checked is not None and _only_appends_since(current, checked[0]):
             # Refused by appends alone (the committer's): they never remove a file, so the inputs
             # are live and the outputs not committed; commit again at once, without planning the
-            # day again. A retry that planned the whole day each time spanned the next append
-            # too, on a busy table again and again.
+            # day again and without counting it. A retry that planned the whole day each time
+            # spanned the next append too, on a busy table again and again.
             input_files = checked[1]
         else:
+            if attempt > 1:
+                conflicts += 1
+                if conflicts >= attempts:
+                    break
             live = _live_files(current, day_text)
             if all(path in live for path in paths_out):
                 # An earlier attempt landed though its answer was lost: it is done, not to be redone.
@@ -254,18 +255,26 @@ def compact_day(
         try:
             committed = _commit_rewrite(current, input_files, outputs, summary)
         except CommitFailedException:
+            refused += 1
             _logger.warning(
-                "compaction of %s dt=%s refused (a concurrent commit); checking again", table, day_text
+                "compaction of %s dt=%s refused (a concurrent commit); checking again (%d)",
+                table,
+                day_text,
+                attempt,
             )
             continue
         except CommitStateUnknownException:
+            refused += 1
             _logger.warning("compaction of %s dt=%s: commit outcome unknown; checking again", table, day_text)
             checked = None  # the outputs may be live: look
             continue
         return _logged(dataclasses.replace(result, attempts=attempt, snapshot_id=_snapshot_id(committed)))
     # Every attempt lost a race: the output may still be committed by an unknown outcome, so it is
     # left for orphan removal (which deletes it only if no snapshot references it).
-    raise RuntimeError(f"compaction of {table} dt={day_text} refused {attempts} times; giving up")
+    raise RuntimeError(
+        f"compaction of {table} dt={day_text} gave up after {refused} refused commits, "
+        f"{conflicts} of them by something other than appends"
+    )
 
 
 def plan_day(tasks: Sequence[FileScanTask], target_file_bytes: int) -> list[FileScanTask]:
@@ -413,152 +422,6 @@ def _delete_paths(s3: S3Client, paths: Iterable[str]) -> None:
 def _logged(result: CompactionResult) -> CompactionResult:
     _logger.info("compaction %s", json.dumps(result.as_dict()))
     return result
-
-
-#: Tries of an expiry whose snapshots a concurrent expiry removed first.
-_EXPIRY_ATTEMPTS: Final = 3
-
-
-def expire_snapshots(
-    settings: Settings,
-    catalog: Catalog,
-    table: str,
-    older_than_seconds: float = DEFAULT_SNAPSHOT_AGE_SECONDS,
-    retain_last: int = DEFAULT_RETAIN_LAST,
-    *,
-    clock: Callable[[], float] = time.time,
-) -> ExpiryResult:
-    """Expire snapshots older than ``older_than_seconds``, keeping the current one, the
-    ``retain_last`` newest of the main branch and every snapshot a tag or branch names.
-
-    Safe beside the committer's own expiry (:mod:`lake.snapshot_expiry`): when the other removed
-    some of the same snapshots first (pyiceberg raises ``ValueError``) or a ref moved, the choice
-    is made again from the table as it is now.
-
-    pyiceberg 0.12's ``ExpireSnapshots`` refuses a tagged or branch-head snapshot itself
-    (``by_id`` raises, ``older_than`` skips them, and the commit drops them again); the selection
-    here keeps them as well, so the answer names only what was really expired.
-    """
-    from pyiceberg.exceptions import CommitFailedException
-
-    for attempt in range(1, _EXPIRY_ATTEMPTS + 1):
-        current = catalog.load_table(identifier(settings.glue_database, table))
-        keep = protected_snapshots(current, retain_last)
-        cutoff_ms = (clock() - older_than_seconds) * 1000
-        doomed = sorted(
-            snapshot.snapshot_id
-            for snapshot in current.metadata.snapshots
-            if snapshot.timestamp_ms < cutoff_ms and snapshot.snapshot_id not in keep
-        )
-        try:
-            if doomed:
-                current.maintenance.expire_snapshots().by_ids(doomed).commit()
-            break
-        except (CommitFailedException, ValueError) as error:
-            # a concurrent expiry (the committer's) removed some first, or a tag moved: decide again
-            _logger.warning("expiry of %s decided again (%s): %s", table, attempt, error)
-            if attempt == _EXPIRY_ATTEMPTS:
-                doomed = []
-    result = ExpiryResult(table, tuple(doomed), len(current.metadata.snapshots) - len(doomed))
-    _logger.info("expiry %s", json.dumps(result.as_dict()))
-    return result
-
-
-def protected_snapshots(table: Table, retain_last: int) -> set[int]:
-    """Snapshot ids expiry must keep: every ref's (tags, branches, so the current one) and the
-    ``retain_last`` newest ancestors of the current snapshot."""
-    keep = {ref.snapshot_id for ref in table.metadata.refs.values()}
-    snapshot = table.current_snapshot()
-    while snapshot is not None and retain_last > 0:
-        keep.add(snapshot.snapshot_id)
-        retain_last -= 1
-        parent = snapshot.parent_snapshot_id
-        snapshot = table.metadata.snapshot_by_id(parent) if parent is not None else None
-    return keep
-
-
-def remove_orphan_files(
-    settings: Settings,
-    catalog: Catalog,
-    table: str,
-    older_than_seconds: float = DEFAULT_ORPHAN_AGE_SECONDS,
-    *,
-    s3: S3Client | None = None,
-    clock: Callable[[], float] = time.time,
-) -> OrphanResult:
-    """Delete files under the table's ``data/`` that no snapshot references, no landing record
-    names and that are older than ``older_than_seconds``.
-
-    The order of the reads is what makes a file moving through the pipeline safe: the table's
-    position, then the landing log past it (:func:`landed_paths`), then the table's metadata
-    again, so a batch committed in between is then in the metadata; a file listed but in none
-    was written before the threshold and was never committed (set aside, or left out with its
-    batch), or no snapshot left holds it.
-    """
-    from lake.iceberg_landing import split_bucket_key
-
-    s3 = s3 or boto3.client("s3", region_name=settings.region)
-    ident = identifier(settings.glue_database, table)
-    landed = landed_paths(s3, settings, catalog.load_table(ident))
-    current = catalog.load_table(ident)
-    referenced = referenced_paths(current)
-    bucket, prefix = split_bucket_key(f"{current.location().rstrip('/')}/data/")
-    cutoff = clock() - older_than_seconds
-    doomed: list[str] = []
-    counts = {"referenced": 0, "landed": 0, "young": 0}
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        for item in page.get("Contents", []):
-            path = f"s3://{bucket}/{item['Key']}"
-            if path in referenced:
-                counts["referenced"] += 1
-            elif path in landed:
-                counts["landed"] += 1
-            elif item["LastModified"].timestamp() >= cutoff:
-                counts["young"] += 1
-            else:
-                doomed.append(item["Key"])
-    if doomed:
-        delete_keys(s3, bucket, doomed)
-    result = OrphanResult(table, tuple(f"s3://{bucket}/{key}" for key in doomed), **counts)
-    _logger.info("orphans %s", json.dumps(result.as_dict()))
-    return result
-
-
-def referenced_paths(table: Table) -> set[str]:
-    """Every data file a snapshot still in the metadata references (each manifest read once)."""
-    manifests = {
-        manifest.manifest_path: manifest
-        for snapshot in table.metadata.snapshots
-        for manifest in snapshot.manifests(table.io)
-    }
-    with ThreadPoolExecutor(max_workers=_READERS) as pool:
-        entries = pool.map(
-            lambda manifest: [
-                entry.data_file.file_path
-                for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
-            ],
-            manifests.values(),
-        )
-        return {path for paths in entries for path in paths}
-
-
-def landed_paths(s3: S3Client, settings: Settings, table: Table) -> set[str]:
-    """Every file named by a landing record past ``table``'s committed position: landed, maybe not
-    committed.
-
-    Only those: a record at or before the position was committed, its files referenced or set
-    aside (a misfit's copy lives under ``_misfits/``), so reading it protects nothing. The log
-    keeps records for a day past their commit (:data:`lake.landing_tidy.RECORD_RETENTION_SECONDS`):
-    reading them all was one GET per batch of the last 25 hours for each table, 1.2 million a
-    night at the seed's load. One LIST per shard from its position, as the committer lists.
-    """
-    progress = read_progress(table)
-    after = {
-        source: int(progress[source][0]) if source in progress else None
-        for source in list_sources(s3, settings.bucket, settings.lake_prefix)
-    }
-    records = records_after(s3, settings.bucket, settings.lake_prefix, after, table.io)  # as the committer
-    return {file.path for record in records for file in record.files}
 
 
 def maintain(

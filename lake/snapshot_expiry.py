@@ -9,7 +9,7 @@ three-table cycle of 1.3 s CPU, 5.5 s on a 512 MB Lambda). Hence a short retenti
 every hourly tidy (:func:`lake.committer.commit_landed`): at most about 270 snapshots per table.
 It is the only expiry (no Glue retention optimizer: ``walletlake_cdk.catalog``); the files of
 expired snapshots are deleted by Glue's orphan file deletion on AWS and by
-:mod:`lake.iceberg_maintenance` locally.
+:mod:`lake.iceberg_cleanup` locally.
 
 What is never expired: the head of a branch and every tagged snapshot (``reconciled-{day}``: what
 ``reconcile --replay`` and pinned queries read), and the last

@@ -20,15 +20,14 @@ from contracts.settings import Settings
 from lake import parquet
 from lake.committer import COMMIT_ID_PROPERTY, PROGRESS_PROPERTY, commit_landed
 from lake.iceberg_catalog import open_catalog
+from lake.iceberg_cleanup import expire_snapshots, landed_paths, remove_orphan_files
 from lake.iceberg_landing import land_batch, split_bucket_key
 from lake.iceberg_maintenance import (
     COMPACTION,
+    DEFAULT_ATTEMPTS,
     OPERATION_PROPERTY,
     compact_day,
-    expire_snapshots,
-    landed_paths,
     maintain,
-    remove_orphan_files,
 )
 from lake.iceberg_tables import SNAPSHOT_RETENTION_HOURS, identifier
 from lake.landing_log import record_key
@@ -203,6 +202,57 @@ def test_compaction_refused_by_a_concurrent_append_commits_again_and_keeps_every
     parent = table.metadata.snapshot_by_id(snapshot.parent_snapshot_id)
     assert parent.summary.operation.value == "append"
     assert COMMIT_ID_PROPERTY in parent.summary.additional_properties
+
+
+def test_compaction_refused_by_appends_more_often_than_its_attempts_still_commits_once(lake: Lake) -> None:
+    # A hot table: the committer wins the race on every one of seven tries, more than the five a
+    # conflict may take. Appends never take an input, so none of those refusals is counted.
+    for _ in range(3):
+        lake.land_and_commit(10)
+    appended: list[str] = []
+
+    def append_meanwhile(attempt: int) -> None:
+        if attempt <= DEFAULT_ATTEMPTS + 2:
+            appended.extend(lake.land_and_commit(5))
+
+    result = compact_day(lake.settings, lake.catalog, "ledger", DAY, before_commit=append_meanwhile)
+
+    assert (result.outcome, result.attempts, result.files_in, result.rows) == (
+        COMPACTION,
+        DEFAULT_ATTEMPTS + 3,
+        3,
+        30,
+    )
+    assert lake.live_files() == sorted([*result.paths_out, *appended])
+    assert sorted(lake.entry_ids()) == _ids(1, 30 + 5 * (DEFAULT_ATTEMPTS + 2))
+
+
+def test_compaction_refused_by_other_rewrites_gives_up_after_its_attempts_and_keeps_every_row(
+    lake: Lake,
+) -> None:
+    from pyiceberg.io.pyarrow import parquet_files_to_data_files
+
+    for _ in range(3):
+        lake.land_and_commit(10)
+
+    def overwrite_meanwhile(attempt: int) -> None:
+        # Another engine's overwrite that leaves the day's files alone: not an append, so the
+        # compaction must look again, and that counts against its attempts.
+        paths = lake.land(5)
+        table = lake.table()
+        transaction = table.transaction()
+        with transaction.update_snapshot().overwrite() as rewrite:
+            for data_file in parquet_files_to_data_files(table.io, table.metadata, iter(paths)):
+                rewrite.append_data_file(data_file)
+        transaction.commit_transaction()
+
+    with pytest.raises(
+        RuntimeError, match=f"after {DEFAULT_ATTEMPTS} refused commits, {DEFAULT_ATTEMPTS} of them"
+    ):
+        compact_day(lake.settings, lake.catalog, "ledger", DAY, before_commit=overwrite_meanwhile)
+
+    assert sorted(lake.entry_ids()) == _ids(1, 30 + 5 * DEFAULT_ATTEMPTS)
+    assert len(lake.live_files()) == 3 + DEFAULT_ATTEMPTS
 
 
 def test_compaction_whose_inputs_were_compacted_meanwhile_is_abandoned_and_removes_its_output(

@@ -138,7 +138,7 @@ def test_the_maintenance_expiry_beside_the_committers_own_decides_again_and_does
     tmp_path: Path,
 ) -> None:
     from contracts.settings import Settings
-    from lake.iceberg_maintenance import expire_snapshots as maintenance_expiry
+    from lake.iceberg_cleanup import expire_snapshots as maintenance_expiry
 
     # GIVEN 14 commits, and `walletlake compact`'s expiry that loaded the table before the
     # committer's expiry removed the same snapshots
