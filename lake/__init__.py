@@ -8,7 +8,8 @@ Modules, by job (the tables' specs and the S3 layout they follow are contracts, 
 - :mod:`lake.writer`: a decoded batch → its landing objects (plain-Parquet lake);
 - :mod:`lake.landing_log`, :mod:`lake.iceberg_landing`, :mod:`lake.committer`: the Iceberg lake's
   exactly-once path, landed files → a log record per batch → one commit per interval;
-- :mod:`lake.iceberg_catalog`, :mod:`lake.iceberg_tables`, :mod:`lake.iceberg_files`,
+- :mod:`lake.iceberg_catalog`, :mod:`lake.iceberg_table_heads` (a table's head for a query, without
+  pyiceberg), :mod:`lake.iceberg_tables`, :mod:`lake.iceberg_files`,
   :mod:`lake.iceberg_maintenance`, :mod:`lake.iceberg_cleanup`, :mod:`lake.iceberg_migration`: the
   catalog, the tables' creation and properties, compaction as an atomic rewrite, snapshot expiry
   and orphan removal, and the move from plain Parquet;

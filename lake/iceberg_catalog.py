@@ -1,7 +1,9 @@
 """The Iceberg REST catalog the lake's tables live in, reached as the AWS SDK reaches everything else.
 
-One client for every place: pyiceberg's REST catalog, its requests signed with SigV4 from boto3's
-credentials. On AWS the catalog is Glue's Iceberg REST endpoint (``https://glue.{region}.amazonaws.com/iceberg``,
+One configuration for every place: pyiceberg's REST catalog, its requests signed with SigV4 from
+boto3's credentials (a query, which needs only a table's metadata file and snapshots, asks the same
+catalog from the same properties without pyiceberg: :mod:`lake.iceberg_table_heads`). On AWS the
+catalog is Glue's Iceberg REST endpoint (``https://glue.{region}.amazonaws.com/iceberg``,
 signing name ``glue``, warehouse the account id), whose tables live in the lake bucket; on the
 embedded stack it is SeaweedFS's catalog (it speaks the S3 Tables flavour of the same protocol and
 checks the same signatures). Data files are read and written through pyiceberg's S3 file IO at the

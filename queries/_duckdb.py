@@ -374,7 +374,7 @@ class DuckDBEngine:
     def _source(self, table: str, versions: Mapping[str, int | None]) -> str | None:
         """The table function a view reads, or None when there is nothing to read yet."""
         if is_iceberg_view(self.settings, table):
-            found = resolve(self.settings, table, versions, self._catalog)
+            found = resolve(self.settings, table, versions, self._session)
             if found.snapshot_id is None:
                 return None
             return (

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 
 from contracts.lake_tables import STREAM_TABLES
 from contracts.settings import Settings
-from lake.iceberg_catalog import load_table
+from lake.iceberg_table_heads import table_head
 
 if TYPE_CHECKING:
-    from pyiceberg.catalog.rest import RestCatalog
+    import boto3
 
 #: A snapshot id per Iceberg table; ``None`` for a table without a snapshot (no commit yet).
 Snapshots = Mapping[str, int | None]
@@ -65,19 +65,19 @@ def check_pins(snapshots: Snapshots) -> dict[str, int | None]:
 
 
 def resolve(
-    settings: Settings, table: str, pins: Snapshots, catalog: RestCatalog | None = None
+    settings: Settings, table: str, pins: Snapshots, session: boto3.Session | None = None
 ) -> IcebergSource:
-    """The metadata file and snapshot the view of ``table`` reads now (one catalog round trip).
+    """The metadata file and snapshot the view of ``table`` reads now (one catalog round trip,
+    without pyiceberg: :mod:`lake.iceberg_table_heads`).
 
     Raises ``ValueError`` for a pinned snapshot the table no longer has (expired, or another table's).
     """
-    loaded = load_table(settings, table, catalog)
+    head = table_head(settings, table, session)
     if table in pins:
         pinned = pins[table]
-        if pinned is not None and loaded.snapshot_by_id(pinned) is None:
+        if pinned is not None and pinned not in head.snapshot_ids:
             raise ValueError(
                 f"Iceberg table {table} has no snapshot {pinned} (expired, or not one of its snapshots)"
             )
-        return IcebergSource(table, loaded.metadata_location, pinned)
-    snapshot = loaded.current_snapshot()
-    return IcebergSource(table, loaded.metadata_location, snapshot.snapshot_id if snapshot else None)
+        return IcebergSource(table, head.metadata_location, pinned)
+    return IcebergSource(table, head.metadata_location, head.current_snapshot_id)
