@@ -50,7 +50,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedStack]:
     """
     environment = {LAKE_FORMAT_VARIABLE: TEST_LAKE_FORMAT}
     with (
-        EmbeddedStack(tmp_path_factory.mktemp("stack"), dynamodb_in_memory=True) as embedded,
+        EmbeddedStack(
+            tmp_path_factory.mktemp("stack"), dynamodb_in_memory=True, dynamodb_quick_jit=True
+        ) as embedded,
         patched_environ({**embedded.environment(), **environment}),
     ):
         yield embedded

@@ -76,3 +76,14 @@ def test_a_stack_in_memory_gives_dynamodb_local_no_data_folder(tmp_path: Path) -
     assert [arg for arg in on_disk if arg not in ("-dbPath", str(tmp_path / "db"))] == [
         arg for arg in in_memory if arg != "-inMemory"
     ]
+
+
+def test_a_quick_jit_stops_the_jvms_compiler_at_c1_before_the_main_class(tmp_path: Path) -> None:
+    peak = dynamodb_local_argv("java", tmp_path, 8000, tmp_path / "db", "127.0.0.1", LAUNCHER)
+    quick = dynamodb_local_argv(
+        "java", tmp_path, 8000, tmp_path / "db", "127.0.0.1", LAUNCHER, quick_jit=True
+    )
+    assert "-XX:TieredStopAtLevel=1" not in peak
+    # a JVM option: it must come before the class path and main class, or Java passes it to main
+    assert quick.index("-XX:TieredStopAtLevel=1") < quick.index("-cp")
+    assert [arg for arg in quick if arg != "-XX:TieredStopAtLevel=1"] == peak

@@ -111,6 +111,8 @@ class EmbeddedStack:
 
     ``dynamodb_in_memory`` keeps DynamoDB Local's tables in memory, for a stack whose data need not
     survive it (a test session's); `walletlake local up` keeps them on disk under ``data_dir``.
+    ``dynamodb_quick_jit`` compiles DynamoDB Local's Java with C1 only, for a stack of light load
+    (a test session's): less CPU, lower peak throughput (:func:`dynamodb_local_argv`).
     """
 
     def __init__(
@@ -125,9 +127,11 @@ class EmbeddedStack:
         iceberg_port: int | None = None,
         settings: Settings | None = None,
         dynamodb_in_memory: bool = False,
+        dynamodb_quick_jit: bool = False,
     ) -> None:
         self.data_dir = data_dir.resolve()
         self.dynamodb_in_memory = dynamodb_in_memory
+        self.dynamodb_quick_jit = dynamodb_quick_jit
         self.host = host
         self.dynamodb_port = dynamodb_port
         self.aws_port = aws_port
@@ -226,6 +230,7 @@ class EmbeddedStack:
                     _LAUNCHER,
                     launcher_classes,
                     in_memory=self.dynamodb_in_memory,
+                    quick_jit=self.dynamodb_quick_jit,
                 ),
                 logs / "dynamodb-local.log",
                 cwd=jar_dir,
