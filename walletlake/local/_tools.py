@@ -150,10 +150,11 @@ def dynamodb_local_argv(
 
     ``quick_jit`` stops the JVM's compiler at C1 (``-XX:TieredStopAtLevel=1``): for a stack that
     serves minutes of light load (a test session's), where C2's compiling costs more CPU than its
-    faster code gives back. Measured on this 2-core machine, three alternations of 1,500 two-item
-    transactions and 300 consistent reads from a fresh JVM: 16.0 CPU-s of java and 12.5 s by
-    default, 9.2 CPU-s and 11.1 s with C1 only; at 6,000 transactions 34.1 against 25.0 CPU-s, but
-    33.7 against 36.7 s: a stack measured for throughput (``bench/``) or kept up keeps C2.
+    faster code gives back. ``bench/dynamodb_jit.py`` on this 2-core machine, a fresh JVM per run,
+    alternated: 1,500 two-item transactions and 300 consistent reads, 15.95 CPU-s of java and
+    11.9 s by default, 9.29 CPU-s and 11.1 s with C1 only (medians of three); 6,000 transactions,
+    33.0 against 25.6 CPU-s but 32.6 against 37.3 s (of two): a stack measured for throughput
+    (``bench/``) or kept up keeps C2.
     """
     jar = str(jar_dir / "DynamoDBLocal.jar")
     main = (
