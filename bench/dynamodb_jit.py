@@ -25,8 +25,13 @@ from pathlib import Path
 import boto3
 import psutil
 
-from walletlake.local._stack import _LAUNCHER
-from walletlake.local._tools import compiled_launcher, dynamodb_local_argv, dynamodb_local_dir, find_java
+from walletlake.local._tools import (
+    DYNAMODB_LOCAL_LAUNCHER,
+    compiled_launcher,
+    dynamodb_local_argv,
+    dynamodb_local_dir,
+    find_java,
+)
 
 _TABLE = "bench-jit"
 JITS = {"default": False, "c1": True}
@@ -49,8 +54,8 @@ def run_once(quick_jit: bool, transactions: int, scratch: Path) -> tuple[float, 
         port,
         scratch / "db",
         "127.0.0.1",
-        _LAUNCHER,
-        compiled_launcher(java, jar_dir, _LAUNCHER),
+        DYNAMODB_LOCAL_LAUNCHER,
+        compiled_launcher(java, jar_dir, DYNAMODB_LOCAL_LAUNCHER),
         in_memory=True,
         quick_jit=quick_jit,
     )

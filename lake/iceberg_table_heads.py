@@ -4,8 +4,9 @@ A query reads an Iceberg table through DuckDB's ``iceberg_scan`` of its metadata
 needs of the catalog is three facts: that file, the current snapshot, and which snapshots the
 table still has (a pinned one may have expired). pyiceberg's ``RestCatalog`` answers them too, but a
 process that only queries (every ``walletlake sql`` and ``walletlake query``, a notebook's first
-cell) then imports pyiceberg and builds its models (about a quarter of such a command's time) and
-validates every snapshot of the metadata into objects it never uses.
+cell) then imports pyiceberg and builds its models, and validates every snapshot of the metadata
+into objects it never uses: `walletlake query current_balances` took 2.27 s through pyiceberg and
+1.56 s through this module, medians of five alternated runs on the embedded stack.
 
 Here the requests are the two pyiceberg makes, from the same properties
 (:func:`lake.iceberg_catalog.catalog_properties`), so there is one configuration of the catalog:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import boto3
 import pyarrow as pa
 import pytest
-from support.sql_lake import ledger_rows
+from support.sql_lake import DAY, ledger_rows
 
 from contracts.lake_tables import PARTITION_COLUMN, STREAM_TABLES
 from contracts.settings import Settings
@@ -17,6 +17,7 @@ from lake.iceberg_catalog import open_catalog
 from lake.iceberg_table_heads import TableHead, TableNotFoundError, table_head
 from lake.iceberg_tables import identifier
 from queries._iceberg_views import resolve
+from walletlake.local import LOCAL_CREDENTIALS
 
 pytestmark = pytest.mark.stack
 
@@ -33,7 +34,7 @@ def _pyiceberg_head(settings: Settings, table: str) -> TableHead:
 
 def _day_rows(entry_ids: list[str]) -> pa.Table:
     rows = ledger_rows(entry_ids)
-    return rows.append_column(PARTITION_COLUMN, pa.array(["2026-03-01"] * rows.num_rows, pa.string()))
+    return rows.append_column(PARTITION_COLUMN, pa.array([DAY.isoformat()] * rows.num_rows, pa.string()))
 
 
 def test_every_tables_head_is_pyicebergs_before_and_after_commits(
@@ -79,7 +80,7 @@ def test_a_missing_table_and_a_bad_signature_are_refused_by_name(
         table_head(settings, "quarantine")
 
     forged = boto3.Session(
-        aws_access_key_id="walletlakelocal",
+        aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
         aws_secret_access_key="not-the-secret",
         region_name=settings.region,
     )

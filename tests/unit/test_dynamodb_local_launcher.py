@@ -8,9 +8,8 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
+from walletlake.local._tools import DYNAMODB_LOCAL_LAUNCHER as LAUNCHER
 from walletlake.local._tools import compiled_launcher, dynamodb_local_argv
-
-LAUNCHER = Path(__file__).resolve().parents[2] / "walletlake" / "local" / "LoopbackDynamoDBLocal.java"
 
 
 def _jdk(tmp_path: Path, javac_body: str | None) -> str:

