@@ -15,7 +15,6 @@ and the java process's CPU seconds, and the ratios C1 / default.
 from __future__ import annotations
 
 import argparse
-import socket
 import statistics
 import subprocess
 import tempfile
@@ -25,6 +24,8 @@ from pathlib import Path
 import boto3
 import psutil
 
+from walletlake.local import LOCAL_CREDENTIALS
+from walletlake.local._servers import free_port, wait_until
 from walletlake.local._tools import (
     DYNAMODB_LOCAL_LAUNCHER,
     compiled_launcher,
@@ -37,17 +38,11 @@ _TABLE = "bench-jit"
 JITS = {"default": False, "c1": True}
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def run_once(quick_jit: bool, transactions: int, scratch: Path) -> tuple[float, float, float]:
     """(seconds to readiness, seconds in all, java CPU-seconds) of one fresh server."""
     java = find_java()
     jar_dir = dynamodb_local_dir()
-    port = _free_port()
+    port = free_port()
     argv = dynamodb_local_argv(
         java,
         jar_dir,
@@ -66,18 +61,12 @@ def run_once(quick_jit: bool, transactions: int, scratch: Path) -> tuple[float, 
             "dynamodb",
             endpoint_url=f"http://127.0.0.1:{port}",
             region_name="us-east-1",
-            aws_access_key_id="bench",
-            aws_secret_access_key="bench",
+            aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
         )
-        deadline = started + 60
-        while True:
-            try:
-                client.list_tables()
-                break
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        wait_until(
+            lambda: "TableNames" in client.list_tables(), timeout=60, what="DynamoDB Local", process=server
+        )
         ready = time.monotonic() - started
         client.create_table(
             TableName=_TABLE,
